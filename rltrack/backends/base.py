@@ -1,0 +1,47 @@
+"""The interface every backend implements, and what it is told about the run.
+
+Backends are sinks: the pipeline thread hands them batches of events that
+already went through the filters and into the journal. They never run on the
+training thread. `dump` marks the store-then-log point (a table per dump in
+text logs and on the console); `close` ends the run with its final status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.report import Report
+
+
+@dataclass
+class RunContext:
+    """What a backend may know about the run it is writing."""
+
+    run_dir: Path
+    name: str
+    config: dict[str, Any]
+    report: Report
+
+
+class Backend:
+    """Base class: subclasses override what they need. `name` is the config name."""
+
+    name = ""
+
+    def open(self, run: RunContext) -> None:
+        self.run = run
+
+    def write(self, events: list[Event]) -> None:
+        pass
+
+    def dump(self) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self, status: str) -> None:
+        pass

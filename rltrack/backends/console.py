@@ -1,0 +1,40 @@
+"""Prints a table of the latest values per namespace at each dump, SB3 style."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from rltrack.backends.base import Backend
+from rltrack.backends.local import DEFAULT_NAMESPACE
+from rltrack.backends.tables import LatestValues, Pending, format_table
+from rltrack.events import NUMERIC_KINDS, Event
+
+
+class ConsoleBackend(Backend):
+    name = "console"
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+        self._tables = LatestValues()
+
+    def write(self, events: list[Event]) -> None:
+        for event in events:
+            if event.kind in NUMERIC_KINDS:
+                for namespace, pending in self._tables.add(event):
+                    self._print(namespace, pending)
+
+    def dump(self) -> None:
+        for namespace, pending in self._tables.take_all():
+            self._print(namespace, pending)
+
+    def _print(self, namespace: str, pending: Pending) -> None:
+        stream = self._stream or sys.stdout
+        stream.write(f"{pending.heading()}\n{format_table(namespace or DEFAULT_NAMESPACE, pending.values)}\n")
+
+    def flush(self) -> None:
+        (self._stream or sys.stdout).flush()
+
+    def close(self, status: str) -> None:
+        self.dump()
+        self.flush()

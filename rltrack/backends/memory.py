@@ -1,0 +1,47 @@
+"""Keeps every event in the process, for notebooks and tests."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rltrack.backends.base import Backend
+from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.optional import require
+
+if TYPE_CHECKING:
+    import pandas
+
+
+class MemoryBackend(Backend):
+    """`events`: every event; `metrics[tag]`: the values of each scalar, in order;
+    `steps[tag]`: their primary steps; `df`: one row per scalar record."""
+
+    name = "memory"
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.metrics: dict[str, list[Any]] = {}
+        self.steps: dict[str, list[int | None]] = {}
+        self.status: str | None = None
+
+    def write(self, events: list[Event]) -> None:
+        self.events.extend(events)
+        for event in events:
+            if event.kind in NUMERIC_KINDS:
+                for key, value in event.data.items():
+                    tag = event.tag(key)
+                    self.metrics.setdefault(tag, []).append(value)
+                    self.steps.setdefault(tag, []).append(event.primary_step)
+
+    def close(self, status: str) -> None:
+        self.status = status
+
+    @property
+    def df(self) -> pandas.DataFrame:
+        pd = require("pandas", "pandas", "MemoryBackend.df")
+        rows = [
+            {"time": e.time, "namespace": e.namespace, **e.steps, **{e.tag(k): v for k, v in e.data.items()}}
+            for e in self.events
+            if e.kind in NUMERIC_KINDS
+        ]
+        return pd.DataFrame(rows)

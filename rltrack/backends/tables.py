@@ -1,0 +1,71 @@
+"""Readable tables of the latest values, as SB3, SpinningUp and DI-engine print them.
+
+`LatestValues` collects, per namespace, the newest value of each key since the
+last table; a table is due at `dump()`, at close, and whenever a key that is
+already pending arrives again (so loops that never call `dump` still get one
+table per step). Both the console and the local text logs use it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rltrack.events import Event
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def format_table(title: str, values: dict[str, Any]) -> str:
+    """A two-column box: `title` on top, then one `key | value` line per key."""
+    rows = [(key, format_value(value)) for key, value in values.items()]
+    left = max([len(title)] + [len(k) for k, _ in rows])
+    right = max([5] + [len(v) for _, v in rows])
+    rule = f"+-{'-' * left}-+-{'-' * right}-+"
+    lines = [rule, f"| {title:<{left}} | {'Value':<{right}} |", rule]
+    lines += [f"| {k:<{left}} | {v:<{right}} |" for k, v in rows]
+    lines.append(rule)
+    return "\n".join(lines)
+
+
+class Pending:
+    """The latest values and steps of one namespace since its last table."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.steps: dict[str, int] = {}
+        self.time = 0.0
+
+    def heading(self) -> str:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.time))
+        steps = " ".join(f"{axis}={value}" for axis, value in self.steps.items())
+        return f"[{stamp}] {steps}".rstrip()
+
+
+class LatestValues:
+    """Collects events; `add` returns the namespaces whose table fell due first."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, Pending] = {}
+
+    def add(self, event: Event) -> list[tuple[str, Pending]]:
+        due = []
+        current = self.pending.get(event.namespace)
+        if current is not None and not current.values.keys().isdisjoint(event.data):
+            due.append((event.namespace, current))
+            current = None
+        if current is None:
+            current = self.pending[event.namespace] = Pending()
+        current.values.update(event.data)
+        current.steps.update(event.steps)
+        current.time = event.time
+        return due
+
+    def take_all(self) -> list[tuple[str, Pending]]:
+        due = [(ns, p) for ns, p in self.pending.items() if p.values]
+        self.pending = {}
+        return due

@@ -1,0 +1,190 @@
+"""Config file, dict or environment -> a validated config -> a running `Logger`.
+
+A config has three sections (TOML shown; YAML and dicts nest the same way):
+
+    [run]        root, name, tracked
+    [[filters]]  type = "none" | "smoothing" | "aggregate" | "time" | "keys", plus its parameters
+    [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend
+
+Every mistake is a `ConfigError` naming where it is (file and key), the value
+found, what is allowed, and how to fix it. Environment: `RLTRACK_CONFIG` names
+the config file used when none is given; `RLTRACK_BACKENDS=local,console`
+overrides `backends.use`.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from rltrack.backends import BACKEND_TYPES, Backend, backend_class
+from rltrack.filters import FILTER_TYPES, Filter, FilterChain
+from rltrack.optional import MissingExtraError
+from rltrack.pipeline import Logger
+from rltrack.report import Report
+from rltrack.rundir import create_run_dir
+
+DEFAULTS: dict[str, Any] = {
+    "run": {"root": "runs", "name": None, "tracked": []},
+    "filters": [],
+    "backends": {"use": ["local"]},
+}
+SECTIONS = tuple(DEFAULTS)
+RUN_KEYS = tuple(DEFAULTS["run"])
+
+
+class ConfigError(ValueError):
+    """A config mistake; the message says where, what was found and how to fix it."""
+
+
+def load_config(config: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
+    """Reads, merges (defaults < file or dict < overrides < environment) and validates."""
+    source = "config"
+    if config is None and os.environ.get("RLTRACK_CONFIG"):
+        config = os.environ["RLTRACK_CONFIG"]
+        source = f"{config} (from RLTRACK_CONFIG)"
+    if isinstance(config, (str, Path)):
+        source = source if source != "config" else str(config)
+        config = read_config_file(Path(config))
+    elif config is not None and not isinstance(config, Mapping):
+        raise ConfigError(f"config must be a file path, a dict or None, got {type(config).__name__}")
+    merged = copy.deepcopy(DEFAULTS)
+    for layer, where in ((config or {}, source), (overrides, "make_logger() keyword arguments")):
+        _check_keys(layer, SECTIONS, where, "")
+        for section, value in layer.items():
+            if isinstance(value, Mapping) and isinstance(merged[section], dict):
+                merged[section].update(copy.deepcopy(dict(value)))
+            else:
+                merged[section] = copy.deepcopy(value)
+    if os.environ.get("RLTRACK_BACKENDS"):
+        merged["backends"]["use"] = [b.strip() for b in os.environ["RLTRACK_BACKENDS"].split(",") if b.strip()]
+        source += " + RLTRACK_BACKENDS"
+    _validate(merged, source)
+    return merged
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """TOML or YAML by extension; neither format can execute code."""
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist; pass an existing .toml/.yaml path, a dict, or None")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix == ".toml":
+            if sys.version_info >= (3, 11):
+                import tomllib
+            else:
+                import tomli as tomllib
+            data = tomllib.loads(text)
+        elif path.suffix in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            raise ConfigError(f"config file {path}: unknown extension {path.suffix!r}; use .toml, .yaml or .yml")
+    except ConfigError:
+        raise
+    except Exception as exc:  # the parsers' own syntax errors, with line numbers
+        raise ConfigError(f"config file {path} could not be parsed: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: the top level must be a table/mapping, got {type(data).__name__}")
+    return data
+
+
+def _validate(cfg: dict[str, Any], where: str) -> None:
+    run = cfg["run"]
+    if not isinstance(run, dict):
+        raise ConfigError(f"{where}: run must be a table with keys {', '.join(RUN_KEYS)}, got {run!r}")
+    _check_keys(run, RUN_KEYS, where, "run.")
+    if not isinstance(run["root"], (str, Path)) or not str(run["root"]):
+        raise ConfigError(f'{where}: run.root = {run["root"]!r} must be a directory path, e.g. root = "runs"')
+    if run["name"] is not None and (not isinstance(run["name"], str) or not run["name"]):
+        raise ConfigError(f'{where}: run.name = {run["name"]!r} must be a non-empty string, e.g. name = "cartpole_ppo"')
+    tracked = run["tracked"]
+    if not isinstance(tracked, list) or not all(isinstance(t, str) for t in tracked):
+        raise ConfigError(f'{where}: run.tracked = {tracked!r} must be a list of hyperparameter names, e.g. tracked = ["env_id", "lr"]')
+    filters = cfg["filters"]
+    if not isinstance(filters, list):
+        raise ConfigError(f"{where}: filters = {filters!r} must be a list of tables ([[filters]] in TOML, a list in YAML)")
+    for index, spec in enumerate(filters):
+        build_filter(spec, f"{where}: filters[{index}]")
+    backends = cfg["backends"]
+    if not isinstance(backends, dict):
+        raise ConfigError(f"{where}: backends must be a table with a 'use' list, got {backends!r}")
+    _check_keys(backends, ("use", *BACKEND_TYPES), where, "backends.")
+    use = backends["use"]
+    if not isinstance(use, list) or not all(isinstance(b, str) for b in use):
+        raise ConfigError(f'{where}: backends.use = {use!r} must be a list of backend names, e.g. use = ["local"]')
+    for index, name in enumerate(use):
+        if name not in BACKEND_TYPES:
+            raise ConfigError(f"{where}: backends.use[{index}] = {name!r} is not a backend;{_allowed(name, BACKEND_TYPES)}")
+        settings = backends.get(name, {})
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{where}: backends.{name} must be a table of settings, got {settings!r}")
+
+
+def build_filter(spec: Any, where: str) -> Filter:
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{where} must be a table with a 'type' key, got {spec!r}")
+    params = dict(spec)
+    kind = params.pop("type", None)
+    if kind not in FILTER_TYPES:
+        raise ConfigError(f"{where}: type = {kind!r} is not a filter;{_allowed(str(kind), FILTER_TYPES)}")
+    return _construct(FILTER_TYPES[kind], params, f"{where} (type = {kind!r})")
+
+
+def build_backend(name: str, settings: Mapping[str, Any], where: str) -> Backend:
+    try:
+        cls = backend_class(name)
+    except MissingExtraError as exc:
+        raise ConfigError(f"{where}: backend {name!r}: {exc}") from None
+    return _construct(cls, dict(settings), f"{where}: backends.{name}")
+
+
+def _construct(cls: Callable[..., Any], params: dict[str, Any], where: str) -> Any:
+    signature = inspect.signature(cls)
+    _check_keys(params, tuple(signature.parameters), where, "")
+    for pname, param in signature.parameters.items():
+        if param.default is inspect.Parameter.empty and pname not in params:
+            raise ConfigError(f"{where}: missing required key {pname!r}")
+    try:
+        return cls(**params)
+    except MissingExtraError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _check_keys(mapping: Mapping[str, Any], allowed: tuple[str, ...], where: str, prefix: str) -> None:
+    for key in mapping:
+        if key not in allowed:
+            raise ConfigError(f"{where}: unknown key {prefix}{key!r};{_allowed(str(key), allowed)}")
+
+
+def _allowed(found: str, allowed: Any) -> str:
+    names = list(allowed)
+    hint = difflib.get_close_matches(found, names, n=1)
+    return f" allowed: {', '.join(names) or '(none)'}." + (f" Did you mean {hint[0]!r}?" if hint else "")
+
+
+def make_logger(config: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> Logger:
+    """Builds a `Logger` from a config file path, a dict, or (None) `RLTRACK_CONFIG`
+    else the defaults (the local backend under ./runs). Keyword arguments
+    override whole config sections: `make_logger(run={"name": "demo"})`."""
+    cfg = load_config(config, **overrides)
+    where = "config"
+    report = Report()
+    chain = FilterChain([build_filter(spec, f"{where}: filters[{i}]") for i, spec in enumerate(cfg["filters"])], report)
+    backends = [build_backend(name, cfg["backends"].get(name, {}), where) for name in cfg["backends"]["use"]]
+    run = cfg["run"]
+    run_dir = create_run_dir(Path(run["root"]), run["name"] or _default_run_name())
+    return Logger(run_dir, cfg, chain, backends, report, run["tracked"])
+
+
+def _default_run_name() -> str:
+    script = Path(sys.argv[0]).stem if sys.argv and sys.argv[0] not in ("", "-c") else ""
+    return script or "run"

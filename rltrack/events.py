@@ -1,0 +1,104 @@
+"""The common event schema every adapter produces and every backend consumes.
+
+One `Event` is one record of one kind (scalars, text, hparams, ...) from one
+namespace at one point on one or more named step axes. It is what the journal
+stores, one JSON object per line, so the field names below are a file format:
+change them only together with `SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+SCHEMA_VERSION = 1
+
+KINDS = ("scalars", "text", "hparams", "histogram", "image", "video", "artifact", "timing")
+
+#: Kinds whose data are plain numbers (a timing is a scalar that is a duration in seconds).
+NUMERIC_KINDS = ("scalars", "timing")
+
+DEFAULT_STEP_AXIS = "step"
+
+
+@dataclass(slots=True)
+class Event:
+    """One record on its way from a framework to the trackers.
+
+    `steps` maps axis names to integers (`{"env_steps": 2048, "train_iter": 3}`);
+    the first axis is the primary one, used where a tracker takes a single step.
+    `preaggregated` says the values were already smoothed or aggregated before
+    they reached rltrack (RLlib, for instance, reports moving averages).
+    """
+
+    time: float
+    data: dict[str, Any]
+    kind: str = "scalars"
+    namespace: str = ""
+    steps: dict[str, int] = field(default_factory=dict)
+    source: str = "api"
+    worker: str = "0"
+    run: str = ""
+    preaggregated: bool = False
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def primary_step(self) -> int | None:
+        """The value of the first step axis, or None when the event has none."""
+        for value in self.steps.values():
+            return value
+        return None
+
+    def tag(self, key: str) -> str:
+        """`<namespace>/<key>`, the name a key carries in flat trackers."""
+        return f"{self.namespace}/{key}" if self.namespace else key
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "time": self.time,
+            "run": self.run,
+            "source": self.source,
+            "namespace": self.namespace,
+            "worker": self.worker,
+            "kind": self.kind,
+            "steps": self.steps,
+            "preaggregated": self.preaggregated,
+            "data": self.data,
+        }
+
+    def to_json(self) -> str:
+        """One line of JSON. Non-finite floats are written as NaN/Infinity/-Infinity,
+        as Python's json module, pandas and JavaScript's JSON5 readers accept."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), default=_json_fallback)
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> Event:
+        schema = int(obj.get("schema", SCHEMA_VERSION))
+        if schema > SCHEMA_VERSION:
+            raise ValueError(
+                f"event schema {schema} is newer than this rltrack understands ({SCHEMA_VERSION}); "
+                "upgrade rltrack to read it"
+            )
+        return cls(
+            time=float(obj["time"]),
+            data=dict(obj.get("data", {})),
+            kind=str(obj.get("kind", "scalars")),
+            namespace=str(obj.get("namespace", "")),
+            steps={str(k): int(v) for k, v in obj.get("steps", {}).items()},
+            source=str(obj.get("source", "api")),
+            worker=str(obj.get("worker", "0")),
+            run=str(obj.get("run", "")),
+            preaggregated=bool(obj.get("preaggregated", False)),
+            schema=schema,
+        )
+
+    @classmethod
+    def from_json(cls, line: str) -> Event:
+        return cls.from_dict(json.loads(line))
+
+
+def _json_fallback(value: Any) -> Any:
+    """Last resort for values the normaliser let through (it should not): their text."""
+    return repr(value)

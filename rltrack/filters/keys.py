@@ -1,0 +1,30 @@
+"""Keeps or drops keys by regular expression, like Acme's KeyFilter."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rltrack.events import Event
+from rltrack.filters.base import Filter, compile_regex
+
+
+class KeyFilter(Filter):
+    """`keep`: only keys matching it pass; `drop`: keys matching it are removed
+    (applied after `keep`). Both use `re.search`. A record left empty is dropped."""
+
+    def __init__(self, keep: str | None = None, drop: str | None = None) -> None:
+        if keep is None and drop is None:
+            raise ValueError("KeyFilter needs keep=<regex>, drop=<regex> or both")
+        self._keep = compile_regex("keep", keep) if keep is not None else None
+        self._drop = compile_regex("drop", drop) if drop is not None else None
+
+    def apply(self, event: Event) -> list[Event]:
+        data = {
+            key: value
+            for key, value in event.data.items()
+            if (self._keep is None or self._keep.search(key))
+            and (self._drop is None or not self._drop.search(key))
+        }
+        if len(data) == len(event.data):
+            return [event]
+        return [replace(event, data=data)] if data else []

@@ -1,0 +1,18 @@
+"""Drops keys whose value is None, as Acme's NoneFilter does."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rltrack.events import Event
+from rltrack.filters.base import Filter
+
+
+class NoneFilter(Filter):
+    """Removes `None` values; a record left with no keys is dropped."""
+
+    def apply(self, event: Event) -> list[Event]:
+        if all(value is not None for value in event.data.values()):
+            return [event]
+        data = {key: value for key, value in event.data.items() if value is not None}
+        return [replace(event, data=data)] if data else []

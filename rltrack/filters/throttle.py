@@ -1,0 +1,23 @@
+"""Rate limiting by time, like Acme's TimeFilter, per namespace."""
+
+from __future__ import annotations
+
+from rltrack.events import Event
+from rltrack.filters.base import Filter, check_positive
+
+
+class TimeFilter(Filter):
+    """Forwards a record only if at least `seconds` passed (by the records' own
+    capture times) since the last record forwarded from the same namespace."""
+
+    def __init__(self, seconds: float) -> None:
+        check_positive("seconds", seconds)
+        self.seconds = float(seconds)
+        self._last: dict[str, float] = {}
+
+    def apply(self, event: Event) -> list[Event]:
+        last = self._last.get(event.namespace)
+        if last is not None and event.time - last < self.seconds:
+            return []
+        self._last[event.namespace] = event.time
+        return [event]

@@ -1,0 +1,21 @@
+"""Imports of optional third-party packages, with an error that names the extra."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+
+class MissingExtraError(ImportError):
+    """An optional package is not installed; the message says what to install."""
+
+
+def require(module: str, extra: str, purpose: str) -> ModuleType:
+    """Import `module` or raise an error telling the user which extra provides it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"{purpose} needs the package '{module.split('.')[0]}', which is not installed "
+            f"({exc}). Install it with: pip install 'rltrack[{extra}]'"
+        ) from None

@@ -1,0 +1,325 @@
+"""The `Logger`: the training thread's handle, and the pipeline thread behind it.
+
+`write` builds an `Event` and appends it to a deque; that is all the training
+thread pays. A daemon thread drains the deque: it fills in missing steps,
+normalises values, runs the filter chain, appends to the journal and hands
+each batch to the backends. Control calls (`dump`, `flush`, `close`,
+checkpoints) travel through the same deque, so they stay in order with writes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import itertools
+import sys
+import threading
+import time
+import weakref
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from rltrack.backends.base import Backend, RunContext
+from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
+from rltrack.filters import FilterChain
+from rltrack.journal import JOURNAL_NAME, JournalWriter
+from rltrack.report import Report
+from rltrack.rundir import RunFiles, save_checkpoint
+from rltrack.values import normalize
+
+#: The pipeline thread wakes at least this often when idle, and flushes the
+#: journal and backends at least this often (so a crash loses < 1 s of events).
+IDLE_WAIT = 0.05
+FLUSH_EVERY = 0.5
+
+
+@dataclass
+class _Dump:
+    steps: dict[str, int] | None
+
+
+@dataclass
+class _Barrier:
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class _Close:
+    status: str
+
+
+@dataclass
+class _Checkpoint:
+    payload: bytes | Path
+    iteration: int
+    metric: float | None
+    best: bool
+    steps: dict[str, int]
+
+
+class Logger:
+    """Logs from any training loop; build it with `rltrack.make_logger`."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        config: dict[str, Any],
+        chain: FilterChain,
+        backends: list[Backend],
+        report: Report,
+        tracked: list[str],
+    ) -> None:
+        self.run_dir = run_dir
+        self.name = run_dir.name
+        self.config = config
+        self.report = report
+        self.backends = {b.name: b for b in backends}
+        self._chain = chain
+        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends]), *backends]
+        self._queue: deque[Any] = deque()
+        self._wake = threading.Event()
+        self._closed = False
+        self._best_metric: float | None = None
+        self._last_steps: dict[str, int] = {}
+        self._records = itertools.count()
+        self._failed_sinks: set[str] = set()
+        context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report)
+        for sink in self._sinks:
+            sink.open(context)
+        self._journal = JournalWriter(run_dir / JOURNAL_NAME)
+        self._thread = threading.Thread(target=self._loop, name=f"rltrack-{self.name}", daemon=True)
+        self._thread.start()
+        _OPEN_LOGGERS.add(self)
+
+    # ---- the training thread's side -------------------------------------
+
+    def write(
+        self,
+        data: Mapping[str, Any],
+        *,
+        step: int | Mapping[str, int] | None = None,
+        namespace: str = "",
+        kind: str = "scalars",
+    ) -> None:
+        """Hand over one record; returns in microseconds. `step` is an int (axis
+        "step") or a mapping of named axes, the first being the primary one.
+        Without a step the record takes the last steps given to this logger."""
+        if kind not in KINDS:
+            raise ValueError(f"kind={kind!r} is not one of {', '.join(KINDS)}")
+        if step is None:
+            steps = {}
+        elif isinstance(step, Mapping):
+            steps = dict(step)
+        else:
+            steps = {DEFAULT_STEP_AXIS: step}
+        self._queue.append(Event(time.time(), dict(data), kind, namespace, steps, run=self.name))
+
+    def emit(self, event: Event) -> None:
+        """Hand over an event an adapter built itself."""
+        self._queue.append(event)
+
+    def dump(self, step: int | Mapping[str, int] | None = None) -> None:
+        """The store-then-log point: aggregating filters emit, tables are printed."""
+        steps = None if step is None else dict(step) if isinstance(step, Mapping) else {DEFAULT_STEP_AXIS: step}
+        self._queue.append(_Dump(steps))
+
+    def log_hparams(self, hparams: Mapping[str, Any]) -> None:
+        self.write(hparams, kind="hparams")
+
+    def log_text(self, key: str, text: str, step: int | Mapping[str, int] | None = None, *, namespace: str = "") -> None:
+        self.write({key: text}, step=step, namespace=namespace, kind="text")
+
+    @contextmanager
+    def timer(self, stage: str, *, step: int | Mapping[str, int] | None = None, namespace: str = "time") -> Iterator[None]:
+        """Records how long the block took, in seconds, as a `timing` event."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.write({stage: time.perf_counter() - start}, step=step, namespace=namespace, kind="timing")
+
+    def log_checkpoint(
+        self,
+        obj_or_path: Any,
+        *,
+        iteration: int,
+        metric: float | None = None,
+        higher_is_better: bool = True,
+    ) -> None:
+        """Saves `ckpt/iteration_<N>.pth.tar` and, if `metric` is the best so far,
+        `ckpt/ckpt_best.pth.tar`. A path is copied; any other object is
+        serialised now (with `torch.save` when torch is installed, else pickle)
+        so later changes to it do not leak in, and written by the pipeline thread."""
+        if isinstance(obj_or_path, (str, Path)) and Path(obj_or_path).is_file():
+            payload: bytes | Path = Path(obj_or_path)
+        else:
+            payload = _serialise(obj_or_path)
+        best = False
+        if metric is not None:
+            prev = self._best_metric
+            best = prev is None or (metric > prev if higher_is_better else metric < prev)
+            if best:
+                self._best_metric = metric
+        self._queue.append(_Checkpoint(payload, int(iteration), metric, best, {"iteration": int(iteration)}))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Waits until everything written so far is in the journal and the
+        backends' files. Returns False if `timeout` passed first."""
+        if not self._thread.is_alive():
+            return True
+        barrier = _Barrier()
+        self._queue.append(barrier)
+        self._wake.set()
+        return barrier.done.wait(timeout)
+
+    def close(self, timeout: float | None = None, status: str = "finished") -> bool:
+        """Emits what aggregating filters hold, drains everything, closes the
+        backends and marks the run `status`. Idempotent."""
+        if self._closed:
+            return not self._thread.is_alive()
+        self._closed = True
+        _OPEN_LOGGERS.discard(self)
+        self._queue.append(_Close(status))
+        self._wake.set()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def __enter__(self) -> Logger:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.close(status="killed" if issubclass(exc_type, KeyboardInterrupt) else "failed")
+
+    # ---- the pipeline thread's side --------------------------------------
+
+    def _loop(self) -> None:
+        last_flush = time.monotonic()
+        namespace_counts: dict[str, int] = {}
+        while True:
+            batch: list[Event] = []
+            while self._queue:
+                item = self._queue.popleft()
+                if isinstance(item, Event):
+                    batch.extend(self._process(item, namespace_counts))
+                    continue
+                self._deliver(batch)
+                batch = []
+                if isinstance(item, _Close):
+                    self._finish(item.status)
+                    return
+                self._control(item)
+            batch.extend(self._chain.tick(time.time()))
+            self._deliver(batch)
+            if time.monotonic() - last_flush >= FLUSH_EVERY:
+                self._flush_all()
+                last_flush = time.monotonic()
+            if not self._queue:
+                self._wake.wait(IDLE_WAIT)
+                self._wake.clear()
+
+    def _process(self, event: Event, namespace_counts: dict[str, int]) -> list[Event]:
+        if event.steps:
+            event.steps = self._clean_steps(event.steps)
+            self._last_steps = event.steps
+        elif self._last_steps:
+            event.steps = dict(self._last_steps)
+        else:  # no step was ever given: number the records of each namespace
+            count = namespace_counts.get(event.namespace, 0)
+            namespace_counts[event.namespace] = count + 1
+            event.steps = {DEFAULT_STEP_AXIS: count}
+        out = []
+        for clean in normalize(event, self.report):
+            out.extend(self._chain.process(clean))
+        return out
+
+    def _clean_steps(self, steps: dict[str, Any]) -> dict[str, int]:
+        clean = {}
+        for axis, value in steps.items():
+            try:
+                clean[str(axis)] = int(value)
+            except (TypeError, ValueError, OverflowError):
+                self.report.count("dropped", f"step axis {axis!r}: {value!r} is not an integer")
+        return clean
+
+    def _control(self, item: Any) -> None:
+        if isinstance(item, _Dump):
+            steps = None
+            if item.steps:
+                steps = self._last_steps = self._clean_steps(item.steps)
+            self._deliver(self._chain.dump(steps, time.time()))
+            self._each_sink("dump", lambda sink: sink.dump())
+        elif isinstance(item, _Barrier):
+            self._flush_all()
+            item.done.set()
+        elif isinstance(item, _Checkpoint):
+            self._checkpoint(item)
+
+    def _checkpoint(self, item: _Checkpoint) -> None:
+        try:
+            path = save_checkpoint(self.run_dir, item.payload, item.iteration, item.best)
+        except OSError as exc:
+            self._sink_failed("checkpoint", exc)
+            return
+        data = {"path": str(path.relative_to(self.run_dir)), "iteration": item.iteration, "metric": item.metric, "best": item.best}
+        self._deliver([Event(time.time(), data, "artifact", "ckpt", item.steps, run=self.name)])
+
+    def _deliver(self, events: list[Event]) -> None:
+        if not events:
+            return
+        self._journal.append(events)
+        self._each_sink("write", lambda sink: sink.write(events))
+
+    def _flush_all(self) -> None:
+        self._journal.flush()
+        self._each_sink("flush", lambda sink: sink.flush())
+
+    def _finish(self, status: str) -> None:
+        self._deliver(self._chain.dump(None, time.time()))
+        self._each_sink("dump", lambda sink: sink.dump())
+        self._flush_all()
+        self._journal.close()
+        self._each_sink("close", lambda sink: sink.close(status))
+        self.report.save(self.run_dir / "report.json")
+
+    def _each_sink(self, what: str, call: Any) -> None:
+        for sink in self._sinks:
+            try:
+                call(sink)
+            except Exception as exc:  # a backend must never take the run down
+                self._sink_failed(f"{sink.name}.{what}", exc)
+
+    def _sink_failed(self, where: str, exc: Exception) -> None:
+        reason = f"{where}: {type(exc).__name__}: {exc}"
+        self.report.count("errors", reason)
+        if where not in self._failed_sinks:  # say it once, count the rest
+            self._failed_sinks.add(where)
+            print(f"rltrack: {reason} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
+
+
+def _serialise(obj: Any) -> bytes:
+    buffer = io.BytesIO()
+    try:
+        import torch
+    except ImportError:
+        import pickle
+
+        pickle.dump(obj, buffer)
+    else:
+        torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+_OPEN_LOGGERS: weakref.WeakSet[Logger] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_loggers() -> None:
+    """Loggers left open at interpreter exit are drained and closed."""
+    for logger in list(_OPEN_LOGGERS):
+        logger.close(timeout=30)

@@ -1,0 +1,55 @@
+"""What happened to the values of a run that did not arrive exactly as written.
+
+Every conversion, rename, route and drop is counted here instead of being
+logged line by line, and the whole report is written to `report.json` in the
+run directory at close. Backends add their own section under their name.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+class Report:
+    """Thread-safe counters plus the key renames, grouped by who made them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, Counter[str]] = {}
+        self._renames: dict[str, dict[str, str]] = {}
+
+    def count(self, category: str, reason: str, n: int = 1, *, section: str = "core") -> None:
+        with self._lock:
+            self._counts.setdefault(f"{section}.{category}", Counter())[reason] += n
+
+    def rename(self, section: str, old: str, new: str) -> None:
+        with self._lock:
+            self._renames.setdefault(section, {})[old] = new
+
+    def total(self, category: str, *, section: str = "core") -> int:
+        with self._lock:
+            return sum(self._counts.get(f"{section}.{category}", Counter()).values())
+
+    def as_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "counts": {name: dict(counter) for name, counter in sorted(self._counts.items())},
+                "renamed": {section: dict(m) for section, m in sorted(self._renames.items())},
+            }
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")
+
+    def summary(self) -> str:
+        """A few lines for the console at close; empty when nothing was changed."""
+        data = self.as_dict()
+        lines = []
+        for name, counter in data["counts"].items():
+            lines.append(f"  {name}: {sum(counter.values())} ({', '.join(sorted(counter)[:3])}{', ...' if len(counter) > 3 else ''})")
+        for section, renames in data["renamed"].items():
+            lines.append(f"  {section}.renamed: {len(renames)} keys")
+        return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""The parts of a run directory every run has, whichever backends it uses.
+
+    meta.json                   the run's index entry (start, host, ip, pid, tracked
+                                hyperparameters, status, rltrack version)
+    total_config.py             config + hyperparameters as one Python literal
+    formatted_total_config.py   the same, pretty-printed
+    git_log.txt, git_diff.txt   when started inside a git work tree
+    ckpt/iteration_<N>.pth.tar, ckpt/ckpt_best.pth.tar
+    journal.jsonl, report.json
+
+`create_run_dir` runs on the caller's thread (the directory must exist before
+`make_logger` returns); `RunFiles` does the rest from the pipeline thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pprint
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rltrack.backends.base import Backend, RunContext
+from rltrack.events import Event
+from rltrack.values import flatten, literal
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+def safe_filename(name: str) -> str:
+    """A single path component: no separators, no `..`, no control characters."""
+    cleaned = _UNSAFE.sub("_", name).strip(".")
+    return cleaned or "_"
+
+
+def create_run_dir(root: Path, name: str) -> Path:
+    """`root/name`, or `root/name_yymmdd_HHMMSS` (then `..._2`, ...) if taken."""
+    root.mkdir(parents=True, exist_ok=True)
+    name = safe_filename(name)
+    candidates = [name, f"{name}_{time.strftime('%y%m%d_%H%M%S')}"]
+    candidates += [f"{candidates[1]}_{i}" for i in range(2, 1000)]
+    for candidate in candidates:
+        try:
+            (root / candidate).mkdir()
+        except FileExistsError:
+            continue
+        return root / candidate
+    raise FileExistsError(f"could not find a free run directory name for {name!r} under {root}")
+
+
+class RunFiles(Backend):
+    """Keeps meta.json, the config files and checkpoints of the run up to date."""
+
+    name = "run"
+
+    def __init__(self, tracked: list[str], backends: list[str]) -> None:
+        self._tracked = tracked
+        self._hparams: dict[str, Any] = {}
+        self._meta: dict[str, Any] = {}
+        self._backends = backends
+
+    def open(self, run: RunContext) -> None:
+        from rltrack import __version__
+
+        super().open(run)
+        (run.run_dir / "ckpt").mkdir(exist_ok=True)
+        now = time.time()
+        self._meta = {
+            "name": run.name,
+            "run_dir": str(run.run_dir.resolve()),
+            "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
+            "start_unix": now,
+            "host": socket.gethostname(),
+            "ip": _ip_address(),
+            "pid": os.getpid(),
+            "argv": sys.argv,
+            "python": sys.version.split()[0],
+            "rltrack_version": __version__,
+            "backends": self._backends,
+            "tracked": {},
+            "status": "running",
+            "end_time": None,
+        }
+        self._save_meta()
+        self._save_config()
+        _save_git_info(run.run_dir)
+
+    def write(self, events: list[Event]) -> None:
+        changed = False
+        for event in events:
+            if event.kind == "hparams":
+                self._hparams.update(event.data)
+                changed = True
+        if changed:
+            flat = flatten(self._hparams)
+            self._meta["tracked"] = {k: flat.get(k, self._hparams.get(k)) for k in self._tracked}
+            self._save_meta()
+            self._save_config()
+
+    def close(self, status: str) -> None:
+        self._meta["status"] = status
+        self._meta["end_time"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self._save_meta()
+
+    def _save_meta(self) -> None:
+        _atomic_write(self.run.run_dir / "meta.json", json.dumps(self._meta, indent=2) + "\n")
+
+    def _save_config(self) -> None:
+        total = literal({"config": self.run.config, "hparams": self._hparams})
+        _atomic_write(self.run.run_dir / "total_config.py", repr(total) + "\n")
+        _atomic_write(self.run.run_dir / "formatted_total_config.py", pprint.pformat(total, width=100, sort_dicts=False) + "\n")
+
+
+def save_checkpoint(run_dir: Path, payload: bytes | Path, iteration: int, best: bool) -> Path:
+    """Writes `ckpt/iteration_<N>.pth.tar` (and `ckpt_best.pth.tar` when best)."""
+    target = run_dir / "ckpt" / f"iteration_{iteration}.pth.tar"
+    if isinstance(payload, Path):
+        shutil.copyfile(payload, target)
+    else:
+        target.write_bytes(payload)
+    if best:
+        shutil.copyfile(target, run_dir / "ckpt" / "ckpt_best.pth.tar")
+    return target
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _ip_address() -> str:
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))  # no packet is sent; picks the outgoing interface
+            return str(s.getsockname()[0])
+    except OSError:
+        return "127.0.0.1"
+
+
+def _save_git_info(run_dir: Path) -> None:
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    if git("rev-parse", "--is-inside-work-tree") is None:
+        return
+    log = git("log", "-n", "20", "--stat")
+    diff = git("diff", "HEAD")
+    if log is not None:
+        (run_dir / "git_log.txt").write_text(log)
+    if diff is not None:
+        (run_dir / "git_diff.txt").write_text(diff)

@@ -1,0 +1,154 @@
+"""Turns whatever a training loop hands us into values every backend can take.
+
+Frameworks log numpy scalars, 0-d tensors, bools, nested dicts, arrays, strings
+and sometimes objects that mean nothing to a tracker. Rather than crash the
+training loop or drop them silently, `normalize` converts what it can, routes
+what belongs to another kind (strings to `text`, arrays to `histogram`), drops
+the rest, and counts every case in the run's `Report`.
+
+It runs on the pipeline thread, never on the caller's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any, Callable
+
+from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.report import Report
+
+
+def normalize(event: Event, report: Report) -> list[Event]:
+    """Split a scalar record into a clean scalar event plus text/histogram events.
+
+    Hyperparameters and text become JSON- and literal-safe; other kinds pass
+    unchanged. The returned scalar event (if any) comes first and holds only
+    ints, floats and None.
+    """
+    if event.kind in ("hparams", "text"):
+        return [replace(event, data=literal(flatten(event.data) if event.kind == "text" else event.data))]
+    if event.kind not in NUMERIC_KINDS:
+        return [event]
+    scalars: dict[str, Any] = {}
+    texts: dict[str, str] = {}
+    histograms: dict[str, list[float]] = {}
+    for key, value in flatten(event.data, clean=lambda k: _clean_key(k, report)).items():
+        number = _as_number(value)
+        if number is not _NOT_A_NUMBER:
+            if type(value) not in (int, float) and value is not None:
+                report.count("converted", f"{type(value).__name__} -> {type(number).__name__}")
+            scalars[key] = number
+            continue
+        values = _as_float_list(value)
+        if values is not None:
+            histograms[key] = values
+            report.count("routed", f"{type(value).__name__} -> histogram")
+        elif isinstance(value, (str, bytes)):
+            texts[key] = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            report.count("routed", f"{type(value).__name__} -> text")
+        else:
+            report.count("dropped", f"{key}: no numeric conversion for {type(value).__name__}")
+    out = []
+    if scalars:
+        out.append(replace(event, data=scalars))
+    if histograms:
+        out.append(replace(event, data=histograms, kind="histogram"))
+    if texts:
+        out.append(replace(event, data=texts, kind="text"))
+    return out
+
+
+def flatten(mapping: dict[Any, Any], prefix: str = "", clean: Callable[[Any], str] = str) -> dict[str, Any]:
+    """Nested dicts to one level with `a/b` keys; `clean` turns each key part into text."""
+    flat: dict[str, Any] = {}
+    for raw_key, value in mapping.items():
+        key = clean(raw_key)
+        full = f"{prefix}/{key}" if prefix else key
+        if isinstance(value, dict):
+            flat.update(flatten(value, full, clean))
+        else:
+            flat[full] = value
+    return flat
+
+
+def _clean_key(raw_key: Any, report: Report) -> str:
+    key = raw_key if isinstance(raw_key, str) else str(raw_key)
+    if not key:
+        key = "_empty_key"
+    if key != raw_key:
+        report.rename("core", repr(raw_key), key)
+    return key
+
+
+def literal(value: Any) -> Any:
+    """A copy that `ast.literal_eval(repr(...))` and JSON both read back:
+    non-finite floats and other objects become their text."""
+    if isinstance(value, dict):
+        return {str(k): literal(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [literal(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+_NOT_A_NUMBER = object()
+
+
+def _as_number(value: Any) -> Any:
+    """int/float/None for anything that is one number, else `_NOT_A_NUMBER`."""
+    if value is None or type(value) in (int, float):
+        return value
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):  # subclasses, e.g. numpy.float64
+        return float(value) if isinstance(value, float) else int(value)
+    item = getattr(value, "item", None)
+    size = _size(value)
+    if item is not None and size == 1:
+        try:
+            number = item()
+        except (TypeError, ValueError, RuntimeError):
+            return _NOT_A_NUMBER
+        return _as_number(number) if not hasattr(number, "item") else _NOT_A_NUMBER
+    return _NOT_A_NUMBER
+
+
+def _size(value: Any) -> int | None:
+    numel = getattr(value, "numel", None)  # torch
+    if callable(numel):
+        try:
+            return int(numel())
+        except (TypeError, RuntimeError):
+            return None
+    size = getattr(value, "size", None)  # numpy
+    return size if isinstance(size, int) else None
+
+
+def _as_float_list(value: Any) -> list[float] | None:
+    """A flat list of floats for arrays, tensors and sequences of numbers, else None."""
+    if isinstance(value, (str, bytes, dict)):
+        return None
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and _size(value) is not None:
+        detach = getattr(value, "detach", None)  # torch: leave the autograd graph and the device
+        if callable(detach):
+            value = detach().cpu()
+        value = tolist()
+    if not isinstance(value, (list, tuple)):
+        return None
+    flat: list[float] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+            continue
+        number = _as_number(item)
+        if number is _NOT_A_NUMBER or number is None:
+            return None
+        flat.append(float(number))
+    return flat
