@@ -2,7 +2,7 @@
 
 A config has three sections (TOML shown; YAML and dicts nest the same way):
 
-    [run]        root, name, tracked
+    [run]        root, name, tracked, names ("both" | "canonical" | "native", see rltrack.canonical)
     [[filters]]  type = "none" | "smoothing" | "aggregate" | "time" | "keys", plus its parameters
     [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend
 
@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from rltrack.canonical import NAME_MODES
 from rltrack.backends import BACKEND_TYPES, Backend, backend_class
 from rltrack.filters import FILTER_TYPES, Filter, FilterChain
 from rltrack.optional import MissingExtraError
@@ -30,7 +31,7 @@ from rltrack.report import Report
 from rltrack.rundir import create_run_dir
 
 DEFAULTS: dict[str, Any] = {
-    "run": {"root": "runs", "name": None, "tracked": []},
+    "run": {"root": "runs", "name": None, "tracked": [], "names": "both"},
     "filters": [],
     "backends": {"use": ["local"]},
 }
@@ -107,6 +108,8 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     tracked = run["tracked"]
     if not isinstance(tracked, list) or not all(isinstance(t, str) for t in tracked):
         raise ConfigError(f'{where}: run.tracked = {tracked!r} must be a list of hyperparameter names, e.g. tracked = ["env_id", "lr"]')
+    if run["names"] not in NAME_MODES:
+        raise ConfigError(f'{where}: run.names = {run["names"]!r} is not allowed; use one of {", ".join(NAME_MODES)} (e.g. names = "both")')
     filters = cfg["filters"]
     if not isinstance(filters, list):
         raise ConfigError(f"{where}: filters = {filters!r} must be a list of tables ([[filters]] in TOML, a list in YAML)")
