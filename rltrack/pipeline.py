@@ -52,6 +52,11 @@ class _Close:
 
 
 @dataclass
+class _RunInfo:
+    info: dict[str, Any]
+
+
+@dataclass
 class _Checkpoint:
     payload: bytes | Path
     iteration: int
@@ -165,6 +170,11 @@ class Logger:
                 self._best_metric = metric
         self._queue.append(_Checkpoint(payload, int(iteration), metric, best, {"iteration": int(iteration)}))
 
+    def set_run_info(self, info: Mapping[str, Any]) -> None:
+        """Adds framework bookkeeping (trial id, hostname, ...) to meta.json's
+        "info", where run databases index it, instead of sending it as metrics."""
+        self._queue.append(_RunInfo(dict(info)))
+
     def flush(self, timeout: float | None = None) -> bool:
         """Waits until everything written so far is in the journal and the
         backends' files. Returns False if `timeout` passed first."""
@@ -259,6 +269,8 @@ class Logger:
             item.done.set()
         elif isinstance(item, _Checkpoint):
             self._checkpoint(item)
+        elif isinstance(item, _RunInfo):
+            self._each_sink("info", lambda sink: sink.set_run_info(item.info))
 
     def _checkpoint(self, item: _Checkpoint) -> None:
         try:

@@ -84,6 +84,7 @@ class RunFiles(Backend):
             "rltrack_version": __version__,
             "backends": self._backends,
             "tracked": {},
+            "info": {},
             "status": "running",
             "end_time": None,
         }
@@ -102,6 +103,10 @@ class RunFiles(Backend):
             self._meta["tracked"] = {k: flat.get(k, self._hparams.get(k)) for k in self._tracked}
             self._save_meta()
             self._save_config()
+
+    def set_run_info(self, info: dict[str, Any]) -> None:
+        self._meta["info"].update(literal(info))
+        self._save_meta()
 
     def close(self, status: str) -> None:
         self._meta["status"] = status

@@ -40,6 +40,9 @@ class Backend:
     def dump(self) -> None:
         pass
 
+    def set_run_info(self, info: dict[str, Any]) -> None:
+        """Framework bookkeeping about the run (trial id, host, ...); see Logger.set_run_info."""
+
     def flush(self) -> None:
         pass
 
