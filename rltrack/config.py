@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rltrack.canonical import NAME_MODES
-from rltrack.backends import BACKEND_TYPES, Backend, backend_class
+from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, backend_class
 from rltrack.filters import FILTER_TYPES, Filter, FilterChain
 from rltrack.optional import MissingExtraError
 from rltrack.pipeline import Logger
@@ -49,6 +49,10 @@ def load_config(config: str | Path | Mapping[str, Any] | None = None, **override
     if config is None and os.environ.get("RLTRACK_CONFIG"):
         config = os.environ["RLTRACK_CONFIG"]
         source = f"{config} (from RLTRACK_CONFIG)"
+        if not Path(config).is_file():
+            raise ConfigError(
+                f"RLTRACK_CONFIG={config!r} names no file; point it at an existing .toml/.yaml file or unset it"
+            )
     if isinstance(config, (str, Path)):
         source = source if source != "config" else str(config)
         config = read_config_file(Path(config))
@@ -62,9 +66,17 @@ def load_config(config: str | Path | Mapping[str, Any] | None = None, **override
                 merged[section].update(copy.deepcopy(dict(value)))
             else:
                 merged[section] = copy.deepcopy(value)
-    if os.environ.get("RLTRACK_BACKENDS"):
-        merged["backends"]["use"] = [b.strip() for b in os.environ["RLTRACK_BACKENDS"].split(",") if b.strip()]
-        source += " + RLTRACK_BACKENDS"
+    env = os.environ.get("RLTRACK_BACKENDS")
+    if env:
+        use = [b.strip() for b in env.split(",") if b.strip()]
+        for name in use:  # named here: the file would be blamed for the environment's mistake
+            if name not in BACKEND_TYPES:
+                raise ConfigError(
+                    f"RLTRACK_BACKENDS={env!r}: {name!r} is not a backend;{_allowed(name, BACKEND_TYPES)}"
+                    " Fix the comma-separated list or unset the variable."
+                )
+        if isinstance(merged["backends"], dict):  # else _validate reports the bad section
+            merged["backends"]["use"] = use
     _validate(merged, source)
     return merged
 
@@ -75,13 +87,14 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist; pass an existing .toml/.yaml path, a dict, or None")
     text = path.read_text(encoding="utf-8")
     try:
-        if path.suffix == ".toml":
+        suffix = path.suffix.lower()
+        if suffix == ".toml":
             if sys.version_info >= (3, 11):
                 import tomllib
             else:
                 import tomli as tomllib
             data = tomllib.loads(text)
-        elif path.suffix in (".yaml", ".yml"):
+        elif suffix in (".yaml", ".yml"):
             import yaml
 
             data = yaml.safe_load(text) or {}
@@ -140,7 +153,7 @@ def build_filter(spec: Any, where: str) -> Filter:
     return _construct(FILTER_TYPES[kind], params, f"{where} (type = {kind!r})")
 
 
-def build_backend(name: str, settings: Mapping[str, Any], where: str) -> Backend:
+def build_backend(name: str, settings: Mapping[str, Any], where: str) -> Backend | RemoteBackend:
     try:
         cls = backend_class(name)
     except MissingExtraError as exc:
@@ -153,7 +166,10 @@ def _construct(cls: Callable[..., Any], params: dict[str, Any], where: str) -> A
     _check_keys(params, tuple(signature.parameters), where, "")
     for pname, param in signature.parameters.items():
         if param.default is inspect.Parameter.empty and pname not in params:
-            raise ConfigError(f"{where}: missing required key {pname!r}")
+            takes = ", ".join(
+                f"{n} (required)" if p.default is inspect.Parameter.empty else n for n, p in signature.parameters.items()
+            )
+            raise ConfigError(f"{where}: missing required key {pname!r}; add it (keys: {takes})")
     try:
         return cls(**params)
     except MissingExtraError as exc:
@@ -184,7 +200,7 @@ def make_logger(config: str | Path | Mapping[str, Any] | None = None, **override
     chain = FilterChain([build_filter(spec, f"{where}: filters[{i}]") for i, spec in enumerate(cfg["filters"])], report)
     backends = [build_backend(name, cfg["backends"].get(name, {}), where) for name in cfg["backends"]["use"]]
     run = cfg["run"]
-    run_dir = create_run_dir(Path(run["root"]), run["name"] or _default_run_name())
+    run_dir = create_run_dir(Path(run["root"]).expanduser(), run["name"] or _default_run_name())
     return Logger(run_dir, cfg, chain, backends, report, run["tracked"])
 
 

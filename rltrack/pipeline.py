@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import io
-import itertools
 import sys
 import threading
 import time
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from rltrack.backends.base import Backend, RunContext
+from rltrack.backends.remote import RemoteBackend
+from rltrack.delivery import DeliveryWorker, pending_bytes
 from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JOURNAL_NAME, JournalWriter
@@ -73,7 +74,7 @@ class Logger:
         run_dir: Path,
         config: dict[str, Any],
         chain: FilterChain,
-        backends: list[Backend],
+        backends: list[Backend | RemoteBackend],
         report: Report,
         tracked: list[str],
     ) -> None:
@@ -83,20 +84,24 @@ class Logger:
         self.report = report
         self.backends = {b.name: b for b in backends}
         self._chain = chain
-        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends]), *backends]
+        local = [b for b in backends if isinstance(b, Backend)]
+        remote = [b for b in backends if isinstance(b, RemoteBackend)]
+        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends]), *local]
         self._queue: deque[Any] = deque()
         self._wake = threading.Event()
         self._closed = False
         self._best_metric: float | None = None
         self._last_steps: dict[str, int] = {}
-        self._records = itertools.count()
         self._failed_sinks: set[str] = set()
         context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report)
-        for sink in self._sinks:
+        for sink in [*self._sinks, *remote]:
             sink.open(context)
         self._journal = JournalWriter(run_dir / JOURNAL_NAME)
         self._thread = threading.Thread(target=self._loop, name=f"rltrack-{self.name}", daemon=True)
         self._thread.start()
+        self._deliveries = [DeliveryWorker(backend, run_dir) for backend in remote]
+        for worker in self._deliveries:
+            worker.start()
         _OPEN_LOGGERS.add(self)
 
     # ---- the training thread's side -------------------------------------
@@ -187,15 +192,37 @@ class Logger:
 
     def close(self, timeout: float | None = None, status: str = "finished") -> bool:
         """Emits what aggregating filters hold, drains everything, closes the
-        backends and marks the run `status`. Idempotent."""
+        backends and marks the run `status`, waiting at most `timeout` seconds
+        in all. Trackers that have not caught up by then keep their backlog in
+        the journal; the report says so and how to deliver it. Returns True
+        when everything was written and delivered. Idempotent."""
         if self._closed:
             return not self._thread.is_alive()
         self._closed = True
         _OPEN_LOGGERS.discard(self)
+        deadline = None if timeout is None else time.monotonic() + timeout
         self._queue.append(_Close(status))
         self._wake.set()
         self._thread.join(timeout)
-        return not self._thread.is_alive()
+        complete = not self._thread.is_alive()
+        for worker in self._deliveries:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not worker.finish(status, left):
+                complete = False
+                self._report_pending(worker)
+        self.report.save(self.run_dir / "report.json")
+        return complete
+
+    def _report_pending(self, worker: DeliveryWorker) -> None:
+        name = worker.backend.name
+        pending = pending_bytes(self.run_dir, name)
+        self.report.count("pending", f"{pending} journal bytes not delivered", section=name)
+        print(
+            f"rltrack: {name} has not received everything ({pending} journal bytes pending"
+            f"{', last error: ' + worker.last_error if worker.last_error else ''}); "
+            f"deliver it with: rltrack sync {self.run_dir} --to {name}",
+            file=sys.stderr,
+        )
 
     def __enter__(self) -> Logger:
         return self
@@ -297,7 +324,6 @@ class Logger:
         self._flush_all()
         self._journal.close()
         self._each_sink("close", lambda sink: sink.close(status))
-        self.report.save(self.run_dir / "report.json")
 
     def _each_sink(self, what: str, call: Any) -> None:
         for sink in self._sinks:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 
 from rltrack.backends.base import Backend, RunContext
+from rltrack.backends.remote import RemoteBackend
 
 #: `backends.use = [...]` names -> "module:Class" that implements them.
 BACKEND_TYPES: dict[str, str] = {
@@ -16,9 +17,9 @@ BACKEND_TYPES: dict[str, str] = {
 }
 
 
-def backend_class(name: str) -> type[Backend]:
+def backend_class(name: str) -> type[Backend | RemoteBackend]:
     module, _, cls = BACKEND_TYPES[name].partition(":")
     return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
 
 
-__all__ = ["BACKEND_TYPES", "Backend", "RunContext", "backend_class"]
+__all__ = ["BACKEND_TYPES", "Backend", "RemoteBackend", "RunContext", "backend_class"]

@@ -1,0 +1,142 @@
+"""Delivers a run's journal to one remote tracker, from a persisted cursor.
+
+One `DeliveryWorker` (a thread) per remote backend. It reads complete journal
+lines from its cursor (a byte offset, saved in `cursors/<backend>.json` after
+every acknowledged batch), hands them to the backend in batches, and on
+failure retries the same batch with exponential backoff. The backlog lives in
+the journal on disk, so memory stays bounded however long a tracker is down,
+and `rltrack sync` resumes from the same cursor after a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from rltrack.backends.remote import RemoteBackend
+from rltrack.events import Event
+from rltrack.journal import JOURNAL_NAME
+
+CURSOR_DIR = "cursors"
+BACKOFF_START = 0.5
+BACKOFF_MAX = 30.0
+POLL = 0.1
+
+
+class Cursor:
+    """How far into the journal one backend has delivered."""
+
+    def __init__(self, run_dir: Path, backend: str) -> None:
+        self.path = run_dir / CURSOR_DIR / f"{backend}.json"
+        saved = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        self.offset: int = saved.get("offset", 0)
+        self.delivered: int = saved.get("delivered", 0)
+
+    def advance(self, offset: int, events: int) -> None:
+        self.offset = offset
+        self.delivered += events
+        self.path.parent.mkdir(exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"offset": self.offset, "delivered": self.delivered}))
+        os.replace(tmp, self.path)
+
+
+def read_batch(journal: Path, offset: int, limit: int) -> tuple[list[Event], int]:
+    """Up to `limit` events from byte `offset`, and the offset after them.
+    A line not yet ended by a newline is left for next time."""
+    events: list[Event] = []
+    if not journal.is_file():
+        return events, offset
+    with journal.open("rb") as f:
+        f.seek(offset)
+        while len(events) < limit:
+            line = f.readline()
+            if not line.endswith(b"\n"):
+                break
+            offset += len(line)
+            if line.strip():
+                events.append(Event.from_json(line.decode("utf-8")))
+    return events, offset
+
+
+def pending_bytes(run_dir: Path, backend: str) -> int:
+    journal = run_dir / JOURNAL_NAME
+    size = journal.stat().st_size if journal.is_file() else 0
+    return max(0, size - Cursor(run_dir, backend).offset)
+
+
+class DeliveryWorker:
+    """Feeds `backend` from the journal of `run_dir` on its own thread."""
+
+    def __init__(self, backend: RemoteBackend, run_dir: Path) -> None:
+        self.backend = backend
+        self.run_dir = run_dir
+        self.journal = run_dir / JOURNAL_NAME
+        self.cursor = Cursor(run_dir, backend.name)
+        self.errors = 0
+        self.last_error: str | None = None
+        self._status = "finished"
+        self._journal_done = threading.Event()  # no more lines will be appended
+        self._stop = threading.Event()  # give up now, even if behind
+        self._thread = threading.Thread(target=self._loop, name=f"rltrack-deliver-{backend.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def finish(self, status: str, timeout: float | None) -> bool:
+        """Once the journal is complete: deliver the rest for up to `timeout`
+        seconds, then end the tracker's run with `status`. Returns True if
+        everything was delivered; otherwise the worker gives up (a delivery
+        call that hangs is abandoned on its daemon thread) and the rest waits
+        in the journal for `rltrack sync`."""
+        self._status = status
+        self._journal_done.set()
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self._stop.set()
+            return False
+        return self.caught_up()
+
+    def caught_up(self) -> bool:
+        return self.cursor.offset >= (self.journal.stat().st_size if self.journal.is_file() else 0)
+
+    def run_until_caught_up(self, status: str) -> None:
+        """For `rltrack sync`: deliver everything on the calling thread."""
+        self._status = status
+        self._journal_done.set()
+        self._loop()
+
+    def _loop(self) -> None:
+        backoff = BACKOFF_START
+        while not self._stop.is_set():
+            events, offset = read_batch(self.journal, self.cursor.offset, self.backend.max_batch)
+            if not events:
+                if offset != self.cursor.offset:  # only blank lines
+                    self.cursor.advance(offset, 0)
+                    continue
+                if self._journal_done.is_set():
+                    self._close_backend()
+                    return
+                self._stop.wait(POLL)
+                continue
+            try:
+                self.backend.deliver(events)
+            except Exception as exc:  # the tracker is down or refused: keep the batch, retry later
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX)
+                continue
+            backoff = BACKOFF_START
+            self.cursor.advance(offset, len(events))
+
+    def _close_backend(self) -> None:
+        try:
+            self.backend.close(self._status)
+        except Exception as exc:  # the data is delivered; only the run's final status is missing
+            self.last_error = f"close: {type(exc).__name__}: {exc}"
+            self.backend.run.report.count("errors", self.last_error, section=self.backend.name)

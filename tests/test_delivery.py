@@ -1,0 +1,102 @@
+"""The delivery machinery: cursor, batches, retries, bounded backlog, close timeout.
+
+`ListTracker` is a stand-in for a remote tracker, written for these tests: it
+keeps what it is given in a list and can be told to refuse or hang, which a
+real tracker cannot be made to do on cue. The real trackers are tested
+against their own stores in their own test modules.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from rltrack.backends.base import RunContext
+from rltrack.backends.remote import RemoteBackend
+from rltrack.config import load_config
+from rltrack.delivery import Cursor, DeliveryWorker
+from rltrack.events import Event
+from rltrack.filters import FilterChain
+from rltrack.pipeline import Logger
+from rltrack.report import Report
+from rltrack.rundir import create_run_dir
+
+
+class ListTracker(RemoteBackend):
+    name = "listtracker"
+    max_batch = 7
+
+    def __init__(self, failures: int = 0, hang: threading.Event | None = None) -> None:
+        self.received: list[Event] = []
+        self.batches: list[int] = []
+        self.failures = failures
+        self.hang = hang
+        self.status: str | None = None
+
+    def deliver(self, events: list[Event]) -> None:
+        if self.hang is not None:
+            self.hang.wait()
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("tracker down")
+        self.batches.append(len(events))
+        self.received.extend(events)
+
+    def close(self, status: str) -> None:
+        self.status = status
+
+
+def logger_with(tmp_path, tracker):
+    """A Logger as make_logger builds it, with the stand-in tracker as its only backend."""
+    report = Report()
+    cfg = load_config({"run": {"root": str(tmp_path)}})
+    return Logger(create_run_dir(tmp_path, "run"), cfg, FilterChain([], report), [tracker], report, [])
+
+
+def test_every_event_arrives_once_in_batches_and_cursor_is_saved(tmp_path):
+    tracker = ListTracker(failures=2)
+    logger = logger_with(tmp_path, tracker)
+    for i in range(50):
+        logger.write({"x": i}, step=i)
+    assert logger.close(timeout=30)
+    assert [e.data["x"] for e in tracker.received] == list(range(50))
+    assert max(tracker.batches) <= ListTracker.max_batch
+    assert tracker.status == "finished"
+    cursor = json.loads((logger.run_dir / "cursors" / "listtracker.json").read_text())
+    assert cursor["offset"] == (logger.run_dir / "journal.jsonl").stat().st_size
+    assert cursor["delivered"] == 50
+    report = json.loads((logger.run_dir / "report.json").read_text())
+    assert sum(report["counts"]["listtracker.errors"].values()) == 2
+
+
+def test_a_hanging_tracker_does_not_hold_close_past_its_timeout(tmp_path, capsys):
+    hang = threading.Event()
+    logger = logger_with(tmp_path, ListTracker(hang=hang))
+    for i in range(10):
+        logger.write({"x": i}, step=i)
+    start = time.monotonic()
+    assert logger.close(timeout=1.0) is False
+    assert time.monotonic() - start < 2.0
+    assert f"rltrack sync {logger.run_dir} --to listtracker" in capsys.readouterr().err
+    report = json.loads((logger.run_dir / "report.json").read_text())
+    assert "listtracker.pending" in report["counts"]
+    hang.set()
+
+
+def test_a_new_worker_resumes_from_the_saved_cursor(tmp_path):
+    down = ListTracker(hang=threading.Event())
+    logger = logger_with(tmp_path, down)
+    for i in range(20):
+        logger.write({"x": i}, step=i)
+    logger.close(timeout=0.5)
+    assert Cursor(logger.run_dir, "listtracker").offset == 0
+    fresh = ListTracker()
+    fresh.open(RunContext(logger.run_dir, logger.name, logger.config, logger.report))
+    DeliveryWorker(fresh, logger.run_dir).run_until_caught_up("finished")
+    assert [e.data["x"] for e in fresh.received] == list(range(20))
+    again = ListTracker()
+    again.open(RunContext(logger.run_dir, logger.name, logger.config, logger.report))
+    DeliveryWorker(again, logger.run_dir).run_until_caught_up("finished")
+    assert again.received == []  # nothing delivered twice
+    down.hang.set()
