@@ -14,6 +14,9 @@ BACKEND_TYPES: dict[str, str] = {
     "console": "rltrack.backends.console:ConsoleBackend",
     "memory": "rltrack.backends.memory:MemoryBackend",
     "tensorboard": "rltrack.backends.tensorboard:TensorBoardBackend",
+    "mlflow": "rltrack.backends.mlflow:MlflowBackend",
+    "wandb": "rltrack.backends.wandb:WandbBackend",
+    "neptune": "rltrack.backends.neptune:NeptuneBackend",
 }
 
 
