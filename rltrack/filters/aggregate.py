@@ -10,13 +10,28 @@ from rltrack.events import Event
 from rltrack.filters.base import Filter, check_positive, compile_regex
 
 
+def _sum(xs: list[float]) -> float:
+    """Exact sum; `math.fsum` raises on inf + -inf and on overflow, where numpy
+    gives nan or inf, and a raise here would stop the pipeline thread."""
+    try:
+        return math.fsum(xs)
+    except (OverflowError, ValueError):
+        return sum(xs)
+
+
 def _mean(xs: list[float]) -> float:
-    return math.fsum(xs) / len(xs)
+    return _sum(xs) / len(xs)
 
 
 def _std(xs: list[float]) -> float:
     mean = _mean(xs)
-    return math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / len(xs))  # ddof=0, as numpy
+    return math.sqrt(_sum([(x - mean) * (x - mean) for x in xs]) / len(xs))  # ddof=0, as numpy; `**` raises on overflow
+
+
+def _nan_aware(stat: Callable[[list[float]], float]) -> Callable[[list[float]], float]:
+    """nan if any value is nan, as numpy does: a diverged loss must show, and
+    `sorted`/`min`/`max` give an order-dependent answer on nan."""
+    return lambda xs: math.nan if any(math.isnan(x) for x in xs) else stat(xs)
 
 
 def _median(xs: list[float]) -> float:
@@ -28,10 +43,10 @@ def _median(xs: list[float]) -> float:
 STATS: dict[str, Callable[[list[float]], float]] = {
     "mean": _mean,
     "std": _std,
-    "median": _median,
-    "min": min,
-    "max": max,
-    "sum": math.fsum,
+    "median": _nan_aware(_median),
+    "min": _nan_aware(min),
+    "max": _nan_aware(max),
+    "sum": _sum,
     "count": len,
 }
 
@@ -39,11 +54,11 @@ STATS: dict[str, Callable[[list[float]], float]] = {
 class _Window:
     """What one namespace has stored since its last emission."""
 
-    def __init__(self, opened: float) -> None:
+    def __init__(self) -> None:
         self.values: dict[str, list[float]] = {}
         self.last: dict[str, Any] = {}
         self.records = 0
-        self.opened = opened
+        self.opened = 0.0  # capture time of the first value held
         self.template: Event | None = None
 
 
@@ -83,9 +98,10 @@ class AggregateFilter(Filter):
         self._windows: dict[str, _Window] = {}
 
     def apply(self, event: Event) -> list[Event]:
-        window = self._windows.get(event.namespace)
-        if window is None:
-            window = self._windows[event.namespace] = _Window(event.time)
+        # A window is [first value, first value + seconds): a value arriving after
+        # it expired (no tick came in between) closes it and opens the next one.
+        out = self._emit(event.namespace, None, event.time) if self._expired(event.namespace, event.time) else []
+        window = self._windows.setdefault(event.namespace, _Window())
         rest = {}
         held = False
         for key, value in event.data.items():
@@ -98,11 +114,14 @@ class AggregateFilter(Filter):
             else:
                 window.last[key] = value
                 held = True
-        out = [replace(event, data=rest)] if rest else []
+        if rest:
+            out.append(replace(event, data=rest))
         if held:
+            if window.records == 0:
+                window.opened = event.time
             window.records += 1
             window.template = event
-            if self._due(window, event.time):
+            if self.every is not None and window.records >= self.every:
                 out.extend(self._emit(event.namespace, None, event.time))
         return out
 
@@ -110,18 +129,17 @@ class AggregateFilter(Filter):
         return [e for ns in list(self._windows) for e in self._emit(ns, steps, now)]
 
     def tick(self, now: float) -> list[Event]:
-        if self.seconds is None:
-            return []
-        return [e for ns, w in list(self._windows.items()) if self._due(w, now) for e in self._emit(ns, None, now)]
+        return [e for ns in list(self._windows) if self._expired(ns, now) for e in self._emit(ns, None, now)]
 
-    def _due(self, window: _Window, now: float) -> bool:
-        if self.every is not None and window.records >= self.every:
-            return True
-        return self.seconds is not None and window.records > 0 and now - window.opened >= self.seconds
+    def _expired(self, namespace: str, now: float) -> bool:
+        window = self._windows.get(namespace)
+        if self.seconds is None or window is None or window.records == 0:
+            return False
+        return now - window.opened >= self.seconds
 
     def _emit(self, namespace: str, steps: dict[str, int] | None, now: float) -> list[Event]:
         window = self._windows.pop(namespace)
-        self._windows[namespace] = _Window(now)
+        self._windows[namespace] = _Window()
         if window.template is None:
             return []
         data: dict[str, Any] = dict(window.last)
