@@ -1,0 +1,400 @@
+"""DeepMind Acme -> rltrack: Acme `Logger`s that hand each record to an rltrack `Logger`.
+
+Acme logs by calling `logger.write(dict)` on one logger per component, made by
+a factory `(label, steps_key, task_instance)`; the step lives *in* the data
+under `steps_key` (e.g. `actor_steps`). Three ways in:
+
+    # 1. a factory for ExperimentConfig(logger_factory=...)-style code: one
+    #    rltrack run for the whole experiment, one namespace per label
+    factory = make_logger_factory("rltrack.toml")
+    learner_logger = factory("learner", "learner_steps", 0)
+
+    # 2. keep Acme's own Terminal/CSV chain and add rltrack beside it
+    logger = tee(acme.utils.loggers.make_default_logger("actor"), factory("actor", "actor_steps"))
+
+    # 3. wrap an rltrack Logger you made yourself
+    logger = RLTrackLogger(rltrack.make_logger(), "learner", steps_key="learner_steps")
+
+What a record becomes (one `Event` per `write`):
+
+* namespace from the label: `actor`, `environment_loop` -> `collector`;
+  `evaluator`, `eval_loop` -> `evaluator`; `learner` -> `learner`; any other
+  label is kept as given;
+* step axes: `steps_key` first (the primary axis), then the other Acme counter
+  keys present in the data (`actor_steps`, `learner_steps`), so a learner record
+  that carries the actor count can be plotted against environment steps too.
+  With `run.names = "both"` (default) each also gets its canonical axis beside
+  it (`actor_steps` -> `env_steps`, `learner_steps` -> `train_iter`, the names
+  the SB3 and RLlib adapters use); `"canonical"` keeps only those, `"native"`
+  only Acme's. A record with none of these keys is numbered per Acme logger on
+  the axis `step` (the core's rule for step-less records, but per label, so
+  actor and learner counts never mix in a shared run);
+* worker = `task_instance`; source = `"acme"`;
+* data: every key as Acme wrote it (the step keys stay in the data too, as in
+  Acme's CSV), plus canonical names from `CANONICAL` per `run.names`.
+
+The calling thread only copies the dict (shallowly: numpy scalars, arrays and
+JAX arrays are converted on rltrack's pipeline thread, as Acme's own
+`AsyncLogger` does; do not mutate an array in place after writing it), looks up
+the step keys and renames, and appends one `Event` to the logger's queue.
+
+Acme need not be installed to import this module. When it is importable,
+`RLTrackLogger` and the `tee` wrapper are registered as virtual subclasses of
+`acme.utils.loggers.base.Logger` (an `abc.ABC`) the first time one is built, so
+`isinstance(x, acme.utils.loggers.Logger)` holds wherever Acme checks it. That
+is the clean way to "subclass when available": a real subclass would need the
+Acme class at import time, and importing `acme` imports `launchpad`, which is
+not installable on Python >= 3.11. Acme's `Logger` base defines no behaviour of
+its own (only abstract `write`/`close`), so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import threading
+import time
+from typing import Any, Callable, Mapping
+
+from rltrack.events import DEFAULT_STEP_AXIS, Event
+
+SOURCE = "acme"
+
+#: Acme label -> rltrack namespace; labels not listed are kept as given.
+LABEL_NAMESPACES: dict[str, str] = {
+    "actor": "collector",
+    "environment_loop": "collector",
+    "evaluator": "evaluator",
+    "eval_loop": "evaluator",
+    "learner": "learner",
+}
+
+#: Acme counter keys that are step axes whenever present, with their canonical axis names.
+STEP_AXES: dict[str, str] = {"actor_steps": "env_steps", "learner_steps": "train_iter"}
+
+#: native flat key (`<namespace>/<Acme key>`) -> canonical flat key (DI-engine vocabulary).
+#: Acme's environment loop writes one record per episode, so an episode's return
+#: is that record's `reward_mean`; learners write one record per SGD step.
+CANONICAL: dict[str, str] = {
+    "collector/episode_return": "collector/reward_mean",
+    "collector/episode_length": "collector/avg_envstep_per_episode",
+    "collector/steps_per_second": "collector/avg_envstep_per_sec",
+    "collector/actor_episodes": "collector/total_episode_count",
+    "collector/actor_steps": "collector/total_envstep_count",
+    "evaluator/episode_return": "evaluator/reward_mean",
+    "evaluator/episode_length": "evaluator/avg_envstep_per_episode",
+    "evaluator/steps_per_second": "evaluator/avg_envstep_per_sec",
+    "learner/total_loss": "learner/total_loss_avg",  # SAC, ValueDICE
+    "learner/loss_total": "learner/total_loss_avg",  # PPO
+    "learner/loss": "learner/total_loss_avg",  # DQN, BC, R2D2, IMPALA, ...
+    "learner/loss_policy": "learner/policy_loss_avg",  # PPO
+    "learner/policy_loss": "learner/policy_loss_avg",  # D4PG, SAC, MPO, ...
+    "learner/loss_value": "learner/value_loss_avg",  # PPO
+    "learner/critic_loss": "learner/critic_loss_avg",  # D4PG, TD3, SAC, ...
+}
+
+NAME_MODES = ("both", "canonical", "native")
+
+
+def namespace_for(label: str) -> str:
+    """The rltrack namespace of an Acme logger label."""
+    return LABEL_NAMESPACES.get(label, label)
+
+
+class RLTrackLogger:
+    """An Acme logger (`write(data)`, `close()`) that sends each record to rltrack.
+
+    `logger` is an `rltrack.Logger`; `label`, `steps_key` and `task_instance`
+    are what Acme passes its logger factories. `close()` marks this Acme logger
+    closed (later writes are dropped and counted in the run's report.json) and
+    waits until what it wrote is in the run directory; it closes the rltrack
+    Logger only if `close_logger=True`, since one Logger is usually shared by
+    the actor, learner and evaluator loggers of one experiment.
+    """
+
+    def __init__(
+        self,
+        logger: Any,
+        label: str,
+        steps_key: str | None = None,
+        task_instance: int = 0,
+        *,
+        close_logger: bool = False,
+        on_close: Callable[[RLTrackLogger], None] | None = None,
+    ) -> None:
+        _register_with_acme()
+        self.logger = logger
+        self.label = str(label)
+        self.steps_key = steps_key
+        self.task_instance = task_instance
+        self.namespace = namespace_for(self.label)
+        self.closed = False
+        self._close_logger = close_logger
+        self._on_close = on_close
+        self._worker = str(0 if task_instance is None else task_instance)
+        self._run = str(getattr(logger, "name", ""))
+        self._writes = 0
+        mode = _names_mode(logger)
+        self._axes = _axes(steps_key, mode)
+        self._renames = _renames(self.namespace, mode)
+        self._swap = mode == "canonical"
+
+    def write(self, data: Mapping[str, Any]) -> None:
+        """Hands `data` to rltrack as one event; costs a dict copy and an append."""
+        if self.closed:
+            report = getattr(self.logger, "report", None)
+            if report is not None:
+                report.count("dropped", f"acme: write to the closed {self.label!r} logger")
+            return
+        values = dict(data)
+        steps: dict[str, Any] = {}
+        for key, axis in self._axes:
+            value = values.get(key)
+            if value is not None:
+                steps[axis] = value
+        if not steps:
+            steps[DEFAULT_STEP_AXIS] = self._writes
+        self._writes += 1
+        for native, canonical in self._renames:
+            if native in values:
+                values[canonical] = values.pop(native) if self._swap else values[native]
+        self.logger.emit(Event(time.time(), values, "scalars", self.namespace, steps, SOURCE, self._worker, self._run))
+
+    def close(self) -> None:
+        """Ends this Acme logger; see the class docstring for what happens to the rltrack Logger."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._on_close is not None:
+            self._on_close(self)
+        if self._close_logger:
+            self.logger.close()
+        else:
+            self.logger.flush(timeout=60)
+
+    def __repr__(self) -> str:
+        return f"RLTrackLogger(label={self.label!r}, steps_key={self.steps_key!r}, task_instance={self.task_instance!r}, run={self._run!r})"
+
+
+class TeeLogger:
+    """Writes every record to rltrack first, then to the wrapped Acme logger chain.
+
+    rltrack sees every write, before Acme's own filters (TimeFilter, GatedFilter)
+    thin it out: rltrack has its own filters, chosen in its config. The Acme
+    chain receives the very same mapping it would have received without rltrack.
+    """
+
+    def __init__(self, acme_logger: Any, rltrack_logger: RLTrackLogger) -> None:
+        _register_with_acme()
+        self.acme_logger = acme_logger
+        self.rltrack_logger = rltrack_logger
+
+    def write(self, data: Mapping[str, Any]) -> None:
+        self.rltrack_logger.write(data)
+        self.acme_logger.write(data)
+
+    def close(self) -> None:
+        try:
+            self.acme_logger.close()
+        finally:
+            self.rltrack_logger.close()
+
+    def __repr__(self) -> str:
+        return f"TeeLogger({self.acme_logger!r}, {self.rltrack_logger!r})"
+
+
+def tee(
+    acme_logger: Any,
+    rltrack_logger: Any,
+    *,
+    label: str = "",
+    steps_key: str | None = None,
+    task_instance: int = 0,
+) -> TeeLogger:
+    """An Acme logger writing to both `acme_logger` (Terminal, CSV, filters, ...)
+    and rltrack. `rltrack_logger` is what `make_logger_factory(...)(label, ...)`
+    returns (an `RLTrackLogger`), or an `rltrack.Logger`, which is then wrapped
+    with `label`, `steps_key` and `task_instance` (the wrapper does not close it)."""
+    if not isinstance(rltrack_logger, RLTrackLogger):
+        if not callable(getattr(rltrack_logger, "emit", None)):
+            raise TypeError(
+                f"tee(acme_logger, rltrack_logger): rltrack_logger must be an RLTrackLogger (what "
+                f"make_logger_factory(...)(label, steps_key, task_instance) returns) or an rltrack.Logger, "
+                f"got {type(rltrack_logger).__name__}"
+            )
+        rltrack_logger = RLTrackLogger(rltrack_logger, label, steps_key, task_instance)
+    return TeeLogger(acme_logger, rltrack_logger)
+
+
+class RLTrackLoggerFactory:
+    """An Acme logger factory: `factory(label, steps_key=None, task_instance=0)`.
+
+    All loggers it makes share one rltrack `Logger`, hence one run directory and
+    one tracker run per experiment (what Acme users know from one experiment's
+    TensorBoard directory): labels become namespaces and task instances become
+    worker ids inside that run. The run is created on the first call, not
+    before. Closing the Acme loggers does not end the run, because Acme creates
+    and closes its loggers independently of each other; end it with
+    `factory.close()` (or `with make_logger_factory(...) as factory:`), or let
+    rltrack close it at interpreter exit.
+
+    With `acme_factory` (e.g. `acme.utils.experiment_utils.make_experiment_logger`
+    or `acme.utils.loggers.make_default_logger`), each call returns
+    `tee(acme_factory(label, ...), ours)`, keeping Acme's terminal and CSV output.
+    `steps_key` and `task_instance` are passed to it by keyword when its
+    signature has them (`instance` also works), so Acme 0.4.0's two-argument
+    factories and later three-argument ones both fit.
+    """
+
+    def __init__(
+        self,
+        config: Any = None,
+        *,
+        acme_factory: Callable[..., Any] | None = None,
+        **overrides: Any,
+    ) -> None:
+        from rltrack.config import load_config
+
+        load_config(config, **overrides)  # a config mistake shows here, not in a worker later
+        self._config = config
+        self._overrides = overrides
+        self._acme_factory = acme_factory
+        self._logger: Any = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self.made: list[RLTrackLogger] = []
+
+    @property
+    def logger(self) -> Any:
+        """The shared rltrack `Logger` (created on first use)."""
+        with self._lock:
+            if self._logger is None:
+                from rltrack.config import make_logger
+
+                self._logger = make_logger(self._config, **self._overrides)
+                self._logger.set_run_info({"framework": "acme", "acme_version": _acme_version()})
+            return self._logger
+
+    def __call__(
+        self,
+        label: str,
+        steps_key: str | None = None,
+        task_instance: int | None = 0,
+        *,
+        instance: int | None = None,
+    ) -> Any:
+        if instance is not None:
+            task_instance = instance
+        task_instance = 0 if task_instance is None else task_instance
+        if self._closed:
+            raise RuntimeError(
+                f"this logger factory's run was closed; make a new factory (make_logger_factory(...)) "
+                f"for a new experiment instead of asking the old one for a {label!r} logger"
+            )
+        ours = RLTrackLogger(self.logger, label, steps_key, task_instance)
+        with self._lock:
+            self.made.append(ours)
+        if self._acme_factory is None:
+            return ours
+        return TeeLogger(_call_acme_factory(self._acme_factory, label, steps_key, task_instance), ours)
+
+    def close(self, status: str = "finished") -> None:
+        """Ends the shared run (marks it `status`); idempotent."""
+        with self._lock:
+            logger = self._logger
+            self._closed = True
+        if logger is not None:
+            for made in list(self.made):
+                made.closed = True
+            logger.close(status=status)
+
+    def __enter__(self) -> RLTrackLoggerFactory:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.close(status="killed" if issubclass(exc_type, KeyboardInterrupt) else "failed")
+
+
+def make_logger_factory(config: Any = None, *, acme_factory: Callable[..., Any] | None = None, **overrides: Any) -> RLTrackLoggerFactory:
+    """A logger factory with Acme's signature `(label, steps_key=None, task_instance=0)`.
+    `config` and `overrides` are those of `rltrack.make_logger`; see `RLTrackLoggerFactory`."""
+    return RLTrackLoggerFactory(config, acme_factory=acme_factory, **overrides)
+
+
+# ---- helpers ------------------------------------------------------------------
+
+_ACME_BASE: Any = None
+
+
+def _register_with_acme() -> None:
+    """Registers our loggers as virtual subclasses of Acme's `Logger`, once Acme imports."""
+    global _ACME_BASE
+    if _ACME_BASE is not None:
+        return
+    try:
+        base = importlib.import_module("acme.utils.loggers.base").Logger
+    except Exception:  # Acme missing, or unimportable here (e.g. no launchpad): a plain logger then
+        return
+    base.register(RLTrackLogger)
+    base.register(TeeLogger)
+    _ACME_BASE = base
+
+
+def _acme_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("dm-acme")
+    except Exception:
+        return None
+
+
+def _names_mode(logger: Any) -> str:
+    config = getattr(logger, "config", None)
+    run = config.get("run", {}) if isinstance(config, Mapping) else {}
+    mode = run.get("names", "both") if isinstance(run, Mapping) else "both"
+    return mode if mode in NAME_MODES else "both"
+
+
+def _axes(steps_key: str | None, mode: str) -> list[tuple[str, str]]:
+    """(data key, axis name) pairs in axis order: steps_key first, then known counters."""
+    keys = ([steps_key] if steps_key else []) + [k for k in STEP_AXES if k != steps_key]
+    pairs: list[tuple[str, str]] = []
+    for key in keys:
+        canonical = STEP_AXES.get(key)
+        names = [key] if mode != "canonical" or canonical is None else []
+        if canonical is not None and mode != "native":
+            names.append(canonical)
+        pairs += [(key, name) for name in names if name not in {axis for _, axis in pairs}]
+    return pairs
+
+
+def _renames(namespace: str, mode: str) -> list[tuple[str, str]]:
+    """(Acme key, canonical key) pairs that apply inside `namespace`."""
+    if mode == "native":
+        return []
+    pairs = []
+    for native, canonical in CANONICAL.items():
+        native_ns, _, key = native.partition("/")
+        canonical_ns, _, canonical_key = canonical.partition("/")
+        if native_ns == namespace and canonical_ns == namespace:
+            pairs.append((key, canonical_key))
+    return pairs
+
+
+def _call_acme_factory(factory: Callable[..., Any], label: str, steps_key: str | None, task_instance: int) -> Any:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # builtins, some C callables
+        return factory(label, steps_key, task_instance)
+    kwargs: dict[str, Any] = {}
+    if "steps_key" in params and steps_key is not None:
+        kwargs["steps_key"] = steps_key
+    if "task_instance" in params:
+        kwargs["task_instance"] = task_instance
+    elif "instance" in params:
+        kwargs["instance"] = task_instance
+    return factory(label, **kwargs)
