@@ -22,18 +22,21 @@ from rltrack.report import Report
 def normalize(event: Event, report: Report) -> list[Event]:
     """Split a scalar record into a clean scalar event plus text/histogram events.
 
-    Hyperparameters and text become JSON- and literal-safe; other kinds pass
-    unchanged. The returned scalar event (if any) comes first and holds only
-    ints, floats and None.
+    Hyperparameters and text become JSON- and literal-safe; histogram records
+    become lists of floats; other kinds pass unchanged. The returned scalar
+    event (if any) comes first and holds only ints, floats and None.
     """
     if event.kind in ("hparams", "text"):
         return [replace(event, data=literal(flatten(event.data) if event.kind == "text" else event.data))]
+    if event.kind == "histogram":
+        return _histograms(event, report)
     if event.kind not in NUMERIC_KINDS:
         return [event]
     scalars: dict[str, Any] = {}
     texts: dict[str, str] = {}
     histograms: dict[str, list[float]] = {}
     for key, value in flatten(event.data, clean=lambda k: _clean_key(k, report)).items():
+        value = _from_array_protocol(value)
         number = _as_number(value)
         if number is not _NOT_A_NUMBER:
             if type(value) not in (int, float) and value is not None:
@@ -41,9 +44,11 @@ def normalize(event: Event, report: Report) -> list[Event]:
             scalars[key] = number
             continue
         values = _as_float_list(value)
-        if values is not None:
+        if values:
             histograms[key] = values
             report.count("routed", f"{type(value).__name__} -> histogram")
+        elif values is not None:  # an empty array says nothing, and trackers reject empty histograms
+            report.count("dropped", f"{key}: empty {type(value).__name__}")
         elif isinstance(value, (str, bytes)):
             texts[key] = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
             report.count("routed", f"{type(value).__name__} -> text")
@@ -57,6 +62,22 @@ def normalize(event: Event, report: Report) -> list[Event]:
     if texts:
         out.append(replace(event, data=texts, kind="text"))
     return out
+
+
+def _histograms(event: Event, report: Report) -> list[Event]:
+    """A record logged as `kind="histogram"`: every value becomes a list of
+    floats (a single number a list of one), so the journal holds numbers, not
+    the repr of an array."""
+    data: dict[str, list[float]] = {}
+    for key, value in flatten(event.data, clean=lambda k: _clean_key(k, report)).items():
+        value = _from_array_protocol(value)
+        number = _as_number(value)
+        values = [float(number)] if number is not _NOT_A_NUMBER and number is not None else _as_float_list(value)
+        if values:
+            data[key] = values
+        else:
+            report.count("dropped", f"{key}: no histogram values in {type(value).__name__}")
+    return [replace(event, data=data)] if data else []
 
 
 def flatten(mapping: dict[Any, Any], prefix: str = "", clean: Callable[[Any], str] = str) -> dict[str, Any]:
@@ -76,30 +97,58 @@ def _clean_key(raw_key: Any, report: Report) -> str:
     key = raw_key if isinstance(raw_key, str) else str(raw_key)
     if not key:
         key = "_empty_key"
-    if key != raw_key:
-        report.rename("core", repr(raw_key), key)
+    if key != raw_key:  # the type is kept in the record: 1 and "1" look alike
+        report.rename("core", f"{raw_key!r} ({type(raw_key).__name__})", key)
     return key
 
 
 def literal(value: Any) -> Any:
     """A copy that `ast.literal_eval(repr(...))` and JSON both read back:
-    non-finite floats and other objects become their text."""
+    numpy/torch scalars and arrays become Python numbers and lists (hyper-
+    parameters are often sampled with numpy), non-finite floats and other
+    objects become their text."""
     if isinstance(value, dict):
         return {str(k): literal(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [literal(v) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if value is None:
         return value
+    for plain in (bool, int, float, str):  # subclasses too: repr(numpy.float64(1)) is "np.float64(1.0)"
+        if isinstance(value, plain):
+            return plain(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and _size(value) is not None:
+        plain = tolist()
+        if plain is not value:
+            return literal(plain)
     return str(value)
 
 
 _NOT_A_NUMBER = object()
 
 
+def _from_array_protocol(value: Any) -> Any:
+    """A numpy array for objects that only speak numpy's `__array__` protocol
+    (TensorFlow tensors, as Acme learners hand them over); others unchanged."""
+    if not hasattr(value, "__array__") or hasattr(value, "item"):
+        return value
+    try:
+        import numpy
+
+        return numpy.asarray(value)
+    except Exception:  # noqa: BLE001 - a user's object must not stop the pipeline thread
+        return value
+
+
 def _as_number(value: Any) -> Any:
-    """int/float/None for anything that is one number, else `_NOT_A_NUMBER`."""
+    """int/float/None for anything that is one number, else `_NOT_A_NUMBER`.
+
+    Only 0-d arrays and tensors count as numbers: an array of shape (1,) is
+    still an array and goes to a histogram, whatever its length."""
     if value is None or type(value) in (int, float):
         return value
     if isinstance(value, bool):
@@ -107,14 +156,13 @@ def _as_number(value: Any) -> Any:
     if isinstance(value, (int, float)):  # subclasses, e.g. numpy.float64
         return float(value) if isinstance(value, float) else int(value)
     item = getattr(value, "item", None)
-    size = _size(value)
-    if item is not None and size == 1:
-        try:
-            number = item()
-        except (TypeError, ValueError, RuntimeError):
-            return _NOT_A_NUMBER
-        return _as_number(number) if not hasattr(number, "item") else _NOT_A_NUMBER
-    return _NOT_A_NUMBER
+    if item is None or _size(value) != 1 or getattr(value, "ndim", 0) != 0:
+        return _NOT_A_NUMBER
+    try:
+        number = item()
+    except (TypeError, ValueError, RuntimeError):
+        return _NOT_A_NUMBER
+    return _as_number(number) if not hasattr(number, "item") else _NOT_A_NUMBER
 
 
 def _size(value: Any) -> int | None:
@@ -133,10 +181,7 @@ def _as_float_list(value: Any) -> list[float] | None:
     if isinstance(value, (str, bytes, dict)):
         return None
     tolist = getattr(value, "tolist", None)
-    if callable(tolist) and _size(value) is not None:
-        detach = getattr(value, "detach", None)  # torch: leave the autograd graph and the device
-        if callable(detach):
-            value = detach().cpu()
+    if callable(tolist) and _size(value) is not None:  # numpy, torch (any device, with or without grad)
         value = tolist()
     if not isinstance(value, (list, tuple)):
         return None
