@@ -1,0 +1,454 @@
+"""SpinningUp -> rltrack: a drop-in `EpochLogger` that also sends every row to rltrack.
+
+Replace `from spinup.utils.logx import EpochLogger` with
+`from rltrack.adapters.spinup import EpochLogger`; nothing else changes:
+
+    logger = EpochLogger(output_dir="data/vpg/vpg_s0", exp_name="vpg")
+    logger.save_config(locals())
+    logger.setup_pytorch_saver(ac)
+    for epoch in range(epochs):
+        ...  logger.store(EpRet=ep_ret, EpLen=ep_len)
+        logger.save_state({"env": env}, None)
+        logger.log_tabular("Epoch", epoch)
+        logger.log_tabular("EpRet", with_min_and_max=True)
+        logger.log_tabular("TotalEnvInteracts", (epoch + 1) * steps_per_epoch)
+        logger.log_tabular("LossPi", average_only=True)
+        logger.dump_tabular()
+
+Files and output are SpinningUp's (`spinup/utils/logx.py`): `output_dir`
+defaults to `/tmp/experiments/<unix time>`; `progress.txt` (tab-separated,
+header row first, then one `str(value)` per cell, an empty cell for a key not
+logged that epoch), `config.json` (same JSON layout, with `exp_name`),
+`vars.pkl` / `vars<itr>.pkl` (joblib, or pickle when joblib is missing) and
+`pyt_save/model.pt` / `model<itr>.pt` (`torch.save` of what
+`setup_pytorch_saver` was given); the same coloured messages and the same
+`| key | value |` table at each `dump_tabular()`.
+
+Where this logger differs from SpinningUp's, on purpose:
+
+* A key that first appears after the first row does not crash (SpinningUp
+  asserts). It is appended to the header, and `progress.txt` is rewritten once
+  with the wider header: earlier rows get an empty cell for the new column
+  (pandas reads it as NaN). Later rows are appended as usual.
+* `log_tabular(key)` for a key with nothing stored this epoch (e.g. no test
+  episode finished) logs NaN for its statistics and warns once, instead of
+  raising IndexError/KeyError.
+* Statistics are computed in float64 with numpy (mean, std with ddof=0, min,
+  max); SpinningUp uses float32 buffers for MPI, so its figures differ after
+  about the 7th significant digit. The values written to `progress.txt` are
+  exactly the values sent to rltrack (`str` of a float64 reads back exactly).
+* No MPI: this logger runs in one process (SpinningUp's PyTorch algorithms
+  with `cpu=1`). TF1 saving (`setup_tf_saver`) is not supported.
+
+What rltrack receives, once per `dump_tabular()`:
+
+* step axes: `TotalEnvInteracts` -> `env_steps` (primary), `Epoch` -> `epoch`
+  (rows with neither are numbered on the axis `step`); these two columns are
+  sent as axes, not as metrics;
+* `EpRet*`, `EpLen*` columns -> namespace `collector`; `TestEp*` -> `evaluator`;
+  `Time` -> namespace `time` as a `timing` (seconds); every other column ->
+  `learner`. Keys keep their SpinningUp names (`collector/AverageEpRet`), plus
+  canonical names from `CANONICAL` per the config's `run.names`
+  (`collector/reward_mean`, ...). Columns made by `log_tabular(key)` from
+  stored values are sent in events marked `preaggregated`;
+* `save_config(config)` -> `log_hparams`; `save_state` -> `log_checkpoint` of
+  the object given to `setup_pytorch_saver` (iteration = `itr`, or the number of
+  rows dumped so far, which is the current epoch in SpinningUp's loops).
+
+Which rltrack Logger: `rltrack_logger=` (yours; this class never closes it), or
+one made from `rltrack_config=` (a path, dict or None, as `rltrack.make_logger`
+takes; None means `RLTRACK_CONFIG` or the defaults). A run made here lives under
+the config's `run.root` (default `./runs`, next to every other rltrack run, so
+`rltrack` commands and run indexes find it); unless the config names it, the
+run is named after `output_dir`'s last component (`vpg_s0` with SpinningUp's
+`setup_logger_kwargs`), else `exp_name`, else `spinup`. Its `meta.json` info
+records `output_dir` and `exp_name`, and its path is printed after SpinningUp's
+"Logging data to" line. It is closed by `close()` or at interpreter exit.
+`send_to_rltrack=False` makes a plain SpinningUp logger.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import os.path as osp
+import pickle
+import sys
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+
+from rltrack.canonical import with_canonical_names
+from rltrack.events import DEFAULT_STEP_AXIS, Event
+
+SOURCE = "spinup"
+
+#: SpinningUp column -> step axis. The first axis present in a row is the primary one.
+STEP_COLUMNS: dict[str, str] = {"TotalEnvInteracts": "env_steps", "Epoch": "epoch"}
+
+_STAT_PREFIXES = ("Average", "Std", "Max", "Min")
+
+
+def _canonical_table() -> dict[str, str]:
+    table: dict[str, str] = {}
+    groups = (
+        ("collector", "EpRet", "reward"),
+        ("evaluator", "TestEpRet", "reward"),
+    )
+    for namespace, key, name in groups:
+        table[f"{namespace}/{key}"] = f"{namespace}/{name}_mean"  # log_tabular(key, average_only=True)
+        for prefix, stat in zip(_STAT_PREFIXES, ("mean", "std", "max", "min")):
+            table[f"{namespace}/{prefix}{key}"] = f"{namespace}/{name}_{stat}"
+    for namespace, key in (("collector", "EpLen"), ("evaluator", "TestEpLen")):
+        table[f"{namespace}/{key}"] = f"{namespace}/avg_envstep_per_episode"
+        table[f"{namespace}/Average{key}"] = f"{namespace}/avg_envstep_per_episode"
+    learner = {
+        "LossPi": "policy_loss_avg",
+        "LossV": "value_loss_avg",
+        "LossQ": "critic_loss_avg",
+        "KL": "approx_kl_avg",
+        "ClipFrac": "clipfrac_avg",
+        "Entropy": "entropy_loss_avg",  # DI-engine's PPO calls the (positive) policy entropy entropy_loss
+    }
+    for key, name in learner.items():
+        table[f"learner/{key}"] = f"learner/{name}"  # average_only=True, as SpinningUp's algorithms log them
+        table[f"learner/Average{key}"] = f"learner/{name}"
+    return table
+
+
+#: native flat key (`<namespace>/<SpinningUp column>`) -> canonical flat key (DI-engine vocabulary).
+#: `Epoch` and `TotalEnvInteracts` are step axes (`epoch`, `env_steps`), not metrics.
+CANONICAL: dict[str, str] = _canonical_table()
+
+_COLORS = dict(gray=30, red=31, green=32, yellow=33, blue=34, magenta=35, cyan=36, white=37, crimson=38)
+
+
+def colorize(string: str, color: str, bold: bool = False, highlight: bool = False) -> str:
+    """`string` in ANSI colour, as SpinningUp's `logx.colorize`."""
+    attr = []
+    num = _COLORS[color]
+    if highlight:
+        num += 10
+    attr.append(str(num))
+    if bold:
+        attr.append("1")
+    return "\x1b[%sm%s\x1b[0m" % (";".join(attr), string)
+
+
+def convert_json(obj: Any) -> Any:
+    """`obj` made JSON-serialisable the way SpinningUp's `convert_json` does it
+    (functions by name, objects as `{str(obj): vars}`), except that tuples
+    become lists (SpinningUp returns a generator there, which json cannot write)."""
+    if _is_json_serializable(obj):
+        return obj
+    if isinstance(obj, dict):
+        return {convert_json(k): convert_json(v) for k, v in obj.items()}
+    if isinstance(obj, (tuple, list)):
+        return [convert_json(x) for x in obj]
+    if hasattr(obj, "__name__") and "lambda" not in obj.__name__:
+        return convert_json(obj.__name__)
+    if hasattr(obj, "__dict__") and obj.__dict__:
+        return {str(obj): {convert_json(k): convert_json(v) for k, v in obj.__dict__.items()}}
+    return str(obj)
+
+
+def _is_json_serializable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+        return True
+    except Exception:
+        return False
+
+
+def epoch_statistics(values: Any, with_min_and_max: bool = False) -> tuple[Any, ...]:
+    """(mean, std) or (mean, std, min, max) of `values` in float64, std with ddof=0."""
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if x.size == 0:
+        nan = np.float64("nan")
+        return (nan, nan, nan, nan) if with_min_and_max else (nan, nan)
+    mean, std = x.mean(), x.std()
+    if with_min_and_max:
+        return mean, std, x.min(), x.max()
+    return mean, std
+
+
+class EpochLogger:
+    """Drop-in for `spinup.utils.logx.EpochLogger` that also sends each row to rltrack.
+
+    Same constructor (`output_dir`, `output_fname`, `exp_name`) and methods;
+    the module docstring lists the files, what rltrack receives and the few
+    deliberate differences from SpinningUp. Extra keyword arguments choose the
+    rltrack Logger: `rltrack_logger`, `rltrack_config`, `send_to_rltrack`.
+    """
+
+    def __init__(
+        self,
+        output_dir: str | None = None,
+        output_fname: str = "progress.txt",
+        exp_name: str | None = None,
+        *,
+        rltrack_logger: Any = None,
+        rltrack_config: Any = None,
+        send_to_rltrack: bool = True,
+    ) -> None:
+        given_dir = output_dir
+        self.output_dir = output_dir or "/tmp/experiments/%i" % int(time.time())
+        if osp.exists(self.output_dir):
+            print("Warning: Log dir %s already exists! Storing info there anyway." % self.output_dir)
+        else:
+            os.makedirs(self.output_dir)
+        self.output_file = open(osp.join(self.output_dir, output_fname), "w")
+        atexit.register(self._close_file)
+        print(colorize("Logging data to %s" % self.output_file.name, "green", bold=True))
+        self.first_row = True
+        self.log_headers: list[str] = []
+        self.log_current_row: dict[str, Any] = {}
+        self.exp_name = exp_name
+        self.epoch_dict: dict[str, list[Any]] = {}
+        self._file_columns = 0  # how many header columns progress.txt has
+        self._columns: dict[str, tuple[str, bool]] = {}  # column -> (stored key it came from, is a statistic)
+        self._dumps = 0
+        self._warned_empty: set[str] = set()
+        self._owns_rltrack = False
+        self.rltrack: Any = None
+        if send_to_rltrack:
+            if rltrack_logger is not None:
+                self.rltrack = rltrack_logger
+            else:
+                self.rltrack = _make_rltrack_logger(rltrack_config, given_dir, exp_name)
+                self._owns_rltrack = True
+                print(colorize("rltrack run: %s" % self.rltrack.run_dir, "green", bold=True))
+            self.rltrack.set_run_info(
+                {"framework": "spinup", "output_dir": osp.abspath(self.output_dir), "exp_name": exp_name}
+            )
+        self._names = _names_mode(self.rltrack)
+
+    # ---- SpinningUp's Logger ----------------------------------------------
+
+    def log(self, msg: str, color: str = "green") -> None:
+        """Print a colorized message to stdout."""
+        print(colorize(msg, color, bold=True))
+
+    def log_tabular(self, key: str, val: Any = None, with_min_and_max: bool = False, average_only: bool = False) -> None:
+        """Log `val` under `key`, or (without `val`) the mean/std/min/max of what
+        was `store`d under `key` this epoch: `Average<key>` (or `<key>` with
+        `average_only`), `Std<key>` (not with `average_only`), then `Max<key>`
+        and `Min<key>` with `with_min_and_max`."""
+        if val is not None:
+            self._set(key, val, key, False)
+            return
+        v = self.epoch_dict.get(key) or []
+        if not v and key not in self._warned_empty:
+            self._warned_empty.add(key)
+            print(f"rltrack EpochLogger: nothing was stored under {key!r} this epoch; logging NaN for it", file=sys.stderr)
+        vals = np.concatenate(v) if v and isinstance(v[0], np.ndarray) and len(v[0].shape) > 0 else v
+        stats = epoch_statistics(vals, with_min_and_max=with_min_and_max)
+        self._set(key if average_only else "Average" + key, stats[0], key, True)
+        if not average_only:
+            self._set("Std" + key, stats[1], key, True)
+        if with_min_and_max:
+            self._set("Max" + key, stats[3], key, True)
+            self._set("Min" + key, stats[2], key, True)
+        self.epoch_dict[key] = []
+
+    def _set(self, column: str, val: Any, source: str, statistic: bool) -> None:
+        if column not in self._columns:
+            self.log_headers.append(column)  # late keys too: see the module docstring
+            self._columns[column] = (source, statistic)
+        if column in self.log_current_row:
+            raise AssertionError("You already set %s this iteration. Maybe you forgot to call dump_tabular()" % column)
+        self.log_current_row[column] = val
+
+    def save_config(self, config: Any) -> None:
+        """Writes `config` (made JSON-safe) to config.json, prints it, and sends it to rltrack as hyperparameters."""
+        config_json = convert_json(config)
+        if self.exp_name is not None:
+            config_json["exp_name"] = self.exp_name
+        output = json.dumps(config_json, separators=(",", ":\t"), indent=4, sort_keys=True)
+        print(colorize("Saving config:\n", color="cyan", bold=True))
+        print(output)
+        with open(osp.join(self.output_dir, "config.json"), "w") as out:
+            out.write(output)
+        if self.rltrack is not None:
+            self.rltrack.log_hparams(config_json if isinstance(config_json, dict) else {"config": config_json})
+
+    def save_state(self, state_dict: Any, itr: int | None = None) -> None:
+        """Saves `state_dict` to vars.pkl (vars<itr>.pkl), the PyTorch objects of
+        `setup_pytorch_saver` to pyt_save/model.pt (model<itr>.pt), and hands
+        the latter to rltrack's `log_checkpoint`."""
+        fname = "vars.pkl" if itr is None else "vars%d.pkl" % itr
+        try:
+            _dump_pickle(state_dict, osp.join(self.output_dir, fname))
+        except Exception:
+            self.log("Warning: could not pickle state_dict.", color="red")
+        if hasattr(self, "pytorch_saver_elements"):
+            self._pytorch_simple_save(itr)
+            if self.rltrack is not None:
+                try:
+                    self.rltrack.log_checkpoint(self.pytorch_saver_elements, iteration=self._dumps if itr is None else itr)
+                except Exception as exc:  # a checkpoint rltrack cannot take must not stop training
+                    self.log(f"Warning: rltrack could not take the checkpoint ({type(exc).__name__}: {exc}).", color="red")
+
+    def setup_tf_saver(self, sess: Any, inputs: Any, outputs: Any) -> None:
+        raise NotImplementedError(
+            "rltrack's EpochLogger does not save TensorFlow 1 graphs; use setup_pytorch_saver, "
+            "or SpinningUp's own logger for TF1 algorithms"
+        )
+
+    def setup_pytorch_saver(self, what_to_save: Any) -> None:
+        """Remember what `save_state` saves with `torch.save` (a module, or an object holding modules)."""
+        self.pytorch_saver_elements = what_to_save
+
+    def _pytorch_simple_save(self, itr: int | None = None) -> None:
+        import torch
+
+        fpath = osp.join(self.output_dir, "pyt_save")
+        fname = osp.join(fpath, "model" + ("%d" % itr if itr is not None else "") + ".pt")
+        os.makedirs(fpath, exist_ok=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # as SpinningUp: whole objects are pickled, source warnings are noise
+            torch.save(self.pytorch_saver_elements, fname)
+
+    def dump_tabular(self) -> None:
+        """Prints the row as a table, appends it to progress.txt, sends it to rltrack."""
+        vals = []
+        max_key_len = max([15] + [len(key) for key in self.log_headers])
+        keystr = "%" + "%d" % max_key_len
+        fmt = "| " + keystr + "s | %15s |"
+        n_slashes = 22 + max_key_len
+        print("-" * n_slashes)
+        for key in self.log_headers:
+            val = self.log_current_row.get(key, "")
+            valstr = "%8.3g" % val if hasattr(val, "__float__") else val
+            print(fmt % (key, valstr))
+            vals.append(val)
+        print("-" * n_slashes, flush=True)
+        if self.output_file is not None:
+            if self.first_row:
+                self.output_file.write("\t".join(self.log_headers) + "\n")
+                self._file_columns = len(self.log_headers)
+            elif len(self.log_headers) > self._file_columns:
+                self._widen_file()
+            self.output_file.write("\t".join(map(str, vals)) + "\n")
+            self.output_file.flush()
+        if self.rltrack is not None and self.log_current_row:
+            self._send_row(self.log_current_row)
+        self.log_current_row.clear()
+        self.first_row = False
+        self._dumps += 1
+
+    # ---- SpinningUp's EpochLogger -----------------------------------------
+
+    def store(self, **kwargs: Any) -> None:
+        """Save values into the current epoch's state (for `log_tabular(key)`)."""
+        for k, v in kwargs.items():
+            if k not in self.epoch_dict:
+                self.epoch_dict[k] = []
+            self.epoch_dict[k].append(v)
+
+    def get_stats(self, key: str) -> tuple[Any, ...]:
+        """(mean, std) of what was stored under `key` this epoch."""
+        v = self.epoch_dict[key]
+        vals = np.concatenate(v) if isinstance(v[0], np.ndarray) and len(v[0].shape) > 0 else v
+        return epoch_statistics(vals)
+
+    # ---- beyond SpinningUp -------------------------------------------------
+
+    def close(self, status: str = "finished") -> None:
+        """Closes progress.txt and, if this logger made it, the rltrack run."""
+        self._close_file()
+        if self._owns_rltrack and self.rltrack is not None:
+            self.rltrack.close(status=status)
+
+    def __enter__(self) -> EpochLogger:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.close(status="killed" if issubclass(exc_type, KeyboardInterrupt) else "failed")
+
+    def _close_file(self) -> None:
+        if self.output_file is not None and not self.output_file.closed:
+            self.output_file.close()
+
+    def _widen_file(self) -> None:
+        """Rewrites progress.txt with the current (wider) header; old rows get empty cells."""
+        path = self.output_file.name
+        self.output_file.close()
+        with open(path) as f:
+            lines = f.read().splitlines()
+        pad = "\t" * (len(self.log_headers) - self._file_columns)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("\t".join(self.log_headers) + "\n")
+            f.writelines(line + pad + "\n" for line in lines[1:])
+        os.replace(tmp, path)
+        self.output_file = open(path, "a")
+        self._file_columns = len(self.log_headers)
+
+    def _send_row(self, row: dict[str, Any]) -> None:
+        steps: dict[str, Any] = {}
+        for column, axis in STEP_COLUMNS.items():
+            if column in row:
+                steps[axis] = row[column]
+        if not steps:
+            steps[DEFAULT_STEP_AXIS] = self._dumps
+        groups: dict[tuple[str, bool], dict[str, Any]] = {}
+        for column, val in row.items():
+            if column in STEP_COLUMNS:
+                continue
+            source, statistic = self._columns[column]
+            groups.setdefault((_namespace(source), statistic), {})[column] = val
+        now = time.time()
+        run = str(getattr(self.rltrack, "name", ""))
+        for (namespace, statistic), data in groups.items():
+            named = with_canonical_names({f"{namespace}/{k}": v for k, v in data.items()}, CANONICAL, self._names)
+            values = {flat.partition("/")[2]: v for flat, v in named.items()}
+            kind = "timing" if namespace == "time" else "scalars"
+            self.rltrack.emit(Event(now, values, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic))
+        self.rltrack.dump(steps)
+
+
+def _namespace(key: str) -> str:
+    if key in ("EpRet", "EpLen"):
+        return "collector"
+    if key.startswith("TestEp"):
+        return "evaluator"
+    if key == "Time":
+        return "time"
+    return "learner"
+
+
+def _names_mode(logger: Any) -> str:
+    config = getattr(logger, "config", None)
+    run = config.get("run", {}) if isinstance(config, dict) else {}
+    mode = run.get("names", "both") if isinstance(run, dict) else "both"
+    return mode if mode in ("both", "canonical", "native") else "both"
+
+
+def _make_rltrack_logger(config: Any, output_dir: str | None, exp_name: str | None) -> Any:
+    from rltrack.config import load_config, make_logger
+
+    cfg = load_config(config)
+    if cfg["run"]["name"] is None:
+        name = osp.basename(osp.normpath(output_dir)) if output_dir else None
+        cfg["run"]["name"] = name or exp_name or "spinup"
+    return make_logger(cfg)
+
+
+def _dump_pickle(obj: Any, path: str) -> None:
+    try:
+        import joblib
+    except ImportError:
+        with open(path, "wb") as f:
+            pickle.dump(obj, f)
+    else:
+        joblib.dump(obj, path)
+
+
+__all__ = ["CANONICAL", "EpochLogger", "colorize", "convert_json", "epoch_statistics"]
