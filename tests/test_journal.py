@@ -1,0 +1,265 @@
+"""The journal: events round-trip through JSON lines, a killed writer's torn
+last line is tolerated (and cleaned up before the next append), any other bad
+line is an error naming file:line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rltrack
+from rltrack.events import SCHEMA_VERSION, Event
+from rltrack.journal import JOURNAL_NAME, JournalWriter, read_journal
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLTRACK_CONFIG", raising=False)
+    monkeypatch.delenv("RLTRACK_BACKENDS", raising=False)
+
+
+def same(a, b):
+    """Equality where nan equals nan (the journal keeps non-finite floats)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def random_events(n, seed=0):
+    rng = np.random.default_rng(seed)
+    kinds = ["scalars", "text", "histogram", "timing", "hparams"]
+    events = []
+    for i in range(n):
+        kind = kinds[int(rng.integers(len(kinds)))]
+        if kind == "text":
+            data = {"msg": f"épisode {i} ✓"}
+        elif kind == "histogram":
+            data = {"acts": rng.normal(size=4).tolist()}
+        elif kind == "hparams":
+            data = {"lr": 1e-3, "net": {"sizes": [64, 64]}, "env": "CartPole-v1"}
+        else:
+            data = {"loss": float(rng.normal()), "count": int(rng.integers(1 << 40)), "none": None}
+        events.append(
+            Event(
+                time=1.7e9 + i * 0.001,
+                data=data,
+                kind=kind,
+                namespace=["", "collector", "learner"][i % 3],
+                steps={"env_steps": 2048 * i, "train_iter": i},
+                source="sb3",
+                worker=str(i % 4),
+                run="cartpole",
+                preaggregated=bool(i % 2),
+            )
+        )
+    return events
+
+
+def write_journal(path, events):
+    writer = JournalWriter(path)
+    writer.append(events)
+    writer.close()
+    return path
+
+
+# ---- round trip ----------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    time_=st.floats(allow_nan=False, allow_infinity=False),
+    data=st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)), max_size=6),
+    kind=st.sampled_from(rltrack.events.KINDS),
+    namespace=st.text(max_size=8),
+    steps=st.dictionaries(st.text(min_size=1, max_size=6), st.integers(-(2**62), 2**62), max_size=3),
+    worker=st.text(max_size=4),
+    preaggregated=st.booleans(),
+)
+def test_event_json_round_trip(time_, data, kind, namespace, steps, worker, preaggregated):
+    event = Event(time=time_, data=data, kind=kind, namespace=namespace, steps=steps, worker=worker, preaggregated=preaggregated)
+    line = event.to_json()
+    assert "\n" not in line  # one event, one line
+    back = Event.from_json(line)
+    assert back.time == event.time and back.kind == kind and back.namespace == namespace
+    assert back.steps == steps and list(back.steps) == list(steps)  # the first axis stays the primary one
+    assert back.worker == worker and back.preaggregated is preaggregated and back.schema == SCHEMA_VERSION
+    assert same(back.data, data)
+
+
+def test_non_finite_floats_survive_the_journal():
+    event = Event(time=1.0, data={"a": math.nan, "b": math.inf, "c": -math.inf})
+    back = Event.from_json(event.to_json())
+    assert math.isnan(back.data["a"]) and back.data["b"] == math.inf and back.data["c"] == -math.inf
+
+
+def test_missing_optional_fields_take_their_defaults():
+    event = Event.from_json('{"time": 2.5}')
+    assert (event.time, event.data, event.kind, event.namespace, event.steps) == (2.5, {}, "scalars", "", {})
+    assert (event.source, event.worker, event.run, event.preaggregated) == ("api", "0", "", False)
+
+
+def test_writer_and_reader_round_trip(tmp_path):
+    events = random_events(200)
+    path = write_journal(tmp_path / JOURNAL_NAME, events)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 200 and all(json.loads(line)["schema"] == SCHEMA_VERSION for line in lines)
+    for read in (read_journal(path), read_journal(tmp_path), read_journal(str(tmp_path))):
+        assert [e.to_dict() for e in read] == [e.to_dict() for e in events]
+
+
+# ---- torn last line ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_torn_last_line_is_skipped(tmp_path, seed):
+    events = random_events(30, seed)
+    path = write_journal(tmp_path / JOURNAL_NAME, events)
+    raw = path.read_bytes()
+    starts = [0] + [i + 1 for i, b in enumerate(raw) if b == ord("\n")][:-1]
+    rng = np.random.default_rng(seed)
+    line = int(rng.integers(1, 30))  # cut inside line number `line` (0-based), short of its newline
+    cut = int(rng.integers(starts[line] + 1, starts[line + 1] - 1))
+    path.write_bytes(raw[:cut])
+    assert [e.to_dict() for e in read_journal(path)] == [e.to_dict() for e in events[:line]]
+
+
+def test_unterminated_but_complete_last_line_is_read(tmp_path):
+    events = random_events(3)
+    path = write_journal(tmp_path / JOURNAL_NAME, events)
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    assert len(list(read_journal(path))) == 3
+
+
+def test_appending_after_a_torn_line_starts_a_clean_line(tmp_path):
+    events = random_events(6)
+    path = write_journal(tmp_path / JOURNAL_NAME, events[:3])
+    path.write_bytes(path.read_bytes() + events[3].to_json()[:25].encode())  # killed mid-line
+    write_journal(path, events[4:])  # a new writer (resume, sync) appends
+    assert [e.to_dict() for e in read_journal(path)] == [e.to_dict() for e in events[:3] + events[4:]]
+
+
+def test_appending_after_a_complete_unterminated_line_keeps_it(tmp_path):
+    events = random_events(5)
+    path = write_journal(tmp_path / JOURNAL_NAME, events[:3])
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))  # killed between the JSON and its newline
+    write_journal(path, events[3:])
+    assert [e.to_dict() for e in read_journal(path)] == [e.to_dict() for e in events]
+
+
+def test_a_torn_first_line_leaves_an_empty_journal(tmp_path):
+    path = tmp_path / JOURNAL_NAME
+    path.write_text('{"schema": 1, "ti')
+    assert list(read_journal(path)) == []
+    write_journal(path, random_events(2))
+    assert len(list(read_journal(path))) == 2
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from rltrack.events import Event
+from rltrack.journal import JournalWriter
+writer = JournalWriter(Path(sys.argv[1]))
+i = 0
+while True:
+    writer.append([Event(time=float(i), data={"i": i, "pad": "x" * (i % 5000)}, steps={"step": i})])
+    if i % 7 == 0:
+        writer.flush()
+    i += 1
+"""
+
+
+def test_a_writer_killed_mid_run_leaves_a_readable_journal(tmp_path):
+    path = tmp_path / JOURNAL_NAME
+    child = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=Path(rltrack.__file__).parent.parent)
+    try:
+        deadline = time.monotonic() + 20
+        while (not path.exists() or path.stat().st_size < 2_000_000) and time.monotonic() < deadline:
+            time.sleep(0.01)
+            assert child.poll() is None, "the writer died on its own"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    events = list(read_journal(path))
+    assert len(events) > 100
+    assert [e.data["i"] for e in events] == list(range(len(events)))
+    assert all(e.data["pad"] == "x" * (e.data["i"] % 5000) for e in events)
+
+
+# ---- bad lines -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["not json at all", "[1, 2]", "123", '{"data": {}}', '{"time": null}', '{"time": "noon"}', '{"time": 1, "steps": {"a": "x"}}', '{"time": 1, "data": [1]}'],
+)
+def test_a_bad_line_in_the_middle_names_file_and_line(tmp_path, bad):
+    events = random_events(4)
+    lines = [e.to_json() for e in events]
+    path = tmp_path / JOURNAL_NAME
+    path.write_text("\n".join(lines[:2] + [bad] + lines[2:]) + "\n")
+    reader = read_journal(path)
+    assert [e.to_dict() for e in (next(reader), next(reader))] == [e.to_dict() for e in events[:2]]
+    with pytest.raises(ValueError, match=rf"^{path}:3: not a journal line"):
+        next(reader)
+
+
+def test_a_bad_complete_last_line_is_an_error_too(tmp_path):
+    path = write_journal(tmp_path / JOURNAL_NAME, random_events(2))
+    with path.open("a") as f:
+        f.write("garbage\n")  # terminated: not a crash, something else damaged the file
+    with pytest.raises(ValueError, match=rf"{path}:3:"):
+        list(read_journal(path))
+
+
+def test_a_newer_schema_says_to_upgrade(tmp_path):
+    path = tmp_path / JOURNAL_NAME
+    path.write_text(json.dumps({"schema": SCHEMA_VERSION + 1, "time": 1.0}) + "\n")
+    with pytest.raises(ValueError, match=rf"{path}:1: .*newer than this rltrack understands.*upgrade rltrack"):
+        list(read_journal(path))
+
+
+def test_blank_lines_are_skipped(tmp_path):
+    events = random_events(3)
+    path = tmp_path / JOURNAL_NAME
+    path.write_text("\n" + "\n\n".join(e.to_json() for e in events) + "\n\n")
+    assert [e.to_dict() for e in read_journal(path)] == [e.to_dict() for e in events]
+
+
+# ---- the journal of a live run ---------------------------------------------------
+
+
+def test_a_run_journal_holds_every_event_and_is_flushed_within_a_second(tmp_path):
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": "j"}, "backends": {"use": ["memory"]}})
+    path = logger.run_dir / JOURNAL_NAME
+    for i in range(20):
+        logger.write({"reward": float(i)}, step={"env_steps": 100 * i, "train_iter": i}, namespace="collector")
+    logger.log_text("note", "hello", step=3)
+    deadline = time.monotonic() + 1.5  # no flush(), no close(): the pipeline's own periodic flush
+    while time.monotonic() < deadline and (not path.exists() or len(path.read_text().splitlines()) < 21):
+        time.sleep(0.05)
+    assert len(path.read_text().splitlines()) == 21
+    assert logger.close(timeout=10)
+    journal = list(read_journal(logger.run_dir))
+    assert [e.to_dict() for e in journal] == [e.to_dict() for e in logger.backends["memory"].events]
+    scalars = [e for e in journal if e.kind == "scalars"]
+    assert [e.data for e in scalars] == [{"reward": float(i)} for i in range(20)]
+    assert [e.steps for e in scalars] == [{"env_steps": 100 * i, "train_iter": i} for i in range(20)]
+    assert all(e.namespace == "collector" and e.run == logger.run_dir.name for e in scalars)
+    assert [(e.kind, e.data, e.steps) for e in journal if e.kind == "text"] == [("text", {"note": "hello"}, {"step": 3})]
