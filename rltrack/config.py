@@ -19,6 +19,7 @@ import difflib
 import inspect
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -45,16 +46,14 @@ class ConfigError(ValueError):
 
 def load_config(config: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
     """Reads, merges (defaults < file or dict < overrides < environment) and validates."""
-    source = "config"
+    source = _describe(config)
     if config is None and os.environ.get("RLTRACK_CONFIG"):
         config = os.environ["RLTRACK_CONFIG"]
-        source = f"{config} (from RLTRACK_CONFIG)"
         if not Path(config).is_file():
             raise ConfigError(
                 f"RLTRACK_CONFIG={config!r} names no file; point it at an existing .toml/.yaml file or unset it"
             )
     if isinstance(config, (str, Path)):
-        source = source if source != "config" else str(config)
         config = read_config_file(Path(config))
     elif config is not None and not isinstance(config, Mapping):
         raise ConfigError(f"config must be a file path, a dict or None, got {type(config).__name__}")
@@ -79,6 +78,13 @@ def load_config(config: str | Path | Mapping[str, Any] | None = None, **override
             merged["backends"]["use"] = use
     _validate(merged, source)
     return merged
+
+
+def _describe(config: Any) -> str:
+    """Where a config comes from, as error messages name it."""
+    if config is None and os.environ.get("RLTRACK_CONFIG"):
+        return f"{os.environ['RLTRACK_CONFIG']} (from RLTRACK_CONFIG)"
+    return str(config) if isinstance(config, (str, Path)) else "config"
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -158,7 +164,18 @@ def build_backend(name: str, settings: Mapping[str, Any], where: str) -> Backend
         cls = backend_class(name)
     except MissingExtraError as exc:
         raise ConfigError(f"{where}: backend {name!r}: {exc}") from None
+    except ImportError as exc:  # a backend module importing its package directly
+        fix = f"pip install 'rltrack[{name}]'" if name in _extras() else "install the package it names"
+        raise ConfigError(f"{where}: backend {name!r} could not be imported ({exc}); fix: {fix}") from None
     return _construct(cls, dict(settings), f"{where}: backends.{name}")
+
+
+def _extras() -> list[str]:
+    """The extras rltrack was installed with metadata for (`mlflow`, `wandb`, ...)."""
+    try:
+        return metadata.metadata("rltrack").get_all("Provides-Extra") or []
+    except metadata.PackageNotFoundError:  # run from a source tree without installing
+        return []
 
 
 def _construct(cls: Callable[..., Any], params: dict[str, Any], where: str) -> Any:
@@ -181,7 +198,7 @@ def _construct(cls: Callable[..., Any], params: dict[str, Any], where: str) -> A
 def _check_keys(mapping: Mapping[str, Any], allowed: tuple[str, ...], where: str, prefix: str) -> None:
     for key in mapping:
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown key {prefix}{key!r};{_allowed(str(key), allowed)}")
+            raise ConfigError(f"{where}: unknown key {prefix + str(key)!r};{_allowed(str(key), allowed)}")
 
 
 def _allowed(found: str, allowed: Any) -> str:
@@ -195,7 +212,7 @@ def make_logger(config: str | Path | Mapping[str, Any] | None = None, **override
     else the defaults (the local backend under ./runs). Keyword arguments
     override whole config sections: `make_logger(run={"name": "demo"})`."""
     cfg = load_config(config, **overrides)
-    where = "config"
+    where = _describe(config)
     report = Report()
     chain = FilterChain([build_filter(spec, f"{where}: filters[{i}]") for i, spec in enumerate(cfg["filters"])], report)
     backends = [build_backend(name, cfg["backends"].get(name, {}), where) for name in cfg["backends"]["use"]]
