@@ -1,0 +1,588 @@
+"""Stable-Baselines3 -> rltrack: a `KVWriter` next to SB3's own outputs, and a callback.
+
+    import rltrack
+    from rltrack.adapters.sb3 import RLTrackCallback, attach
+
+    logger = rltrack.make_logger(run={"name": "cartpole_ppo"})
+    model = PPO("MlpPolicy", "CartPole-v1")
+    attach(model, logger)                       # SB3's stdout/csv/tensorboard stay as they were
+    eval_cb = EvalCallback(eval_env, callback_on_new_best=RLTrackCallback(logger))
+    model.learn(10_000, callback=[RLTrackCallback(logger, save_freq=2_000), eval_cb])
+    logger.close()
+
+What arrives in rltrack, per `Logger.dump(step)` of SB3:
+
+* One `Event` per namespace (per namespace and kind), `source="sb3"`, built on
+  the training thread from a plain copy of the values; numpy scalars, arrays
+  and strings are converted later on rltrack's pipeline thread.
+* Step axes: `env_steps` = the `step` SB3 passes (its `num_timesteps`), and
+  `train_iter` = `time/iterations` (on-policy algorithms: rollout/update
+  rounds) or else `train/n_updates` (gradient steps for off-policy ones). The
+  last known `train_iter` is carried into later dumps that lack it (e.g. the
+  dump `EvalCallback` makes), so every event has both axes once training began.
+* Namespaces from SB3's prefixes: `rollout/` -> `collector`, `eval/` ->
+  `evaluator`, `train/` -> `learner`, `time/` -> `time`; other prefixes are
+  kept as they are, keys without a prefix get namespace `""`. Under `time/`,
+  durations (`time_elapsed`, and keys named like `*_time`, `*elapsed*`,
+  `*duration*`, `*_sec`, `*_seconds`) are sent as kind `timing`; `fps`,
+  `iterations`, `total_timesteps`, `episodes` stay `scalars`.
+* `rollout/` values are SB3's moving means over the last `stats_window_size`
+  episodes, so `collector` events carry `preaggregated=True`.
+* Canonical names (`CANONICAL` below) per `run.names` in the config: "both"
+  (default) sends `collector/ep_rew_mean` *and* `collector/reward_mean`.
+* `key_excluded`: this writer's format name is `"rltrack"` (`FORMAT_NAME`).
+  A key recorded with `exclude="rltrack"` (or a tuple containing it), or with
+  an exclusion naming every SB3 format (`stdout`, `log`, `json`, `csv`,
+  `tensorboard`), is not sent. SB3's own `exclude="tensorboard"` (used for
+  `time/total_timesteps`, `train/n_updates`, ...) does not stop it.
+* SB3's typed values become rltrack kinds instead of being dropped:
+  `Image` and `Figure` -> kind `image`, `Video` -> kind `video`, `HParam` ->
+  kind `hparams` (its `hparam_dict`; the names in `metric_dict`, which only
+  wire TensorBoard's HParams tab to scalar tags, go to the run's meta.json
+  `info["sb3_hparam_metrics"]`). Images and videos are encoded with Pillow
+  (a matplotlib dependency, so present wherever SB3 is) into
+  `<run_dir>/media/<namespace>/<key>_<step>.png` (videos as animated PNG),
+  and the event's data is JSON: `{key: {"path": "media/...", "format": "png" |
+  "apng", "width", "height", "channels", ["frames", "fps"]}}` with `path`
+  relative to the run directory. This encoding runs on the calling thread,
+  as it does in SB3's own TensorBoard format (a matplotlib figure must be
+  rendered there anyway); scalars never pay it. A value that cannot be
+  encoded is counted in report.json (section "sb3") rather than raised.
+
+`RLTrackCallback` records hyperparameters at the start of `learn()` and
+forwards checkpoints to `Logger.log_checkpoint` (see its docstring).
+
+SB3 is imported only when `RLTrackWriter`, `RLTrackCallback` or `attach` is
+first used, so this module (and its `CANONICAL` table) imports without it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import tempfile
+import time
+import types
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from rltrack.canonical import with_canonical_names
+from rltrack.events import Event
+from rltrack.optional import require
+from rltrack.rundir import safe_filename
+
+if TYPE_CHECKING:
+    from stable_baselines3.common.base_class import BaseAlgorithm
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.logger import KVWriter
+
+    from rltrack.pipeline import Logger
+
+#: The name this writer answers to in SB3's `exclude=` arguments.
+FORMAT_NAME = "rltrack"
+
+#: SB3's own output format names; a key excluded from all of them is not sent either.
+SB3_FORMATS = frozenset({"stdout", "log", "json", "csv", "tensorboard"})
+
+#: SB3 key prefix -> rltrack namespace.
+NAMESPACES = {"rollout": "collector", "eval": "evaluator", "train": "learner", "time": "time"}
+
+#: SB3 native flat key -> canonical (DI-engine/LightZero) flat key.
+CANONICAL: dict[str, str] = {
+    "rollout/ep_rew_mean": "collector/reward_mean",
+    "rollout/ep_len_mean": "collector/episode_length_mean",
+    "time/total_timesteps": "collector/envstep_count",
+    "time/episodes": "collector/episode_count",
+    "time/fps": "collector/avg_envstep_per_sec",
+    "eval/mean_reward": "evaluator/reward_mean",
+    "eval/mean_ep_length": "evaluator/episode_length_mean",
+    "train/loss": "learner/total_loss_avg",
+    "train/policy_gradient_loss": "learner/policy_loss_avg",  # PPO
+    "train/policy_loss": "learner/policy_loss_avg",  # A2C
+    "train/actor_loss": "learner/policy_loss_avg",  # SAC, TD3, DDPG
+    "train/value_loss": "learner/value_loss_avg",
+    "train/critic_loss": "learner/critic_loss_avg",
+    "train/entropy_loss": "learner/entropy_loss_avg",
+    "train/learning_rate": "learner/cur_lr_avg",
+    "train/approx_kl": "learner/approx_kl_avg",
+    "train/clip_fraction": "learner/clipfrac_avg",
+    "train/explained_variance": "learner/explained_variance_avg",
+    "train/ent_coef": "learner/alpha_avg",  # SAC's entropy temperature
+    "train/ent_coef_loss": "learner/alpha_loss_avg",
+}
+
+#: Keys whose value is the `train_iter` step axis, in order of preference.
+TRAIN_ITER_KEYS = ("time/iterations", "train/n_updates")
+
+_PLAIN = frozenset({float, int, str, bool, type(None)})
+
+_DURATION = re.compile(r"elapsed|duration|_time$|^time_|_sec$|_seconds$")
+
+#: Model attributes that are training state, not hyperparameters.
+_RUNTIME_ATTRIBUTES = frozenset(
+    {"num_timesteps", "start_time", "ep_info_buffer", "ep_success_buffer", "lr_schedule", "batch_norm_stats", "batch_norm_stats_target"}
+)
+
+
+# ---- the writer ------------------------------------------------------------
+
+
+class _Route:
+    """Where one native key goes: (namespace, leaf key, kind, preaggregated) per target name."""
+
+    __slots__ = ("targets",)
+
+    def __init__(self, native: str, mode: str) -> None:
+        self.targets: list[tuple[str, str, str, bool]] = []
+        native_prefix = native.split("/", 1)[0] if "/" in native else ""
+        for name in with_canonical_names({native: None}, CANONICAL, mode):
+            prefix, _, leaf = name.partition("/") if "/" in name else ("", "", name)
+            namespace = NAMESPACES.get(prefix, prefix)
+            kind = "timing" if native_prefix == "time" and name == native and _DURATION.search(leaf) else "scalars"
+            self.targets.append((namespace, leaf, kind, native_prefix == "rollout"))
+
+
+class _WriterImpl:
+    """An SB3 `KVWriter` that sends every dump to an rltrack `Logger`.
+
+    Append it to an SB3 logger's `output_formats`, or use `attach(model,
+    logger)` / `add_writer(sb3_logger, logger)`; SB3's other formats are
+    untouched. Its format name for `exclude=` is "rltrack". See the module
+    docstring for what is sent and how."""
+
+    def __init__(self, logger: Logger, *, names: str | None = None, close_logger: bool = False) -> None:
+        """`logger`: an rltrack Logger. `names` overrides the config's `run.names`
+        ("both", "canonical", "native"). `close_logger=True` makes `close()`
+        (called by SB3's `Logger.close()`) close the rltrack logger too; by
+        default it stays open, since whoever made it closes it."""
+        self.logger = logger
+        self.mode = names or logger.config.get("run", {}).get("names", "both")
+        self.close_logger = close_logger
+        self.train_iter: int | None = None
+        self._routes: dict[str, _Route] = {}
+        self._typed: tuple[type, ...] | None = None
+
+    def write(self, key_values: dict[str, Any], key_excluded: dict[str, tuple[str, ...]], step: int = 0) -> None:
+        """Called by SB3's `Logger.dump` on the training thread: copies the values
+        into one `Event` per namespace and hands them to the rltrack logger."""
+        now = time.time()
+        for iter_key in TRAIN_ITER_KEYS:
+            value = key_values.get(iter_key)
+            if value is not None:
+                self.train_iter = value
+                break
+        steps = {"env_steps": step} if self.train_iter is None else {"env_steps": step, "train_iter": self.train_iter}
+        typed = self._typed or self._sb3_types()
+        routes = self._routes
+        buckets: dict[tuple[str, str], dict[str, Any]] = {}
+        preaggregated: set[tuple[str, str]] = set()
+        for key, value in key_values.items():
+            excluded = key_excluded.get(key)
+            if excluded and (FORMAT_NAME in excluded or (len(excluded) >= 5 and SB3_FORMATS.issubset(excluded))):
+                continue
+            media_kind = None
+            if isinstance(value, typed):
+                media_kind, value = self._typed_value(key, value, steps)
+                if media_kind is None:
+                    continue
+                if media_kind == "hparams":
+                    buckets.setdefault(("", "hparams"), {}).update(value)
+                    continue
+            elif type(value) not in _PLAIN and getattr(value, "ndim", 0):  # arrays may change after dump: copy
+                value = value.detach().clone() if hasattr(value, "detach") else value.copy()
+            route = routes.get(key)
+            if route is None:
+                route = routes[key] = _Route(key, self.mode)
+            for namespace, leaf, kind, preagg in route.targets:
+                bucket = (namespace, media_kind or kind)
+                data = buckets.get(bucket)
+                if data is None:
+                    data = buckets[bucket] = {}
+                data[leaf] = value
+                if preagg:
+                    preaggregated.add(bucket)
+        emit = self.logger.emit
+        run = self.logger.name
+        for (namespace, kind), data in buckets.items():
+            emit(Event(now, data, kind, namespace, dict(steps), "sb3", run=run, preaggregated=(namespace, kind) in preaggregated))
+
+    def close(self) -> None:
+        """Called by SB3's `Logger.close()`; see `close_logger`."""
+        if self.close_logger:
+            self.logger.close()
+
+    # ---- SB3's typed values ----
+
+    def _sb3_types(self) -> tuple[type, ...]:
+        from stable_baselines3.common import logger as sb3
+
+        self._typed = (sb3.Video, sb3.Image, sb3.Figure, sb3.HParam)
+        return self._typed
+
+    def _typed_value(self, key: str, value: Any, steps: dict[str, int]) -> tuple[str | None, Any]:
+        """(rltrack kind, JSON data) for one of SB3's typed values; (None, None)
+        when it cannot be encoded, which is counted in the run's report."""
+        kind_name = type(value).__name__
+        step = steps["env_steps"]
+        try:
+            if kind_name == "HParam":
+                self.logger.set_run_info({"sb3_hparam_metrics": list(value.metric_dict)})
+                return "hparams", dict(value.hparam_dict)
+            if kind_name == "Figure":
+                return "image", self._save_image(key, _render_figure(value.figure, value.close), step)
+            if kind_name == "Image":
+                return "image", self._image_value(key, value.image, value.dataformats, step)
+            return "video", self._save_video(key, value.frames, value.fps, step)
+        except Exception as exc:  # a logging call must never take training down
+            reason = f"{key}: {kind_name} could not be encoded: {type(exc).__name__}: {exc}"
+            self.logger.report.count("dropped", reason, section="sb3")
+            return None, None
+
+    def _media_path(self, key: str, step: int) -> tuple[Path, str]:
+        prefix, _, leaf = key.partition("/") if "/" in key else ("", "", key)
+        folder = Path("media") / safe_filename(NAMESPACES.get(prefix, prefix) or "main")
+        stem = f"{safe_filename(leaf)}_{step}"
+        (self.logger.run_dir / folder).mkdir(parents=True, exist_ok=True)
+        name, n = f"{stem}.png", 1
+        while (self.logger.run_dir / folder / name).exists():
+            name, n = f"{stem}_{n}.png", n + 1
+        return self.logger.run_dir / folder / name, (folder / name).as_posix()
+
+    def _image_value(self, key: str, image: Any, dataformats: str, step: int) -> dict[str, Any]:
+        if isinstance(image, (str, Path)):  # a path to an image file: copied as it is
+            target, relative = self._media_path(key, step)
+            shutil.copyfile(image, target)
+            return {"path": relative, "format": Path(image).suffix.lstrip(".").lower() or "file", "source": str(image)}
+        return self._save_image(key, _to_hwc(_numpy(image), dataformats), step)
+
+    def _save_image(self, key: str, hwc: Any, step: int) -> dict[str, Any]:
+        pil = _pil_image(hwc)
+        target, relative = self._media_path(key, step)
+        pil.save(target, format="PNG")
+        height, width, channels = hwc.shape
+        return {"path": relative, "format": "png", "width": width, "height": height, "channels": channels}
+
+    def _save_video(self, key: str, frames: Any, fps: float, step: int) -> dict[str, Any]:
+        array = _numpy(frames)
+        if array.ndim == 4:  # (T, C, H, W): one video
+            array = array[None]
+        if array.ndim != 5:
+            raise ValueError(f"video frames must be (N, T, C, H, W) as for TensorBoard's add_video, got shape {array.shape}")
+        n, t, c, h, w = array.shape
+        array = array.transpose(1, 3, 0, 4, 2).reshape(t, h, n * w, c)  # the N videos side by side
+        images = [_pil_image(frame) for frame in array]
+        target, relative = self._media_path(key, step)
+        duration = 1000.0 / fps if fps and fps > 0 else 100.0
+        images[0].save(target, format="PNG", save_all=True, append_images=images[1:], duration=duration, loop=0)
+        return {"path": relative, "format": "apng", "width": n * w, "height": h, "channels": c, "frames": t, "fps": fps}
+
+
+def _numpy(value: Any) -> Any:
+    import numpy as np
+
+    if hasattr(value, "detach"):  # torch
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def _to_hwc(array: Any, dataformats: str) -> Any:
+    """An image in any of TensorBoard's layouts (HWC, CHW, HW, NCHW, ...) as H x W x C;
+    a batch (N) is laid side by side."""
+    fmt = dataformats.upper()
+    if len(fmt) != array.ndim or set(fmt) - set("NCHW") or len(set(fmt)) != len(fmt):
+        raise ValueError(f"dataformats={dataformats!r} does not describe an array of shape {array.shape}")
+    for axis in "NCHW":
+        if axis not in fmt:
+            array = array[..., None]
+            fmt += axis
+    array = array.transpose([fmt.index(axis) for axis in "NHWC"])
+    n, h, w, c = array.shape
+    return array.transpose(1, 0, 2, 3).reshape(h, n * w, c)
+
+
+def _pil_image(hwc: Any) -> Any:
+    """H x W x C (C = 1, 3 or 4; floats in [0, 1] as TensorBoard takes them) -> a PIL image."""
+    import numpy as np
+
+    pil = require("PIL.Image", "sb3", "Logging SB3 images and videos")
+    if hwc.dtype != np.uint8:
+        scale = 255.0 if np.issubdtype(hwc.dtype, np.floating) else 1.0
+        hwc = np.clip(np.nan_to_num(hwc.astype(np.float64) * scale), 0, 255).astype(np.uint8)
+    channels = hwc.shape[-1]
+    mode = {1: "L", 3: "RGB", 4: "RGBA"}.get(channels)
+    if mode is None:
+        raise ValueError(f"an image needs 1, 3 or 4 channels, got {channels}")
+    return pil.fromarray(np.ascontiguousarray(hwc[..., 0] if channels == 1 else hwc), mode)
+
+
+def _render_figure(figure: Any, close: bool) -> Any:
+    """A matplotlib figure as an H x W x 4 uint8 array (rendered with Agg, as TensorBoard does)."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    array = np.asarray(canvas.buffer_rgba()).copy()
+    if close:
+        import matplotlib.pyplot as plt
+
+        plt.close(figure)
+    return array
+
+
+# ---- hyperparameters -------------------------------------------------------
+
+
+def model_hparams(model: BaseAlgorithm) -> dict[str, Any]:
+    """The JSON-friendly configuration of an SB3 model: its public attributes
+    that are numbers, strings, classes (by name), spaces (as text), schedules
+    (their value at the start of training) and containers of those, plus
+    `algo`, `env_id`, `total_timesteps` and `sb3_version`. Networks, buffers,
+    environments and optimizers are left out."""
+    import stable_baselines3
+
+    hparams: dict[str, Any] = {"algo": type(model).__name__}
+    for name, value in vars(model).items():
+        if name.startswith("_") or name in _RUNTIME_ATTRIBUTES:
+            continue
+        if name == "action_noise" and value is not None:  # e.g. "NormalActionNoise(mu=[0.], sigma=[0.1])"
+            hparams[name] = repr(value)
+            continue
+        converted = _jsonable(value, top=True)
+        if converted is not _SKIP:
+            hparams[name] = converted
+    env = getattr(model, "env", None)
+    if env is not None:
+        try:
+            spec = env.get_attr("spec", indices=[0])[0]
+        except Exception:  # a VecEnv wrapper without get_attr, or an env without spec
+            spec = None
+        if spec is not None and getattr(spec, "id", None):
+            hparams["env_id"] = spec.id
+    total = getattr(model, "_total_timesteps", 0)
+    if total:
+        hparams["total_timesteps"] = int(total)
+    hparams["sb3_version"] = stable_baselines3.__version__
+    return hparams
+
+
+_SKIP = object()
+
+
+def _jsonable(value: Any, top: bool = False, depth: int = 0) -> Any:
+    import enum
+
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, enum.Enum):
+        return _jsonable(value.value, depth=depth + 1)
+    if isinstance(value, type):
+        return value.__name__
+    if type(value).__module__.startswith("gymnasium.spaces"):
+        return str(value)
+    if type(value).__name__ == "device":  # torch.device
+        return str(value)
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0 and not hasattr(value, "requires_grad"):
+        return _jsonable(value.item(), depth=depth + 1)  # numpy scalar
+    if depth < 4:
+        if isinstance(value, tuple) and hasattr(value, "_asdict"):  # namedtuple, e.g. TrainFreq
+            return {k: _jsonable(v, depth=depth + 1) for k, v in value._asdict().items()}
+        if isinstance(value, (list, tuple)):
+            return [_jsonable(v, depth=depth + 1) for v in value]
+        if isinstance(value, Mapping):
+            return {str(k): _jsonable(v, depth=depth + 1) for k, v in value.items()}
+    if callable(value) and not hasattr(value, "forward"):  # a schedule: progress_remaining 1.0 -> start value
+        try:
+            start = value(1.0)
+        except Exception:
+            start = None
+        if isinstance(start, (int, float)) and not isinstance(start, bool):
+            return float(start)
+        if callable(value) and hasattr(value, "__qualname__"):
+            return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
+    return _SKIP if top else repr(value)[:200]
+
+
+# ---- the callback ----------------------------------------------------------
+
+_HPARAMS_SENT: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+class _CallbackImpl:
+    """The body of `RLTrackCallback` (which adds SB3's `BaseCallback` as a base class).
+
+    Where you put it decides what it does, as with SB3's own callbacks:
+
+    * In `model.learn(callback=...)` (alone or in a list): at the start of each
+      `learn()` it adds an `RLTrackWriter` to the model's SB3 logger (unless
+      one for this rltrack logger is there already, e.g. from `attach`; pass
+      `attach=False` to skip), records `model_hparams(model)` with
+      `log_hparams` and framework details with `set_run_info`; with
+      `save_freq=N` it saves the model every N calls (like SB3's
+      `CheckpointCallback`: with k envs that is every N*k timesteps) and
+      hands it to `log_checkpoint(path, iteration=num_timesteps)`, which
+      writes `ckpt/iteration_<num_timesteps>.pth.tar`.
+    * As an `EvalCallback`'s `callback_on_new_best` (or `callback_after_eval`):
+      when the evaluation found a new best mean reward it saves the model and
+      calls `log_checkpoint(path, iteration=num_timesteps, metric=best_mean_reward)`,
+      so `ckpt/ckpt_best.pth.tar` is the best model so far. It also attaches
+      the writer and records hyperparameters, so this position alone is enough.
+
+    Checkpoints are SB3 zip files (`model.save`) whatever their `.pth.tar`
+    name: `PPO.load("ckpt/ckpt_best.pth.tar")` reads them. As in SB3's
+    `CheckpointCallback`, the model is saved on the training thread, here to a
+    temporary file that rltrack's pipeline then copies into the run
+    directory. Temporary files are removed once copied: at the next
+    checkpoint (after `Logger.flush`, which waits for the pipeline to catch
+    up, usually milliseconds), at the end of `learn()`, or at the latest when
+    the callback is garbage-collected or the interpreter exits.
+    """
+
+    def __init__(self, logger: Logger, save_freq: int = 0, *, attach: bool = True, log_hparams: bool = True, verbose: int = 0) -> None:
+        super().__init__(verbose)  # type: ignore[call-arg]
+        if save_freq < 0:
+            raise ValueError(f"save_freq={save_freq} must be >= 0 (0: no periodic checkpoints)")
+        self.rltrack_logger = logger
+        self.save_freq = save_freq
+        self.attach = attach
+        self.log_hparams = log_hparams
+        self.best_logged = -math.inf
+        self._staging: Path | None = None
+        self._staged: list[Path] = []
+        self._cleanup: weakref.finalize | None = None
+        self.model: Any
+        self.parent: Any
+        self.n_calls: int
+        self.num_timesteps: int
+
+    def _init_callback(self) -> None:
+        # learn() calls this right after SB3 configured the model's logger for this run
+        if self.attach and getattr(self.model, "_logger", None) is not None:
+            add_writer(self.model.logger, self.rltrack_logger)
+        if self.log_hparams:
+            hparams = model_hparams(self.model)
+            if _HPARAMS_SENT.get(self.rltrack_logger) != hparams:  # not sent yet by another instance of ours
+                _HPARAMS_SENT[self.rltrack_logger] = hparams
+                self.rltrack_logger.log_hparams(hparams)
+                info = {"framework": "stable-baselines3", "sb3_version": hparams["sb3_version"], "algo": hparams["algo"]}
+                self.rltrack_logger.set_run_info(info)
+
+    def _on_step(self) -> bool:
+        parent = self.parent
+        if parent is not None and hasattr(parent, "best_mean_reward"):  # below an EvalCallback
+            best = float(parent.best_mean_reward)
+            if best > self.best_logged:
+                self.best_logged = best
+                self._checkpoint(metric=best)
+        elif self.save_freq and self.n_calls % self.save_freq == 0:
+            self._checkpoint(metric=None)
+        return True
+
+    def _checkpoint(self, metric: float | None) -> None:
+        if self._staged:  # copied by now, once the pipeline has caught up
+            self.rltrack_logger.flush(60.0)
+            for old in self._staged:
+                old.unlink(missing_ok=True)
+            self._staged.clear()
+        if self._staging is None:
+            self._staging = Path(tempfile.mkdtemp(prefix="rltrack-sb3-"))
+            self._cleanup = weakref.finalize(self, _remove_staging, self.rltrack_logger, self._staging)
+        path = self._staging / f"model_{self.num_timesteps}_{self.n_calls}.zip"
+        self.model.save(path)
+        self._staged.append(path)
+        self.rltrack_logger.log_checkpoint(path, iteration=self.num_timesteps, metric=metric)
+        if self.verbose >= 2:
+            best = "" if metric is None else f" (best mean reward {metric:.3g})"
+            print(f"rltrack: checkpoint at {self.num_timesteps} timesteps{best}")
+
+    def _on_training_end(self) -> None:
+        if self._cleanup is not None:
+            self._cleanup()  # flush, then remove the staging directory
+            self._cleanup = None
+            self._staging = None
+            self._staged.clear()
+
+
+def _remove_staging(logger: Logger, staging: Path) -> None:
+    logger.flush(60.0)  # returns at once if the logger is closed already
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+# ---- SB3-dependent classes, built on first use ------------------------------
+
+_CLASSES: dict[str, type] = {}
+
+
+def _classes() -> dict[str, type]:
+    if not _CLASSES:
+        sb3_logger = require("stable_baselines3.common.logger", "sb3", "rltrack.adapters.sb3")
+        sb3_callbacks = require("stable_baselines3.common.callbacks", "sb3", "rltrack.adapters.sb3")
+        for name, impl, base in (
+            ("RLTrackWriter", _WriterImpl, sb3_logger.KVWriter),
+            ("RLTrackCallback", _CallbackImpl, sb3_callbacks.BaseCallback),
+        ):
+            namespace = {"__module__": __name__, "__qualname__": name, "__doc__": impl.__doc__}
+            cls = types.new_class(name, (impl, base), exec_body=lambda ns, extra=namespace: ns.update(extra))
+            _CLASSES[name] = cls
+            globals()[name] = cls  # later lookups (and pickle) find it as a plain attribute
+    return _CLASSES
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("RLTrackWriter", "RLTrackCallback"):
+        return _classes()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:
+
+    class RLTrackWriter(_WriterImpl, KVWriter):
+        """An SB3 `KVWriter` sending every dump to an rltrack `Logger`."""
+
+    class RLTrackCallback(_CallbackImpl, BaseCallback):
+        """Hyperparameters and checkpoints of an SB3 model, to an rltrack `Logger`."""
+
+
+def add_writer(sb3_logger: Any, logger: Logger, **writer_options: Any) -> Any:
+    """Appends an `RLTrackWriter` for `logger` to `sb3_logger.output_formats`,
+    unless one for the same rltrack logger is there already; returns that writer."""
+    writer_cls = _classes()["RLTrackWriter"]
+    for existing in sb3_logger.output_formats:
+        if isinstance(existing, writer_cls) and existing.logger is logger:
+            return existing
+    writer = writer_cls(logger, **writer_options)
+    sb3_logger.output_formats.append(writer)
+    return writer
+
+
+def attach(model: BaseAlgorithm, logger: Logger, *, tb_log_name: str | None = None, **writer_options: Any) -> Any:
+    """Adds an `RLTrackWriter` to `model`'s SB3 logger and returns the writer.
+
+    If the model has a logger set with `model.set_logger(...)`, the writer is
+    appended to it and its own outputs stay as they are. Otherwise (SB3 would
+    build its default logger inside `learn()`), a logger is configured now
+    exactly as SB3 would — `stdout` when `model.verbose >= 1`, `tensorboard`
+    under `model.tensorboard_log/<tb_log_name>_<n>` when that is set, with
+    `tb_log_name` defaulting to the algorithm's name as in `learn()` — and set
+    with `model.set_logger`. Unlike SB3's default, that logger is then kept
+    across `learn()` calls (one TensorBoard directory rather than one per
+    call); to keep SB3's per-call behaviour, pass `RLTrackCallback(logger)` to
+    `learn()` instead of calling `attach`.
+    """
+    _classes()
+    if not getattr(model, "_custom_logger", False):
+        from stable_baselines3.common.utils import configure_logger
+
+        sb3_logger = configure_logger(model.verbose, model.tensorboard_log, tb_log_name or type(model).__name__, True)
+        model.set_logger(sb3_logger)
+    return add_writer(model.logger, logger, **writer_options)
+
+
+__all__ = ["CANONICAL", "FORMAT_NAME", "RLTrackCallback", "RLTrackWriter", "add_writer", "attach", "model_hparams"]
+

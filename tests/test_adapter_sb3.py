@@ -1,0 +1,485 @@
+"""The Stable-Baselines3 adapter against real SB3: the writer under a hand-built
+SB3 `Logger` (namespaces, step axes, typed values, key_excluded, canonical
+names), `attach` and `RLTrackCallback` on real models, and real PPO runs on
+CartPole-v1 compared with SB3's own progress.csv, read back from rltrack's
+journal, progress.csv and TensorBoard files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+import gymnasium as gym  # noqa: E402
+import torch  # noqa: E402
+from PIL import Image as PILImage  # noqa: E402
+from stable_baselines3 import PPO  # noqa: E402
+from stable_baselines3.common.callbacks import EvalCallback  # noqa: E402
+from stable_baselines3.common.logger import Figure, HParam, Image, Logger, Video, configure  # noqa: E402
+from stable_baselines3.common.monitor import Monitor  # noqa: E402
+from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
+
+import rltrack  # noqa: E402
+from rltrack.adapters import sb3 as adapter  # noqa: E402
+from rltrack.adapters.sb3 import CANONICAL, RLTrackCallback, RLTrackWriter, attach, model_hparams  # noqa: E402
+
+TIMESTEPS = 4096
+N_STEPS = 256
+EVAL_FREQ = 1024
+PPO_KWARGS = dict(n_steps=N_STEPS, batch_size=256, n_epochs=2, seed=0, device="cpu", policy_kwargs=dict(net_arch=[32, 32]))
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RLTRACK_CONFIG", raising=False)
+    monkeypatch.delenv("RLTRACK_BACKENDS", raising=False)
+
+
+def make_logger(root: Path, name: str = "t", names: str = "both", use=("memory",), **run):
+    return rltrack.make_logger(run={"root": str(root), "name": name, "names": names, **run}, backends={"use": list(use)})
+
+
+def sb3_events(logger):
+    return [e for e in logger.backends["memory"].events if e.source == "sb3"]
+
+
+def by_namespace(events, kind="scalars"):
+    out = {}
+    for event in events:
+        if event.kind == kind:
+            out.setdefault(event.namespace, []).append(event)
+    return out
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+# ---- the writer under a hand-built SB3 logger --------------------------------
+
+
+def ppo_like_dump(sb3_logger: Logger, iteration: int) -> None:
+    """The keys PPO records for one dump, with SB3's own exclusions."""
+    sb3_logger.record("rollout/ep_rew_mean", np.float64(20.0 + iteration))
+    sb3_logger.record("rollout/ep_len_mean", np.float64(20.0 + iteration))
+    sb3_logger.record("time/fps", 900)
+    sb3_logger.record("time/iterations", iteration, exclude="tensorboard")
+    sb3_logger.record("time/time_elapsed", 3, exclude="tensorboard")
+    sb3_logger.record("time/total_timesteps", iteration * N_STEPS, exclude="tensorboard")
+    sb3_logger.record("train/loss", 0.5 / iteration)
+    sb3_logger.record("train/approx_kl", np.float32(0.01))
+    sb3_logger.record("train/n_updates", iteration * 10, exclude="tensorboard")
+    sb3_logger.record("custom/note", "hello")
+    sb3_logger.dump(step=iteration * N_STEPS)
+
+
+def test_namespaces_kinds_and_step_axes(tmp_path):
+    logger = make_logger(tmp_path)
+    sb3_logger = Logger(None, [RLTrackWriter(logger)])
+    ppo_like_dump(sb3_logger, 1)
+    ppo_like_dump(sb3_logger, 2)
+    logger.close()
+    events = sb3_events(logger)
+    # one event per (namespace, kind) per dump; all of a dump share its wall time
+    assert len({e.time for e in events}) == 2
+    dump_keys = [(e.namespace, e.kind) for e in events if e.time == events[0].time]
+    assert sorted(dump_keys) == sorted(set(dump_keys))
+    scalars = by_namespace(events)
+    assert set(scalars) == {"collector", "time", "learner"}
+    assert scalars["collector"][1].data["ep_rew_mean"] == 22.0
+    assert scalars["collector"][1].data["reward_mean"] == 22.0
+    assert scalars["collector"][1].data["envstep_count"] == 512  # canonical twin of time/total_timesteps
+    assert set(scalars["time"][0].data) == {"fps", "iterations", "total_timesteps"}
+    assert scalars["learner"][0].data["approx_kl"] == pytest.approx(0.01)
+    timing = by_namespace(events, "timing")
+    assert [e.data for e in timing["time"]] == [{"time_elapsed": 3}, {"time_elapsed": 3}]
+    assert by_namespace(events, "text")["custom"][0].data == {"note": "hello"}
+    for event in events:
+        assert event.source == "sb3" and event.run == logger.name
+        # env_steps is SB3's step; train_iter prefers time/iterations over train/n_updates
+        iteration = 1 if event.time == events[0].time else 2
+        assert event.steps == {"env_steps": iteration * N_STEPS, "train_iter": iteration}
+        assert event.preaggregated == (event.namespace == "collector")
+
+
+def test_train_iter_from_n_updates_and_carried_forward(tmp_path):
+    logger = make_logger(tmp_path)
+    sb3_logger = Logger(None, [RLTrackWriter(logger)])
+    sb3_logger.dump(step=10)  # nothing recorded: nothing sent
+    sb3_logger.record("rollout/ep_rew_mean", 1.0)
+    sb3_logger.dump(step=100)
+    sb3_logger.record("train/n_updates", 7, exclude="tensorboard")  # off-policy algorithms
+    sb3_logger.record("train/actor_loss", 0.25)
+    sb3_logger.dump(step=200)
+    sb3_logger.record("eval/mean_reward", 5.0)  # an EvalCallback dump: no train keys
+    sb3_logger.dump(step=300)
+    logger.close()
+    steps = [(e.namespace, e.steps) for e in sb3_events(logger)]
+    assert steps == [
+        ("collector", {"env_steps": 100}),
+        ("learner", {"env_steps": 200, "train_iter": 7}),
+        ("evaluator", {"env_steps": 300, "train_iter": 7}),
+    ]
+    learner = by_namespace(sb3_events(logger))["learner"][0].data
+    assert learner == {"n_updates": 7, "actor_loss": 0.25, "policy_loss_avg": 0.25}
+
+
+def test_key_excluded(tmp_path):
+    logger = make_logger(tmp_path)
+    csv_format = configure(str(tmp_path / "sb3"), ["csv"]).output_formats[0]
+    sb3_logger = Logger(str(tmp_path / "sb3"), [csv_format, RLTrackWriter(logger)])
+    everything = ("stdout", "log", "json", "csv", "tensorboard")
+    sb3_logger.record("train/sent", 1.0)
+    sb3_logger.record("train/not_for_tensorboard", 2.0, exclude="tensorboard")
+    sb3_logger.record("train/not_for_csv", 3.0, exclude=("csv", "stdout"))
+    sb3_logger.record("train/not_for_rltrack", 4.0, exclude="rltrack")
+    sb3_logger.record("train/not_for_rltrack_nor_csv", 5.0, exclude=("csv", "rltrack"))
+    sb3_logger.record("train/excluded_everywhere", 6.0, exclude=everything)
+    sb3_logger.dump(1)
+    sb3_logger.close()
+    logger.close()
+    [event] = sb3_events(logger)
+    assert event.data == {"sent": 1.0, "not_for_tensorboard": 2.0, "not_for_csv": 3.0}
+    columns, rows = read_csv(tmp_path / "sb3" / "progress.csv")  # SB3's own format unaffected
+    assert set(columns) == {"train/sent", "train/not_for_tensorboard", "train/not_for_rltrack"}
+    assert rows[0]["train/not_for_rltrack"] == "4.0"
+    assert adapter.FORMAT_NAME == "rltrack"
+
+
+@pytest.mark.parametrize(
+    ("names", "collector", "learner"),
+    [
+        ("both", {"ep_rew_mean", "reward_mean", "envstep_count"}, {"loss", "total_loss_avg", "learning_rate", "cur_lr_avg", "std"}),
+        ("canonical", {"reward_mean", "envstep_count"}, {"total_loss_avg", "cur_lr_avg", "std"}),
+        ("native", {"ep_rew_mean"}, {"loss", "learning_rate", "std"}),
+    ],
+)
+def test_canonical_name_modes(tmp_path, names, collector, learner):
+    logger = make_logger(tmp_path, names=names)
+    sb3_logger = Logger(None, [RLTrackWriter(logger)])
+    for key, value in [("rollout/ep_rew_mean", 9.5), ("time/total_timesteps", 64), ("train/loss", 0.1), ("train/learning_rate", 3e-4), ("train/std", 1.0)]:
+        sb3_logger.record(key, value)
+    sb3_logger.dump(64)
+    logger.close()
+    scalars = by_namespace(sb3_events(logger))
+    assert set(scalars["collector"][0].data) == collector
+    assert set(scalars["learner"][0].data) == learner
+    assert ("time" in scalars) == (names != "canonical")  # time/total_timesteps is replaced by collector/envstep_count
+    if names != "native":
+        assert scalars["collector"][0].data["reward_mean"] == 9.5
+    # an explicit override beats the config
+    assert RLTrackWriter(logger, names="native").mode == "native"
+
+
+def test_canonical_table_is_well_formed():
+    for native, canonical in CANONICAL.items():
+        assert native.split("/")[0] in adapter.NAMESPACES, native
+        assert canonical.split("/")[0] in ("collector", "evaluator", "learner"), canonical
+    assert CANONICAL["rollout/ep_rew_mean"] == "collector/reward_mean"
+    assert CANONICAL["eval/mean_reward"] == "evaluator/reward_mean"
+    assert CANONICAL["time/total_timesteps"] == "collector/envstep_count"
+    assert CANONICAL["train/policy_gradient_loss"] == "learner/policy_loss_avg"
+
+
+def test_arrays_are_copied_at_dump(tmp_path):
+    logger = make_logger(tmp_path)
+    sb3_logger = Logger(None, [RLTrackWriter(logger)])
+    values = np.arange(4.0)
+    sb3_logger.record("train/weights", values)
+    sb3_logger.dump(1)
+    values[:] = -1  # the training loop reuses its buffer
+    logger.close()
+    [event] = sb3_events(logger)
+    assert event.kind == "histogram" and event.data == {"weights": [0.0, 1.0, 2.0, 3.0]}
+
+
+def test_typed_values_become_media_and_hparams(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    logger = make_logger(tmp_path, use=("local", "memory"), tracked=["lr"])
+    csv_format = configure(str(tmp_path / "sb3"), ["csv"]).output_formats[0]
+    sb3_logger = Logger(str(tmp_path / "sb3"), [csv_format, RLTrackWriter(logger)])
+    hwc = np.zeros((8, 10, 3), dtype=np.uint8)
+    hwc[:, :, 0] = 255
+    no_csv = ("csv",)  # SB3's csv format raises on these types, so users exclude it, as SB3's docs say
+    sb3_logger.record("eval/frame", Image(hwc, "HWC"), exclude=no_csv)
+    sb3_logger.record("train/chw", Image(torch.full((1, 6, 5), 0.5), "CHW"), exclude=no_csv)
+    sb3_logger.record("train/batch", Image(np.ones((2, 4, 3, 1)), "NHWC"), exclude=no_csv)
+    sb3_logger.record("trajectory/video", Video(torch.rand(1, 5, 3, 6, 7), fps=10), exclude=no_csv)
+    figure = plt.figure(figsize=(2, 1.5), dpi=50)
+    plt.plot([0, 1], [1, 0])
+    sb3_logger.record("trajectory/figure", Figure(figure, close=True), exclude=no_csv)
+    sb3_logger.record("hparams", HParam({"lr": 3e-4, "algo": "PPO", "gae": True}, {"rollout/ep_rew_mean": 0}), exclude=no_csv)
+    sb3_logger.record("train/loss", 0.5)
+    sb3_logger.dump(step=512)
+    sb3_logger.close()
+    logger.close()
+    assert not plt.fignum_exists(figure.number)  # Figure(close=True) honoured
+
+    media = {(e.namespace, e.kind): e for e in sb3_events(logger) if e.kind in ("image", "video")}
+    assert set(media) == {("evaluator", "image"), ("learner", "image"), ("trajectory", "video"), ("trajectory", "image")}
+    journal = {(e.namespace, e.kind): e for e in rltrack.read_journal(logger.run_dir) if e.kind in ("image", "video")}
+    assert journal.keys() == media.keys()  # JSON in the journal, as sent
+
+    def png(record):
+        assert not Path(record["path"]).is_absolute() and record["path"].startswith("media/")
+        return PILImage.open(logger.run_dir / record["path"])
+
+    frame = journal[("evaluator", "image")].data["frame"]
+    assert (frame["width"], frame["height"], frame["channels"], frame["format"]) == (10, 8, 3, "png")
+    assert png(frame).convert("RGB").getpixel((0, 0)) == (255, 0, 0)
+    chw = journal[("learner", "image")].data["chw"]
+    assert (chw["width"], chw["height"], chw["channels"]) == (5, 6, 1)
+    assert png(chw).getpixel((0, 0)) in (127, 128)  # floats are [0, 1], as TensorBoard takes them
+    batch = journal[("learner", "image")].data["batch"]
+    assert (batch["width"], batch["height"]) == (6, 4)  # the batch side by side
+    video = journal[("trajectory", "video")].data["video"]
+    assert (video["format"], video["frames"], video["fps"], video["width"], video["height"]) == ("apng", 5, 10, 7, 6)
+    animation = png(video)
+    assert getattr(animation, "n_frames", 1) == 5
+    fig = journal[("trajectory", "image")].data["figure"]
+    assert (fig["width"], fig["height"]) == (100, 75) and png(fig).size == (100, 75)
+    for event in media.values():
+        assert event.steps == {"env_steps": 512}
+
+    [hparams] = [e for e in sb3_events(logger) if e.kind == "hparams"]
+    assert hparams.data == {"lr": 3e-4, "algo": "PPO", "gae": True}
+    meta = json.loads((logger.run_dir / "meta.json").read_text())
+    assert meta["tracked"] == {"lr": 3e-4}
+    assert meta["info"]["sb3_hparam_metrics"] == ["rollout/ep_rew_mean"]
+    # the scalar of the same dump is unaffected, and SB3's csv got only what it can take
+    assert by_namespace(sb3_events(logger))["learner"][0].data == {"loss": 0.5, "total_loss_avg": 0.5}
+    columns, _ = read_csv(tmp_path / "sb3" / "progress.csv")
+    assert columns == ["train/loss"]
+
+
+def test_unencodable_media_is_counted_not_raised(tmp_path):
+    logger = make_logger(tmp_path)
+    sb3_logger = Logger(None, [RLTrackWriter(logger)])
+    sb3_logger.record("train/bad", Image(np.zeros((3, 4)), "NCHW"))  # format does not match the shape
+    sb3_logger.record("train/two_channels", Image(np.zeros((4, 4, 2)), "HWC"))
+    sb3_logger.record("train/loss", 1.0)
+    sb3_logger.dump(1)
+    logger.close()
+    assert [e.kind for e in sb3_events(logger)] == ["scalars"]
+    dropped = logger.report.as_dict()["counts"]["sb3.dropped"]
+    assert len(dropped) == 2 and all("Image could not be encoded" in reason for reason in dropped)
+
+
+def test_module_imports_without_sb3():
+    code = (
+        "import sys\n"
+        "for name in ('stable_baselines3', 'torch'): sys.modules[name] = None\n"
+        "import rltrack.adapters.sb3 as m\n"
+        "assert m.CANONICAL['rollout/ep_rew_mean'] == 'collector/reward_mean'\n"
+        "from rltrack.canonical import vocabulary\n"
+        "assert vocabulary()['collector/reward_mean']['sb3'] == 'rollout/ep_rew_mean'\n"
+        "try:\n"
+        "    from rltrack.adapters.sb3 import RLTrackWriter\n"
+        "except ImportError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("MissingExtraError") and "rltrack[sb3]" in done.stdout
+
+
+# ---- attach and the callback on real models ----------------------------------
+
+
+def test_attach_keeps_a_set_logger_and_is_idempotent(tmp_path):
+    logger = make_logger(tmp_path)
+    model = PPO("MlpPolicy", "CartPole-v1", **PPO_KWARGS)
+    sb3_logger = configure(str(tmp_path / "sb3"), ["csv", "json"])
+    model.set_logger(sb3_logger)
+    formats = list(sb3_logger.output_formats)
+    writer = attach(model, logger)
+    assert attach(model, logger) is writer
+    assert model.logger is sb3_logger and sb3_logger.output_formats == [*formats, writer]
+    logger.close()
+
+
+def test_attach_configures_the_logger_sb3_would(tmp_path):
+    logger = make_logger(tmp_path)
+    model = PPO("MlpPolicy", "CartPole-v1", verbose=1, tensorboard_log=str(tmp_path / "tb"), **PPO_KWARGS)
+    writer = attach(model, logger)
+    names = [type(f).__name__ for f in model.logger.output_formats]
+    assert names == ["HumanOutputFormat", "TensorBoardOutputFormat", "RLTrackWriter"]
+    assert model.logger.get_dir() == str(tmp_path / "tb" / "PPO_1")
+    assert writer.logger is logger
+    quiet = PPO("MlpPolicy", "CartPole-v1", verbose=0, **PPO_KWARGS)
+    attach(quiet, logger)
+    assert [type(f).__name__ for f in quiet.logger.output_formats] == ["RLTrackWriter"]  # SB3 would print nothing
+    logger.close()
+
+
+def test_callback_alone_attaches_to_sb3s_own_logger(tmp_path):
+    torch.set_num_threads(1)
+    logger = make_logger(tmp_path, tracked=["algo", "env_id", "n_steps", "learning_rate"])
+    model = PPO("MlpPolicy", "CartPole-v1", verbose=0, tensorboard_log=str(tmp_path / "tb"), **PPO_KWARGS)
+    model.learn(N_STEPS * 2, callback=RLTrackCallback(logger))
+    assert model._custom_logger is False  # SB3 still builds its default logger per learn()
+    assert [type(f).__name__ for f in model.logger.output_formats] == ["TensorBoardOutputFormat", "RLTrackWriter"]
+    assert (tmp_path / "tb" / "PPO_1").is_dir()
+    logger.close()
+    collector = by_namespace(sb3_events(logger))["collector"]
+    assert [e.steps["env_steps"] for e in collector] == [N_STEPS, 2 * N_STEPS]
+    meta = json.loads((logger.run_dir / "meta.json").read_text())
+    assert meta["tracked"] == {"algo": "PPO", "env_id": "CartPole-v1", "n_steps": N_STEPS, "learning_rate": 3e-4}
+    assert meta["info"]["framework"] == "stable-baselines3"
+    [hparams] = [e for e in logger.backends["memory"].events if e.kind == "hparams"]
+    assert hparams.data["total_timesteps"] == 2 * N_STEPS and hparams.data["policy_class"] == "ActorCriticPolicy"
+
+
+def test_model_hparams_are_json_friendly():
+    model = PPO("MlpPolicy", "CartPole-v1", learning_rate=lambda progress: 1e-3 * progress, **PPO_KWARGS)
+    hparams = model_hparams(model)
+    assert json.loads(json.dumps(hparams)) == hparams
+    assert hparams["algo"] == "PPO" and hparams["env_id"] == "CartPole-v1"
+    assert hparams["learning_rate"] == pytest.approx(1e-3)  # a schedule: its value at the start
+    assert hparams["clip_range"] == pytest.approx(0.2)
+    assert hparams["gamma"] == 0.99 and hparams["n_steps"] == N_STEPS and hparams["batch_size"] == 256
+    assert hparams["policy_kwargs"] == {"net_arch": [32, 32]}
+    assert hparams["action_space"] == "Discrete(2)" and hparams["device"] == "cpu"
+    assert not {"policy", "env", "rollout_buffer", "num_timesteps", "lr_schedule"} & set(hparams)
+
+
+# ---- real PPO runs, compared with SB3 alone ----------------------------------
+
+
+def run_ppo(folder: Path, logger=None):
+    """PPO on CartPole-v1 with SB3's own csv output and an EvalCallback; with
+    rltrack attached (writer, hyperparameters, periodic and best checkpoints)
+    when `logger` is given."""
+    model = PPO("MlpPolicy", "CartPole-v1", verbose=0, **PPO_KWARGS)
+    model.set_logger(configure(str(folder), ["csv"]))
+    eval_env = DummyVecEnv([lambda: Monitor(gym.make("CartPole-v1"))])
+    eval_env.seed(0)
+    callbacks = []
+    best = None
+    if logger is not None:
+        attach(model, logger)
+        best = RLTrackCallback(logger)
+        callbacks.append(RLTrackCallback(logger, save_freq=EVAL_FREQ * 2))
+    callbacks.append(EvalCallback(eval_env, callback_on_new_best=best, eval_freq=EVAL_FREQ, n_eval_episodes=3, verbose=0, warn=False))
+    model.learn(TIMESTEPS, callback=callbacks)
+    model.logger.close()
+    return model
+
+
+@pytest.fixture(scope="module")
+def ppo_runs(tmp_path_factory):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        root = tmp_path_factory.mktemp("ppo")
+        run_ppo(root / "sb3_alone")
+        logger = rltrack.make_logger(
+            run={"root": str(root / "runs"), "name": "ppo", "tracked": ["algo", "env_id", "n_steps"]},
+            backends={"use": ["local", "memory"]},
+        )
+        model = run_ppo(root / "sb3_with_rltrack", logger)
+        logger.close()
+    finally:
+        torch.set_num_threads(threads)
+    return root, logger, model
+
+
+def test_sb3_progress_csv_is_unchanged(ppo_runs):
+    root, _, _ = ppo_runs
+    alone_columns, alone = read_csv(root / "sb3_alone" / "progress.csv")
+    with_columns, with_rltrack = read_csv(root / "sb3_with_rltrack" / "progress.csv")
+    assert set(with_columns) == set(alone_columns)
+    assert "rollout/ep_rew_mean" in with_columns and "eval/mean_reward" in with_columns
+    # one row per SB3 dump: TIMESTEPS / N_STEPS iterations plus TIMESTEPS / EVAL_FREQ evaluations
+    assert len(with_rltrack) == len(alone) == TIMESTEPS // N_STEPS + TIMESTEPS // EVAL_FREQ
+    wall_clock = {"time/fps", "time/time_elapsed"}
+    for row_alone, row_with in zip(alone, with_rltrack):
+        assert {k: v for k, v in row_with.items() if k not in wall_clock} == {k: v for k, v in row_alone.items() if k not in wall_clock}
+        for key in wall_clock:
+            assert (row_with[key] == "") == (row_alone[key] == "")
+
+
+def test_rltrack_has_sb3s_values_at_sb3s_steps(ppo_runs):
+    root, logger, model = ppo_runs
+    _, rows = read_csv(root / "sb3_with_rltrack" / "progress.csv")
+    expected = [(int(r["time/total_timesteps"]), float(r["rollout/ep_rew_mean"])) for r in rows if r["rollout/ep_rew_mean"]]
+    assert [s for s, _ in expected] == [N_STEPS * i for i in range(1, TIMESTEPS // N_STEPS + 1)]
+    assert expected[-1][0] == model.num_timesteps
+
+    events = list(rltrack.read_journal(logger.run_dir))
+    sb3 = [e for e in events if e.source == "sb3"]
+    assert len({e.time for e in sb3}) == len(rows)  # every SB3 dump arrived, as one set of events
+    collector = [e for e in sb3 if e.namespace == "collector" and "reward_mean" in e.data]
+    assert [(e.steps["env_steps"], e.data["reward_mean"]) for e in collector] == expected
+    assert all(e.data["ep_rew_mean"] == e.data["reward_mean"] for e in collector)
+    assert [e.steps["train_iter"] for e in collector] == list(range(1, len(expected) + 1))
+
+    memory = logger.backends["memory"]
+    assert memory.steps["collector/reward_mean"] == [s for s, _ in expected]
+    assert memory.metrics["learner/total_loss_avg"] == memory.metrics["learner/loss"]
+
+    # rltrack's own progress.csv and TensorBoard file
+    columns, local_rows = read_csv(logger.run_dir / "progress.csv")
+    assert {"collector/reward_mean", "collector/ep_rew_mean", "learner/total_loss_avg", "evaluator/reward_mean", "env_steps", "train_iter"} <= set(columns)
+    local = [(int(r["env_steps"]), float(r["collector/reward_mean"])) for r in local_rows if r["collector/reward_mean"]]
+    assert local == expected
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    accumulator = EventAccumulator(str(logger.run_dir / "log" / "serial"), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    scalars = accumulator.Scalars("collector/reward_mean")
+    assert [(s.step, round(s.value, 3)) for s in scalars] == [(s, round(v, 3)) for s, v in expected]
+    assert "time/time_elapsed" in accumulator.Tags()["scalars"]
+
+
+def test_eval_callback_gives_evaluator_metrics_and_best_checkpoint(ppo_runs):
+    root, logger, _ = ppo_runs
+    _, rows = read_csv(root / "sb3_with_rltrack" / "progress.csv")
+    evals = [(int(r["time/total_timesteps"]), float(r["eval/mean_reward"])) for r in rows if r["eval/mean_reward"]]
+    assert [s for s, _ in evals] == list(range(EVAL_FREQ, TIMESTEPS + 1, EVAL_FREQ))
+    events = list(rltrack.read_journal(logger.run_dir))
+    evaluator = [e for e in events if e.namespace == "evaluator" and e.kind == "scalars"]
+    assert [(e.steps["env_steps"], e.data["reward_mean"]) for e in evaluator] == evals
+    assert all({"mean_reward", "mean_ep_length", "reward_mean", "episode_length_mean"} <= set(e.data) for e in evaluator)
+
+    checkpoints = [e.data for e in events if e.kind == "artifact" and e.namespace == "ckpt"]
+    best_rewards = [m for i, (_, m) in enumerate(evals) if m > max([-math.inf] + [r for _, r in evals[:i]])]
+    assert [c["metric"] for c in checkpoints if c["metric"] is not None] == best_rewards
+    assert all(c["best"] for c in checkpoints if c["metric"] is not None)
+    periodic = [c["iteration"] for c in checkpoints if c["metric"] is None]
+    assert periodic == [EVAL_FREQ * 2, EVAL_FREQ * 4]
+    for c in checkpoints:
+        assert (logger.run_dir / c["path"]).is_file()
+    best = logger.run_dir / "ckpt" / "ckpt_best.pth.tar"
+    assert zipfile.is_zipfile(best)
+    loaded = PPO.load(best, device="cpu")
+    assert loaded.n_steps == N_STEPS
+    [best_iteration] = [c["iteration"] for c in checkpoints if c["metric"] == best_rewards[-1]]
+    assert best.read_bytes() == (logger.run_dir / "ckpt" / f"iteration_{best_iteration}.pth.tar").read_bytes()
+
+
+def test_run_directory_records_the_run(ppo_runs):
+    _, logger, _ = ppo_runs
+    meta = json.loads((logger.run_dir / "meta.json").read_text())
+    assert meta["status"] == "finished"
+    assert meta["tracked"] == {"algo": "PPO", "env_id": "CartPole-v1", "n_steps": N_STEPS}
+    hparams = [e for e in rltrack.read_journal(logger.run_dir) if e.kind == "hparams"]
+    assert len(hparams) == 1  # two callbacks of ours, one set of hyperparameters
+    text = (logger.run_dir / "log" / "collector" / "collector_logger.txt").read_text()
+    assert "reward_mean" in text
