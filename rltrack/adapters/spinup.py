@@ -138,21 +138,37 @@ def colorize(string: str, color: str, bold: bool = False, highlight: bool = Fals
     return "\x1b[%sm%s\x1b[0m" % (";".join(attr), string)
 
 
-def convert_json(obj: Any) -> Any:
+def convert_json(obj: Any, _active: frozenset[int] = frozenset()) -> Any:
     """`obj` made JSON-serialisable the way SpinningUp's `convert_json` does it
     (functions by name, objects as `{str(obj): vars}`), except that tuples
-    become lists (SpinningUp returns a generator there, which json cannot write)."""
+    become lists (SpinningUp returns a generator there, which json cannot
+    write), a reference cycle ends in `str(obj)` instead of a RecursionError,
+    and loggers show what SpinningUp's logger would (`save_config(locals())`
+    sees the logger itself)."""
     if _is_json_serializable(obj):
         return obj
+    if id(obj) in _active:
+        return str(obj)
+    active = _active | {id(obj)}
     if isinstance(obj, dict):
-        return {convert_json(k): convert_json(v) for k, v in obj.items()}
+        return {convert_json(k, active): convert_json(v, active) for k, v in obj.items()}
     if isinstance(obj, (tuple, list)):
-        return [convert_json(x) for x in obj]
+        return [convert_json(x, active) for x in obj]
+    if isinstance(obj, EpochLogger):
+        return {str(obj): convert_json(obj.spinup_attributes(), active)}
+    if _is_rltrack_logger(obj):
+        return f"rltrack run {obj.run_dir}"
     if hasattr(obj, "__name__") and "lambda" not in obj.__name__:
-        return convert_json(obj.__name__)
+        return convert_json(obj.__name__, active)
     if hasattr(obj, "__dict__") and obj.__dict__:
-        return {str(obj): {convert_json(k): convert_json(v) for k, v in obj.__dict__.items()}}
+        return {str(obj): {convert_json(k, active): convert_json(v, active) for k, v in obj.__dict__.items()}}
     return str(obj)
+
+
+def _is_rltrack_logger(obj: Any) -> bool:
+    from rltrack.pipeline import Logger
+
+    return isinstance(obj, Logger)
 
 
 def _is_json_serializable(value: Any) -> bool:
@@ -356,6 +372,11 @@ class EpochLogger:
         return epoch_statistics(vals)
 
     # ---- beyond SpinningUp -------------------------------------------------
+
+    def spinup_attributes(self) -> dict[str, Any]:
+        """The attributes SpinningUp's EpochLogger has (what config.json shows for a logger)."""
+        names = ("output_dir", "output_file", "first_row", "log_headers", "log_current_row", "exp_name", "epoch_dict")
+        return {name: getattr(self, name) for name in names}
 
     def close(self, status: str = "finished") -> None:
         """Closes progress.txt and, if this logger made it, the rltrack run."""
