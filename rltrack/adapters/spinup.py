@@ -228,6 +228,7 @@ class EpochLogger:
         self._columns: dict[str, tuple[str, bool]] = {}  # column -> (stored key it came from, is a statistic)
         self._dumps = 0
         self._warned_empty: set[str] = set()
+        self._routes: dict[str, tuple[tuple[str, bool] | None, tuple[str, ...]]] = {}
         self._owns_rltrack = False
         self.rltrack: Any = None
         if send_to_rltrack:
@@ -421,18 +422,33 @@ class EpochLogger:
             steps[DEFAULT_STEP_AXIS] = self._dumps
         groups: dict[tuple[str, bool], dict[str, Any]] = {}
         for column, val in row.items():
-            if column in STEP_COLUMNS:
+            route = self._routes.get(column)
+            if route is None:
+                route = self._routes[column] = self._route(column)
+            group, names = route
+            if group is None:
                 continue
-            source, statistic = self._columns[column]
-            groups.setdefault((_namespace(source), statistic), {})[column] = val
+            data = groups.get(group)
+            if data is None:
+                data = groups[group] = {}
+            for name in names:
+                data[name] = val
         now = time.time()
         run = str(getattr(self.rltrack, "name", ""))
         for (namespace, statistic), data in groups.items():
-            named = with_canonical_names({f"{namespace}/{k}": v for k, v in data.items()}, CANONICAL, self._names)
-            values = {flat.partition("/")[2]: v for flat, v in named.items()}
             kind = "timing" if namespace == "time" else "scalars"
-            self.rltrack.emit(Event(now, values, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic))
+            self.rltrack.emit(Event(now, data, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic))
         self.rltrack.dump(steps)
+
+    def _route(self, column: str) -> tuple[tuple[str, bool] | None, tuple[str, ...]]:
+        """Where a column goes: (namespace, is a statistic) and the key names it is sent
+        under there (native and/or canonical per `run.names`); None for step columns."""
+        if column in STEP_COLUMNS:
+            return None, ()
+        source, statistic = self._columns[column]
+        namespace = _namespace(source)
+        named = with_canonical_names({f"{namespace}/{column}": None}, CANONICAL, self._names)
+        return (namespace, statistic), tuple(flat.partition("/")[2] for flat in named)
 
 
 def _namespace(key: str) -> str:
