@@ -1,0 +1,237 @@
+"""Weights & Biases, fed from the run's journal by a `DeliveryWorker`.
+
+Why it is built this way:
+
+* **Never on the training thread.** `wandb` is imported, and `wandb.init`
+  called, on the first delivery, which runs on the worker's thread. A hanging
+  `init` is bounded by `init_timeout` and then retried with backoff; a hanging
+  network is W&B's own background process's problem, and `Logger.close(timeout)`
+  abandons a delivery that does not return.
+* **Steps that go backwards are kept.** `run.log(..., step=n)` silently drops a
+  row whose step is lower than the last one, which happens on resume and with
+  several workers. So no `step=` is passed: each row carries the event's step
+  axes as ordinary keys, and every key is tied, the first time it is seen, to
+  the primary axis of its event with `define_metric(key, step_metric=axis)`.
+  Charts use that axis; rows are never dropped. A key of the empty namespace
+  that has an axis's name but another value is renamed `<key>_value` (report).
+* **Kinds as W&B types**: scalars and timings as numbers, histograms as
+  `wandb.Histogram`, images as `wandb.Image` and videos as `wandb.Video` (a
+  path relative to the run directory, or a nested list of pixels), text as
+  `wandb.Html` (escaped, in `<pre>`), hyperparameters as the run's config
+  (`config.update(..., allow_val_change=True)` when they change), checkpoints
+  as `model` artifacts with aliases `latest`, `iteration_<N>` and `best`.
+* **Offline by default.** This is the mode that works everywhere (no account,
+  no network; hosted and self-hosted W&B both take the files later with
+  `wandb sync <run_dir>/wandb/offline-run-*`). `mode = "online"` needs an
+  API key (`WANDB_API_KEY` or `wandb login`). Files go to `dir`, by default
+  the run directory, so a run directory holds everything of its run.
+* **One W&B run per rltrack run**: its id is derived from the run's name and
+  start time (meta.json), with `resume="allow"`, so `rltrack sync` after a
+  crash continues the same run instead of starting another.
+* System metrics, console capture, git and code saving are off: the W&B run
+  may be created long after training (`rltrack sync` replays journals), when
+  they would describe the sync, not the training; rltrack keeps git info in
+  the run directory itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import importlib.util
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from rltrack.backends.base import RunContext
+from rltrack.backends.remote import RemoteBackend
+from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.optional import require
+
+MODES = ("offline", "online", "disabled", "shared")
+#: `finish(exit_code=...)` per final status; "killed" and anything else get 255.
+EXIT_CODES = {"finished": 0, "failed": 1}
+KILLED_EXIT_CODE = 255
+_ARTIFACT_NAME = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+class WandbBackend(RemoteBackend):
+    """`[backends.wandb] project, entity, group, name, mode, tags, dir, init_timeout`."""
+
+    name = "wandb"
+    max_batch = 1000
+
+    def __init__(
+        self,
+        project: str | None = None,
+        entity: str | None = None,
+        group: str | None = None,
+        name: str | None = None,
+        mode: str = "offline",
+        tags: Sequence[str] = (),
+        dir: str | None = None,
+        init_timeout: float = 90.0,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode = {mode!r} is not a W&B mode; use one of {', '.join(MODES)}")
+        for key, value in (("project", project), ("entity", entity), ("group", group), ("name", name), ("dir", dir)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{key} = {value!r} must be a non-empty string")
+        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+            raise ValueError(f'tags = {tags!r} must be a list of strings, e.g. tags = ["ppo", "cartpole"]')
+        if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
+            raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
+        if importlib.util.find_spec("wandb") is None:  # fail at config time, import later off the training thread
+            require("wandb", "wandb", "The wandb backend")
+        self.settings = {"project": project, "entity": entity, "group": group, "name": name, "mode": mode, "tags": list(tags)}
+        self.dir = dir
+        self.init_timeout = float(init_timeout)
+        self._wandb: Any = None  # the module, imported on the delivery thread
+        self._run: Any = None
+        self._defined: set[str] = set()
+        self._partial: tuple[str, int] | None = None  # (first event of a batch, rows already logged from it)
+
+    def open(self, run: RunContext) -> None:
+        super().open(run)
+        self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
+
+    def deliver(self, events: list[Event]) -> None:
+        first = events[0].to_json()
+        done = self._partial[1] if self._partial and self._partial[0] == first else 0
+        if self._run is None:
+            self._run = self._init([e for e in events if e.kind == "hparams"])
+        for index in range(done, len(events)):
+            self._send(events[index])
+            self._partial = (first, index + 1)
+
+    def close(self, status: str) -> None:
+        if self._run is not None:
+            self._run.finish(exit_code=EXIT_CODES.get(status, KILLED_EXIT_CODE))
+            self._run = None
+
+    # ---- one event ------------------------------------------------------
+
+    def _init(self, hparams: list[Event]) -> Any:
+        self._wandb = wandb = require("wandb", "wandb", "The wandb backend")
+        self._dir.mkdir(parents=True, exist_ok=True)
+        config: dict[str, Any] = {}
+        for event in hparams:
+            config.update(event.data)
+        settings = wandb.Settings(
+            init_timeout=self.init_timeout,
+            console="off",
+            x_disable_stats=True,
+            x_disable_machine_info=True,
+            disable_git=True,
+            save_code=False,
+            disable_job_creation=True,
+        )
+        return wandb.init(
+            **{k: v for k, v in self.settings.items() if k != "name"},
+            name=self.settings["name"] or self.run.name,
+            id=_run_id(self.run),
+            resume="allow",
+            reinit="create_new",
+            dir=str(self._dir),
+            config=config,
+            settings=settings,
+        )
+
+    def _send(self, event: Event) -> None:
+        if event.kind == "hparams":
+            self._run.config.update(event.data, allow_val_change=True)
+            return
+        if event.kind == "artifact":
+            self._checkpoint(event)
+            return
+        values = {}
+        for key, value in event.data.items():
+            try:
+                converted = self._convert(event.kind, key, value)
+            except Exception as exc:  # noqa: BLE001 - a value W&B refuses is counted, the rest still goes
+                self.run.report.count("dropped", f"{event.kind} {event.tag(key)}: {type(exc).__name__}: {exc}", section=self.name)
+                continue
+            if converted is not None:
+                values[event.tag(key)] = converted
+        if not values:
+            return
+        row = self._with_axes(values, event.steps)
+        self._define(row, event.steps)
+        self._run.log(row)
+
+    def _convert(self, kind: str, key: str, value: Any) -> Any:
+        """The W&B value of one event value, or None (counted) when it has none."""
+        wandb = self._wandb
+        if kind in NUMERIC_KINDS:
+            if value is None:
+                self.run.report.count("dropped", "None value", section=self.name)
+            return value
+        if kind == "histogram":
+            finite = [v for v in value if math.isfinite(v)]
+            if len(finite) < len(value):
+                self.run.report.count("dropped", "non-finite histogram values", len(value) - len(finite), section=self.name)
+            return wandb.Histogram(finite) if finite else None
+        if kind == "text":
+            return wandb.Html(f"<pre>{html.escape(str(value))}</pre>", inject=False, data_is_not_path=True)
+        if kind == "image":
+            return wandb.Image(self._media(value))
+        if kind == "video":
+            media = self._media(value)
+            return wandb.Video(media) if isinstance(media, str) else wandb.Video(media, format="gif")
+        self.run.report.count("dropped", f"kind {kind!r} has no W&B type", section=self.name)
+        return None
+
+    def _media(self, value: Any) -> Any:
+        """A file path (relative paths are inside the run directory) or a numpy array of pixels."""
+        if isinstance(value, str):
+            path = self.run.run_dir / value
+            if not path.is_file():
+                raise FileNotFoundError(f"no file {path}")
+            return str(path)
+        import numpy
+
+        return numpy.asarray(value)
+
+    def _with_axes(self, values: dict[str, Any], steps: dict[str, int]) -> dict[str, Any]:
+        row: dict[str, Any] = {}
+        for tag, value in values.items():
+            if tag in steps and value != steps[tag]:
+                new = f"{tag}_value"
+                self.run.report.rename(self.name, tag, new)
+                tag = new
+            row[tag] = value
+        row.update(steps)
+        return row
+
+    def _define(self, row: dict[str, Any], steps: dict[str, int]) -> None:
+        primary = next(iter(steps), None)
+        for key in row:
+            if key not in self._defined and key not in steps:
+                self._run.define_metric(key, step_metric=primary)
+                self._defined.add(key)
+
+    def _checkpoint(self, event: Event) -> None:
+        wandb = self._wandb
+        path = self.run.run_dir / str(event.data.get("path", ""))
+        if not path.is_file():
+            self.run.report.count("dropped", "checkpoint file missing", section=self.name)
+            return
+        iteration = event.data.get("iteration")
+        metadata = {"steps": event.steps, **{k: v for k, v in event.data.items() if k != "path"}}
+        artifact = wandb.Artifact(_ARTIFACT_NAME.sub("_", f"{self._run.name}-{event.namespace or 'ckpt'}"), type="model", metadata=metadata)
+        artifact.add_file(str(path), name=path.name, policy="immutable")
+        aliases = ["latest"] + ([f"iteration_{iteration}"] if iteration is not None else []) + (["best"] if event.data.get("best") else [])
+        self._run.log_artifact(artifact, aliases=aliases)
+
+
+def _run_id(run: RunContext) -> str:
+    """A W&B run id that stays the same for one rltrack run (name + start time
+    from meta.json), so a later `rltrack sync` resumes the same W&B run."""
+    try:
+        meta = json.loads((run.run_dir / "meta.json").read_text())
+        seed = f"{meta['name']}|{meta['start_unix']}"
+    except (OSError, ValueError, KeyError):
+        seed = str(run.run_dir.resolve())
+    return hashlib.sha256(seed.encode()).hexdigest()[:16]

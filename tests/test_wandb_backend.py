@@ -1,0 +1,212 @@
+"""The W&B backend, with the real wandb client in offline mode, read back from its `.wandb` file.
+
+Every history row W&B wrote is compared with the journal it was delivered
+from; rows whose steps go backwards (a resumed run, a second writer) must all
+be there. wandb's own directories (config, cache, data, artifacts) point into
+a temporary directory for the whole module, so nothing is written elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import rltrack
+import wandb_reader
+from rltrack.backends.base import RunContext
+from rltrack.backends.wandb import WandbBackend
+from rltrack.delivery import DeliveryWorker
+from rltrack.events import Event
+from rltrack.journal import JournalWriter
+from rltrack.report import Report
+
+
+@pytest.fixture(scope="module", autouse=True)
+def wandb_env(tmp_path_factory):
+    """wandb-core is started once per process, with the environment of the first init."""
+    home = tmp_path_factory.mktemp("wandb_home")
+    with pytest.MonkeyPatch.context() as mp:
+        for var in ("WANDB_API_KEY", "WANDB_PROJECT", "WANDB_ENTITY", "WANDB_BASE_URL", "RLTRACK_BACKENDS", "RLTRACK_CONFIG"):
+            mp.delenv(var, raising=False)
+        mp.setenv("WANDB_MODE", "offline")
+        mp.setenv("WANDB_SILENT", "true")
+        for var, sub in (("WANDB_CONFIG_DIR", "config"), ("WANDB_CACHE_DIR", "cache"), ("WANDB_DATA_DIR", "data"), ("WANDB_ARTIFACT_DIR", "artifacts"), ("HOME", "home")):
+            mp.setenv(var, str(home / sub))
+        yield home
+
+
+def make(root: Path, name: str, **settings: Any) -> rltrack.Logger:
+    cfg = {"run": {"root": str(root), "name": name}, "backends": {"use": ["wandb"], "wandb": {"project": "rltrack-test", **settings}}}
+    return rltrack.make_logger(cfg)
+
+
+def rows(run_dir: Path) -> list[dict[str, Any]]:
+    """History rows of every `.wandb` file of the run, in order, without W&B's own `_` keys."""
+    files = wandb_reader.run_files(run_dir)
+    assert files, f"no .wandb file under {run_dir}"
+    return [{k: v for k, v in row.items() if not k.startswith("_")} for f in files for row in wandb_reader.history(f)]
+
+
+def expected_scalar_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """One row per scalar event: its values by tag, then its step axes (a
+    value named like an axis, with another value, renamed `<key>_value`)."""
+    expected = []
+    for e in rltrack.read_journal(run_dir):
+        if e.kind in ("scalars", "timing"):
+            row = {f"{e.tag(k)}_value" if e.tag(k) in e.steps and v != e.steps[e.tag(k)] else e.tag(k): v for k, v in e.data.items()}
+            expected.append({**row, **e.steps})
+    return expected
+
+
+def same(a: Any, b: Any) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def write_gif(path: Path) -> None:
+    frames = [Image.fromarray(np.full((8, 8, 3), 40 * i, dtype=np.uint8)) for i in range(3)]
+    frames[0].save(path, save_all=True, append_images=frames[1:])
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    """One run with every kind, steps going backwards, a NaN, a colliding key and bad media."""
+    logger = make(tmp_path_factory.mktemp("runs"), "everything", tags=["ppo", "test"], group="g1")
+    logger.log_hparams({"lr": 3e-4, "net": {"layers": [64, 64], "act": "tanh"}})
+    for env_steps in [*range(0, 100, 10), *range(50, 120, 10)]:  # resumed from step 50: lower steps again
+        logger.write({"reward_mean": env_steps / 10, "len": env_steps + 1}, step={"env_steps": env_steps, "train_iter": env_steps // 10}, namespace="collector")
+    for i in range(5):
+        logger.write({"total_loss_avg": 1.0 / (i + 1)}, step={"train_iter": i, "env_steps": 64 * i}, namespace="learner")
+    logger.write({"reward_mean": float("nan"), "inf": float("inf")}, step={"env_steps": 7}, namespace="evaluator")
+    logger.write({"env_steps": 12345, "plain": 1}, step={"env_steps": 8})  # a key with an axis's name
+    logger.write({"env_steps": 9, "same": 2}, step={"env_steps": 9})  # the same value: no rename
+    with logger.timer("update", step={"env_steps": 9}):
+        pass
+    logger.write({"q_values": [0.5, 1.5, 2.5, float("nan")]}, step={"env_steps": 10}, namespace="learner", kind="histogram")
+    logger.log_text("summary", "<b>episode</b> & done", step={"env_steps": 11}, namespace="evaluator")
+    write_gif(logger.run_dir / "clip.gif")
+    Image.fromarray(np.full((4, 6, 3), 200, dtype=np.uint8)).save(logger.run_dir / "frame.png")
+    logger.write({"frame": "frame.png", "pixels": np.arange(24, dtype=np.uint8).reshape(4, 6).tolist(), "missing": "nope.png"}, step={"env_steps": 12}, namespace="evaluator", kind="image")
+    logger.write({"clip": "clip.gif"}, step={"env_steps": 13}, namespace="evaluator", kind="video")
+    logger.log_checkpoint(b"weights", iteration=3, metric=1.0)
+    logger.log_hparams({"lr": 1e-4})
+    assert logger.close(timeout=120)
+    return logger
+
+
+def test_every_scalar_row_is_in_the_wandb_file_even_when_steps_go_backwards(full_run):
+    got = [row for row in rows(full_run.run_dir) if not any(isinstance(v, dict) or "/_type" in k for k, v in row.items())]
+    got = [row for row in got if not any(k.endswith(("/_type", "/path", "/sha256", "/size", "/format", "/width", "/height", "/values", "/bins")) for k in row)]
+    expected = expected_scalar_rows(full_run.run_dir)
+    assert {"env_steps_value": 12345, "plain": 1, "env_steps": 8} in expected
+    assert len(got) == len(expected) == 17 + 5 + 4
+    for g, e in zip(got, expected):
+        assert g.keys() == e.keys()
+        assert all(same(g[k], e[k]) for k in e), (g, e)
+    collector = [row["env_steps"] for row in got if "collector/reward_mean" in row]
+    assert collector == [*range(0, 100, 10), *range(50, 120, 10)]
+    assert full_run.report.as_dict()["renamed"]["wandb"] == {"env_steps": "env_steps_value"}
+
+
+def test_keys_are_charted_against_the_primary_axis_of_their_event(full_run):
+    metrics = {m.name: m.step_metric for m in wandb_reader.of_type(wandb_reader.run_files(full_run.run_dir)[0], "metric")}
+    assert metrics["collector/reward_mean"] == "env_steps"
+    assert metrics["learner/total_loss_avg"] == "train_iter"
+    assert metrics["time/update"] == "env_steps"
+    assert "env_steps" not in metrics and "train_iter" not in metrics
+
+
+def test_media_hparams_checkpoint_and_exit_code(full_run):
+    run_file = wandb_reader.run_files(full_run.run_dir)[0]
+    files = run_file.parent / "files"
+    history = wandb_reader.history(run_file)
+    by_key = {k: row for row in history for k in row}
+
+    hist = by_key["learner/q_values/_type"]
+    assert hist["learner/q_values/_type"] == "histogram" and sum(hist["learner/q_values/values"]) == 3
+    assert hist["env_steps"] == 10
+
+    text = by_key["evaluator/summary/_type"]
+    assert text["evaluator/summary/_type"] == "html-file"
+    assert "&lt;b&gt;episode&lt;/b&gt; &amp; done" in (files / text["evaluator/summary/path"]).read_text()
+
+    image = by_key["evaluator/frame/_type"]
+    assert image["evaluator/frame/_type"] == "image-file" and (image["evaluator/frame/width"], image["evaluator/frame/height"]) == (6, 4)
+    assert image["evaluator/pixels/_type"] == "image-file" and image["env_steps"] == 12
+    assert "evaluator/missing/_type" not in by_key
+    assert (files / by_key["evaluator/clip/_type"]["evaluator/clip/path"]).read_bytes() == (full_run.run_dir / "clip.gif").read_bytes()
+
+    config = wandb_reader.config(run_file)
+    assert config["lr"] == 1e-4 and config["net"] == {"layers": [64, 64], "act": "tanh"}
+
+    (artifact,) = wandb_reader.of_type(run_file, "artifact")
+    assert artifact.type == "model"
+    assert set(artifact.aliases) == {"latest", "iteration_3", "best"}
+    checkpoint = full_run.run_dir / "ckpt" / "iteration_3.pth.tar"
+    assert [(e.path, e.size) for e in artifact.manifest.contents] == [(checkpoint.name, checkpoint.stat().st_size)]
+
+    (run_record,) = wandb_reader.of_type(run_file, "run")
+    assert run_record.display_name == "everything" and list(run_record.tags) == ["ppo", "test"] and run_record.run_group == "g1"
+    assert [e.exit_code for e in wandb_reader.of_type(run_file, "exit")] == [0]
+
+    counts = json.loads((full_run.run_dir / "report.json").read_text())["counts"]["wandb.dropped"]
+    assert counts["non-finite histogram values"] == 1
+    assert any("evaluator/missing" in reason and "FileNotFoundError" in reason for reason in counts)
+
+
+def test_nothing_is_written_outside_the_run_directory_and_wandb_dirs(full_run, wandb_env):
+    assert not (Path.cwd() / "wandb").exists()
+    assert (full_run.run_dir / "wandb").is_dir()
+    assert not (wandb_env / "home").exists() or not any((wandb_env / "home").rglob("*"))
+
+
+def test_a_second_writer_with_lower_steps_resumes_the_same_run_and_keeps_every_row(tmp_path):
+    """Delivery in two goes (as `rltrack sync` after a crash does), the second
+    with steps lower than the first: both W&B files share one run id, and
+    together they hold every row, in order."""
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": "resumed"}, "backends": {"use": ["local"]}})
+    for step in range(10):
+        logger.write({"x": step}, step={"env_steps": step}, namespace="a")
+    logger.close()
+    run_dir = logger.run_dir
+    context = RunContext(run_dir, logger.name, logger.config, Report())
+    for status in ("killed", "failed"):
+        backend = WandbBackend(project="rltrack-test")
+        backend.open(context)
+        DeliveryWorker(backend, run_dir).run_until_caught_up(status)
+        if status == "killed":  # a second writer appends lower steps
+            journal = JournalWriter(run_dir / "journal.jsonl")
+            journal.append(Event(time.time(), {"x": 100 + step}, namespace="a", steps={"env_steps": step}) for step in range(3, 8))
+            journal.close()
+    files = wandb_reader.run_files(run_dir)
+    assert len(files) == 2 and len({f.name for f in files}) == 1  # the same W&B run id, resumed
+    assert [(row["env_steps"], row["a/x"]) for row in rows(run_dir)] == [(s, s) for s in range(10)] + [(s, 100 + s) for s in range(3, 8)]
+    assert [e.exit_code for f in files for e in wandb_reader.of_type(f, "exit")] == [255, 1]
+
+
+def test_a_hanging_wandb_server_never_blocks_the_training_thread(tmp_path, monkeypatch):
+    """Online mode against a server that accepts connections and never answers."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.getsockname()[1]}")
+        monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+        logger = make(tmp_path, "hang", mode="online", init_timeout=1)
+        slowest = 0.0
+        for i in range(2000):
+            start = time.perf_counter()
+            logger.write({"x": i}, step=i)
+            slowest = max(slowest, time.perf_counter() - start)
+        start = time.monotonic()
+        assert logger.close(timeout=2) is False
+        assert time.monotonic() - start < 4
+    assert slowest < 0.01
+    report = json.loads((logger.run_dir / "report.json").read_text())
+    assert "wandb.pending" in report["counts"]
