@@ -301,3 +301,35 @@ def test_end_to_end_none_reaches_backends_only_without_the_none_filter(tmp_path)
         logger.write({"x": None})
         assert logger.close(timeout=10)
         assert logger.backends["memory"].metrics == {"x": expected}
+
+
+def test_report_counts_by_section_from_many_threads_and_saves(tmp_path):
+    import threading
+
+    report = Report()
+
+    def work():
+        for i in range(1000):
+            report.count("dropped", f"reason {i % 5}")
+            report.count("errors", "timeout", 2, section="mlflow")
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    report.rename("mlflow", "a//b", "a/b")
+    assert report.total("dropped") == 4000 and report.total("errors", section="mlflow") == 8000
+    assert report.total("dropped", section="mlflow") == 0
+    report.save(tmp_path / "report.json")
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert saved == {
+        "counts": {"core.dropped": {f"reason {i}": 800 for i in range(5)}, "mlflow.errors": {"timeout": 8000}},
+        "renamed": {"mlflow": {"a//b": "a/b"}},
+    }
+    assert report.summary().splitlines() == [
+        "  core.dropped: 4000 (reason 0, reason 1, reason 2, ...)",
+        "  mlflow.errors: 8000 (timeout)",
+        "  mlflow.renamed: 1 keys",
+    ]
+    assert Report().summary() == ""

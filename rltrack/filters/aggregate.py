@@ -66,6 +66,9 @@ class AggregateFilter(Filter):
     """Holds back values of keys matching `regex` (re.search), per namespace, and
     emits one record per namespace with `<key>_<stat>` (std with ddof=0) at
     `Logger.dump()`, every `every` records, every `seconds`, and at close.
+    A `seconds` window starts at its first value (capture time) and is emitted
+    by the pipeline's periodic `tick`, or by the first value arriving after it
+    ended. Statistics follow numpy on nan and inf (a diverged loss shows as nan).
 
     With `passthrough=True` keys that do not match flow on at once, so one chain
     can aggregate losses while rewards pass. With `passthrough=False` every key
