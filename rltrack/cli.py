@@ -1,4 +1,12 @@
-"""The `rltrack` command: look at run directories from a shell."""
+"""The `rltrack` command: run directories from a shell.
+
+    rltrack show RUN_DIR                                  status and last values
+    rltrack sync RUN_DIR [--to BACKEND ...] [--config F]  deliver to trackers afterwards
+    rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
+
+This module only parses arguments; the work is done in `rltrack.sync` and
+`rltrack.importers`.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +17,11 @@ from pathlib import Path
 
 from rltrack import __version__
 from rltrack.backends.tables import format_table
+from rltrack.config import ConfigError
 from rltrack.events import NUMERIC_KINDS
 from rltrack.journal import read_journal
+from rltrack.sync import SyncError
+from rltrack.sync import sync as sync_run
 
 
 def show(run_dir: Path) -> int:
@@ -33,13 +44,60 @@ def show(run_dir: Path) -> int:
     return 0
 
 
+def sync(run_dir: Path, to: list[str] | None, config: Path | None, force: bool) -> int:
+    try:
+        complete = sync_run(run_dir, to, config, force)
+    except (SyncError, ConfigError) as exc:
+        print(f"rltrack sync: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nrltrack sync: interrupted; what was delivered is kept, run it again to continue", file=sys.stderr)
+        return 130
+    return 0 if complete else 1
+
+
+def import_neptune(path: Path, root: Path) -> int:
+    try:
+        from rltrack.importers.neptune import import_folder
+    except ImportError as exc:
+        print(f"rltrack import neptune: not available in this installation ({exc})", file=sys.stderr)
+        return 2
+    try:
+        run_dirs = import_folder(path, root)
+    except (OSError, ValueError) as exc:
+        print(f"rltrack import neptune: {exc}", file=sys.stderr)
+        return 2
+    for run_dir in run_dirs:
+        print(run_dir)
+    if run_dirs:
+        print("deliver with: rltrack sync <run dir> --to mlflow (or wandb)", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rltrack", description="Look at rltrack run directories.")
+    parser = argparse.ArgumentParser(prog="rltrack", description="Work with rltrack run directories.")
     parser.add_argument("--version", action="version", version=f"rltrack {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     show_cmd = commands.add_parser("show", help="status and last values of a run")
     show_cmd.add_argument("run_dir", type=Path)
+    sync_cmd = commands.add_parser(
+        "sync", help="deliver what trackers have not received (after a crash or outage), or replay a run into another tracker"
+    )
+    sync_cmd.add_argument("run_dir", type=Path)
+    sync_cmd.add_argument(
+        "--to", action="extend", nargs="+", metavar="BACKEND", help="trackers to deliver to (default: those the run used)"
+    )
+    sync_cmd.add_argument("--config", type=Path, metavar="FILE", help="TOML/YAML config with the trackers' settings (default: the run's own)")
+    sync_cmd.add_argument("--force", action="store_true", help="sync a run marked running whose process looks alive")
+    import_cmd = commands.add_parser("import", help="turn another tool's saved runs into rltrack run directories")
+    import_cmd.add_argument("format", choices=["neptune"], help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders")
+    import_cmd.add_argument("path", type=Path)
+    import_cmd.add_argument("--root", type=Path, default=Path("runs"), help="where to create the run directories (default: runs)")
     args = parser.parse_args(argv)
+    if args.command == "sync":
+        return sync(args.run_dir, args.to, args.config, args.force)
+    if args.command == "import":
+        return import_neptune(args.path, args.root)
     return show(args.run_dir)
 
 

@@ -1,0 +1,382 @@
+"""MLflow backend: the journal delivered to an MLflow run with `MlflowClient.log_batch`.
+
+Why it looks the way it does:
+
+* It runs on a `DeliveryWorker` thread, never the training thread, and talks
+  to MLflow only through `MlflowClient` with an explicit run id (the fluent
+  `mlflow.log_*` API keeps its active run per thread). `mlflow` is imported on
+  that thread at the first delivery; the constructor only checks it is installed.
+* `deliver` may be repeated with the same events (after a failure, or by
+  `rltrack sync` after a crash), so everything it sends is idempotent: metric
+  timestamps are the events' capture times (the store ignores an identical
+  (key, value, step, timestamp)), params are only ever sent with their first
+  value, artifact files are named by their content's place in the run. Counts
+  for the report are kept aside and added only once a batch is acknowledged.
+* The MLflow run is created on the first delivery and its id kept in
+  `cursors/mlflow_run.json`, so `rltrack sync` continues the same run.
+* With no `tracking_uri` the store is `sqlite:///<run root>/mlflow.db` with
+  artifacts in `<run root>/mlartifacts`: it works without a server.
+
+Mapping (what users see in MLflow):
+
+* scalars and timings: metric `<namespace>/<key>` at step = the primary step
+  axis; every other axis is logged as metric `steps/<axis>` at that step,
+  whenever its value there changes. None is dropped, ±inf is stored by
+  MLflow as ±1.8e308 (both counted); NaN is kept.
+* hparams: params, flattened to `a/b`; values longer than 6000 characters are
+  truncated. Params cannot change in MLflow: a later, different value keeps
+  the first one as the param and puts the new one in tag `changed_param/<key>`.
+* text: artifact `text/<key>/step_<N>_<ms>.txt` per key and delivered batch.
+* checkpoints (artifact events with a `path` in the run directory): uploaded
+  under the same relative directory; the best one is named in tag
+  `rltrack.best_checkpoint`.
+* histograms, images, videos: MLflow has no such metric type; counted as dropped.
+* keys MLflow would refuse are renamed by `mlflow_key` and listed in the report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import posixpath
+import re
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+from rltrack.backends.base import RunContext
+from rltrack.backends.remote import RemoteBackend
+from rltrack.delivery import CURSOR_DIR
+from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.optional import require
+from rltrack.values import flatten
+
+# MLflow's limits (mlflow.utils.validation, 3.17).
+MAX_KEY_LENGTH = 250
+MAX_PARAM_VALUE = 6000
+MAX_TAG_VALUE = 8000
+MAX_METRICS_PER_REQUEST = 1000
+MAX_PARAMS_TAGS_PER_REQUEST = 100
+MAX_ENTITIES_PER_REQUEST = 1000
+REQUEST_BYTES_BUDGET = 900_000  # MLflow refuses requests over 1 MB; leave room for JSON framing
+
+STATUSES = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
+STEP_AXIS_PREFIX = "steps/"
+DEFAULT_EXPERIMENT = "rltrack"
+PURPOSE = "The MLflow backend"
+
+_KEY_CHARS = re.compile(r"[\w\-. :/]*")  # MLflow's rule on POSIX (\w includes non-ASCII letters)
+_BAD_KEY_CHAR = re.compile(r"[^\w\-. :/]")
+
+
+def mlflow_key(key: str) -> str:
+    """The name `key` gets in MLflow: itself when MLflow accepts it, else a
+    cleaned form (bad characters to `_`, no empty, `.` or `..` path parts, no
+    leading `/` or `..`) cut to fit, plus `-` and 8 hex digits of the original
+    key's SHA-1. A pure function of the key, so the mapping is the same in
+    every process and replay, and two different keys never share a name."""
+    if _accepted(key):
+        return key
+    parts = [p if p not in (".", "..") else "_" * len(p) for p in _BAD_KEY_CHAR.sub("_", key).split("/") if p]
+    clean = re.sub(r"^\.+", lambda m: "_" * len(m.group()), "/".join(parts))
+    suffix = "-" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return clean[: MAX_KEY_LENGTH - len(suffix)] + suffix
+
+
+def _accepted(key: str) -> bool:
+    """MLflow's own test for metric, param and tag names."""
+    if len(key) > MAX_KEY_LENGTH or not _KEY_CHARS.fullmatch(key):
+        return False
+    norm = posixpath.normpath(key)
+    return norm == key and norm != "." and not norm.startswith(("..", "/"))
+
+
+class MlflowBackend(RemoteBackend):
+    """`[backends.mlflow] tracking_uri, experiment, run_name, tags`."""
+
+    name = "mlflow"
+    max_batch = 1000
+
+    def __init__(
+        self,
+        tracking_uri: str | None = None,
+        experiment: str = DEFAULT_EXPERIMENT,
+        run_name: str | None = None,
+        tags: dict[str, Any] | None = None,
+    ) -> None:
+        if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri):
+            raise ValueError(f"tracking_uri = {tracking_uri!r} must be a URI such as 'http://127.0.0.1:5000' or 'sqlite:///mlflow.db'")
+        if not isinstance(experiment, str) or not experiment:
+            raise ValueError(f"experiment = {experiment!r} must be a non-empty experiment name")
+        if run_name is not None and (not isinstance(run_name, str) or not run_name):
+            raise ValueError(f"run_name = {run_name!r} must be a non-empty string (or left out: the run directory's name)")
+        if tags is not None and not isinstance(tags, dict):
+            raise ValueError(f"tags = {tags!r} must be a table of tag names to values, e.g. tags = {{team = \"rl\"}}")
+        if importlib.util.find_spec("mlflow") is None:
+            require("mlflow", "mlflow", PURPOSE)  # raises the error that names the extra
+        self._tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.run_name = run_name
+        self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
+
+    def open(self, run: RunContext) -> None:
+        super().open(run)
+        self.tracking_uri = self._tracking_uri or f"sqlite:///{run.run_dir.parent.resolve() / 'mlflow.db'}"
+        self._state_path = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        self._client: Any = None
+        self._run_id: str | None = None
+        self._params: dict[str, str] = {}  # what the MLflow run holds
+        self._axes: dict[str, tuple[int, float]] = {}  # steps/<axis> metric -> last (step, value) sent
+        self._renamed: set[str] = set()
+        self._last_ms: int | None = None  # capture time of the last event delivered by this process
+
+    # ---- delivery ------------------------------------------------------------
+
+    def deliver(self, events: list[Event]) -> None:
+        self._check_reachable()
+        client = self._mlflow_client()
+        run_id = self._run_id or self._start_run(events[0])
+        batch = _Batch(events, self.run.run_dir, self._params, self._axes)
+        entities = require("mlflow.entities", "mlflow", PURPOSE)
+        for request in batch.requests(entities):
+            client.log_batch(run_id, **request)
+        for artifact_file, text in batch.texts.items():
+            client.log_text(run_id, text, artifact_file)
+        for local, artifact_dir in batch.files:
+            client.log_artifact(run_id, str(local), artifact_dir)
+        self._params.update(batch.params)
+        self._axes.update(batch.axes)
+        self._last_ms = max(self._last_ms or 0, batch.last_ms)
+        for (category, reason), n in batch.counts.items():
+            self.run.report.count(category, reason, n, section=self.name)
+        for old, new in batch.renames.items():
+            if old not in self._renamed:
+                self._renamed.add(old)
+                self.run.report.rename(self.name, old, new)
+
+    def close(self, status: str) -> None:
+        """Ends the MLflow run with FINISHED / FAILED / KILLED. Skipped when
+        no run was ever created, or when a resumed session delivered nothing
+        and the run already ended with this status."""
+        if self._run_id is None:
+            state = self._saved_state()
+            if state is None or (self._last_ms is None and state.get("status") == status):
+                return
+            self._run_id = state["run_id"]
+        self._mlflow_client().set_terminated(self._run_id, STATUSES.get(status, "FAILED"), end_time=self._last_ms)
+        self._save_state(status=status)
+
+    # ---- the MLflow run ------------------------------------------------------------
+
+    def _mlflow_client(self) -> Any:
+        if self._client is None:
+            self._client = require("mlflow", "mlflow", PURPOSE).MlflowClient(self.tracking_uri)
+        return self._client
+
+    def _check_reachable(self) -> None:
+        """Fails fast when an MLflow server does not answer at all. Without
+        this, MLflow's HTTP client retries a refused connection for minutes
+        inside one call; this way the worker's own backoff takes over and the
+        error is reported at once. Any HTTP answer counts as reachable."""
+        if not self.tracking_uri.startswith(("http://", "https://")):
+            return
+        requests = require("requests", "mlflow", PURPOSE)
+        try:
+            requests.get(self.tracking_uri.rstrip("/") + "/health", timeout=5)
+        except requests.RequestException as exc:
+            raise ConnectionError(f"MLflow server {self.tracking_uri} is not reachable: {exc}") from None
+
+    def _start_run(self, first: Event) -> str:
+        """Continues the run saved in the run directory, if it is in this
+        store and not deleted; otherwise creates one (start time = first event)."""
+        client = self._mlflow_client()
+        state = self._saved_state()
+        if state is not None:
+            try:
+                found = client.get_run(state["run_id"])
+            except Exception as exc:  # noqa: BLE001 - only "no such run" means: make a new one
+                if getattr(exc, "error_code", None) != "RESOURCE_DOES_NOT_EXIST":
+                    raise
+            else:
+                if found.info.lifecycle_stage == "active":
+                    self._run_id = found.info.run_id
+                    self._params = dict(found.data.params)
+                    return found.info.run_id
+        tags = {mlflow_key(k): v[:MAX_TAG_VALUE] for k, v in self.tags.items()}
+        tags["rltrack.run_dir"] = str(self.run.run_dir.resolve())
+        created = client.create_run(
+            self._experiment_id(), start_time=int(first.time * 1000), tags=tags, run_name=self.run_name or self.run.name
+        )
+        self._run_id = created.info.run_id
+        self._save_state()
+        return created.info.run_id
+
+    def _experiment_id(self) -> str:
+        client = self._mlflow_client()
+        found = client.get_experiment_by_name(self.experiment)
+        if found is not None:
+            return str(found.experiment_id)
+        try:
+            return str(client.create_experiment(self.experiment, artifact_location=self._artifact_location()))
+        except Exception:  # another process may have created it meanwhile
+            found = client.get_experiment_by_name(self.experiment)
+            if found is None:
+                raise
+            return str(found.experiment_id)
+
+    def _artifact_location(self) -> str | None:
+        """For a SQLite store, `mlartifacts/` beside the database file (MLflow
+        would use ./mlruns under whatever the current directory is); for a
+        server, its own default."""
+        if not self.tracking_uri.startswith("sqlite:///"):
+            return None
+        database = Path(self.tracking_uri[len("sqlite:///") :])
+        return (database.parent.resolve() / "mlartifacts").as_uri()
+
+    def _saved_state(self) -> dict[str, Any] | None:
+        """The run this directory was delivered to before, if in this store."""
+        if not self._state_path.is_file():
+            return None
+        state: dict[str, Any] = json.loads(self._state_path.read_text())
+        return state if state.get("tracking_uri") == self.tracking_uri else None
+
+    def _save_state(self, **extra: str) -> None:
+        state = {"tracking_uri": self.tracking_uri, "run_id": self._run_id, **extra}
+        self._state_path.parent.mkdir(exist_ok=True)
+        tmp = self._state_path.with_name(self._state_path.name + ".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self._state_path)
+
+
+class _Batch:
+    """One delivered batch of events turned into what MLflow takes, plus what
+    the backend records once MLflow has acknowledged it (new params, last
+    step-axis points, report counts and renames)."""
+
+    def __init__(self, events: list[Event], run_dir: Path, params: dict[str, str], axes: dict[str, tuple[int, float]]) -> None:
+        self.run_dir = run_dir
+        self.held_params = params
+        self.held_axes = axes
+        self.metrics: list[tuple[str, float, int, int]] = []  # key, value, ms, step
+        self.params: dict[str, str] = {}
+        self.tags: dict[str, str] = {}
+        self.texts: dict[str, str] = {}  # artifact file -> content
+        self.files: list[tuple[Path, str | None]] = []  # local file, artifact directory
+        self.axes: dict[str, tuple[int, float]] = {}
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.renames: dict[str, str] = {}
+        self.last_ms = 0
+        self._text_files: dict[str, str] = {}  # key -> its artifact file in this batch
+        for event in events:
+            self._add(event)
+
+    def _add(self, event: Event) -> None:
+        ms = int(event.time * 1000)
+        self.last_ms = max(self.last_ms, ms)
+        step = event.primary_step or 0
+        if event.kind in NUMERIC_KINDS:
+            self._numbers(event, ms, step)
+        elif event.kind == "hparams":
+            self._hparams(event)
+        elif event.kind == "text":
+            self._text(event, step)
+        elif event.kind == "artifact":
+            self._artifact(event)
+        else:
+            self.counts["dropped", f"{event.kind} events: MLflow has no {event.kind} type (kept in the journal)"] += 1
+            return
+        self.counts["delivered", f"{event.kind} events"] += 1
+
+    def key(self, name: str) -> str:
+        new = mlflow_key(name)
+        if new != name:
+            self.renames[name] = new
+        return new
+
+    def _numbers(self, event: Event, ms: int, step: int) -> None:
+        for name, value in event.data.items():
+            if value is None:
+                self.counts["dropped", "None value (no number to log)"] += 1
+                continue
+            try:
+                number = float(value)
+            except OverflowError:
+                self.counts["dropped", "integer too large for a 64-bit float"] += 1
+                continue
+            if math.isinf(number):
+                self.counts["converted", "±inf stored by MLflow as ±1.8e308"] += 1
+            self.metrics.append((self.key(event.tag(name)), number, ms, step))
+            self.counts["delivered", "metric values"] += 1
+        for axis, value in list(event.steps.items())[1:]:
+            key = self.key(STEP_AXIS_PREFIX + axis)
+            point = (step, float(value))
+            if self.axes.get(key, self.held_axes.get(key)) != point:
+                self.axes[key] = point
+                self.metrics.append((key, float(value), ms, step))
+
+    def _hparams(self, event: Event) -> None:
+        for name, value in flatten(event.data).items():
+            key = self.key(name)
+            text = str(value)
+            if len(text) > MAX_PARAM_VALUE:
+                text = text[:MAX_PARAM_VALUE]
+                self.counts["converted", f"param value over {MAX_PARAM_VALUE} characters truncated"] += 1
+            held = self.params.get(key, self.held_params.get(key))
+            if held is None:
+                self.params[key] = text
+            elif held != text:
+                self.tags[self.key(f"changed_param/{name}")] = text[:MAX_TAG_VALUE]
+                self.counts["converted", "changed param kept its first value; the new one is in tag changed_param/<key>"] += 1
+
+    def _text(self, event: Event, step: int) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
+        for name, text in event.data.items():
+            key = self.key(event.tag(name))
+            artifact_file = self._text_files.setdefault(key, f"text/{key}/step_{step}_{int(event.time * 1000)}.txt")
+            self.texts[artifact_file] = self.texts.get(artifact_file, "") + f"--- step {step} ({stamp})\n{text}\n"
+
+    def _artifact(self, event: Event) -> None:
+        relative = event.data.get("path")
+        local = self.run_dir / str(relative) if relative else None
+        if local is None or not local.is_file():
+            self.counts["dropped", "artifact event whose file is not in the run directory"] += 1
+            return
+        posix = Path(str(relative)).as_posix()
+        self.files.append((local, posixpath.dirname(posix) or None))
+        if event.data.get("best"):
+            self.tags["rltrack.best_checkpoint"] = posix
+
+    def requests(self, entities: Any) -> Iterator[dict[str, list[Any]]]:
+        """`log_batch` keyword arguments within MLflow's per-request limits:
+        ≤ 1000 metrics, ≤ 100 params, ≤ 100 tags, ≤ 1000 in all, < 1 MB."""
+        items: list[tuple[str, Any, int]] = [
+            *(("params", entities.Param(k, v), _size(k, v)) for k, v in self.params.items()),
+            *(("metrics", entities.Metric(k, v, ms, step), _size(k, "")) for k, v, ms, step in self.metrics),
+            *(("tags", entities.RunTag(k, v), _size(k, v)) for k, v in self.tags.items()),
+        ]
+        request: dict[str, list[Any]] = {"metrics": [], "params": [], "tags": []}
+        count = size = 0
+        for kind, item, item_size in items:
+            limit = MAX_METRICS_PER_REQUEST if kind == "metrics" else MAX_PARAMS_TAGS_PER_REQUEST
+            if count and (
+                count == MAX_ENTITIES_PER_REQUEST or len(request[kind]) == limit or size + item_size > REQUEST_BYTES_BUDGET
+            ):
+                yield request
+                request = {"metrics": [], "params": [], "tags": []}
+                count = size = 0
+            request[kind].append(item)
+            count += 1
+            size += item_size
+        if count:
+            yield request
+
+
+def _size(key: str, value: str) -> int:
+    """An upper bound of the item's bytes in the request's JSON (non-ASCII
+    characters may be escaped as \\uXXXX, six bytes each)."""
+    text = key + value
+    return 100 + (len(text) if text.isascii() else 6 * len(text))

@@ -1,0 +1,207 @@
+"""`rltrack sync`: what a run's trackers did not receive, delivered afterwards.
+
+A tracker that was down, slow or cut off by a crash keeps its backlog in the
+run's journal, behind its cursor (`cursors/<backend>.json`). `sync` runs the
+same `DeliveryWorker` the run used, from that cursor, until the tracker has
+everything, then ends the tracker's run with the status in `meta.json`. A
+tracker the run never used has no cursor, so `--to <backend>` replays the
+whole run into it. Settings come from `--config` or else from the run's own
+config (`total_config.py`). The counts go into the run's `report.json`.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_class
+from rltrack.config import build_backend, load_config
+from rltrack.delivery import DeliveryWorker, pending_bytes
+from rltrack.journal import JOURNAL_NAME
+from rltrack.report import Report
+
+ENDED = ("finished", "failed", "killed")
+PROGRESS_EVERY = 0.25  # seconds between progress bar updates
+BAR_WIDTH = 30
+
+
+class SyncError(Exception):
+    """Why a run cannot be synced, worded for the user."""
+
+
+def sync(
+    run_dir: Path, to: list[str] | None = None, config_file: Path | None = None, force: bool = False, out: IO[str] = sys.stderr
+) -> bool:
+    """Delivers the journal of `run_dir` to the trackers `to` (default: the
+    run's own trackers). Returns True when every tracker has everything."""
+    meta = _read_meta(run_dir)
+    if not (run_dir / JOURNAL_NAME).is_file():
+        raise SyncError(f"{run_dir} has no {JOURNAL_NAME}: there is nothing to deliver")
+    status = _final_status(run_dir, meta, force)
+    run_config = _run_config(run_dir)
+    if config_file is not None:
+        settings, where = load_config(config_file)["backends"], str(config_file)
+    else:
+        settings, where = run_config.get("backends", {}), str(run_dir / "total_config.py")
+    names = list(dict.fromkeys(to or [n for n in meta.get("backends", []) if n in BACKEND_TYPES and _is_tracker(n)]))
+    if not names:
+        print(f"rltrack: {run_dir} was sent to no tracker; to replay it into one, pass --to mlflow (or wandb, neptune)", file=out)
+        return True
+    for name in names:
+        if name not in BACKEND_TYPES:
+            raise SyncError(f"--to {name}: no such backend; backends: {', '.join(BACKEND_TYPES)}")
+        if not _is_tracker(name):
+            raise SyncError(f"--to {name}: the {name} backend writes during the run and has nothing to sync; sync delivers to trackers such as mlflow")
+    report = Report()  # this sync's counts; added to report.json at the end
+    context = RunContext(run_dir=run_dir, name=meta.get("name", run_dir.name), config=run_config, report=report)
+    complete = True
+    started: list[str] = []
+    try:
+        for name in names:
+            backend = build_backend(name, settings.get(name, {}), where)
+            backend.open(context)
+            started.append(name)
+            complete = _deliver(backend, run_dir, status, out) and complete  # type: ignore[arg-type]
+    finally:
+        _update_report(run_dir, report, started)
+    return complete
+
+
+def _deliver(backend: RemoteBackend, run_dir: Path, status: str, out: IO[str]) -> bool:
+    """Runs the backend's delivery worker to the end of the journal on a
+    thread of its own, drawing a progress bar meanwhile."""
+    worker = DeliveryWorker(backend, run_dir)
+    total = worker.journal.stat().st_size
+    if worker.cursor.offset >= total:
+        print(
+            f"{backend.name}: nothing pending ({worker.cursor.path} is at the end of the journal; "
+            "delete it to replay the whole run)",
+            file=out,
+        )
+    thread = threading.Thread(target=worker.run_until_caught_up, args=(status,), name=f"rltrack-sync-{backend.name}", daemon=True)
+    thread.start()
+    bar = _ProgressBar(backend.name, total, out)
+    while thread.is_alive():
+        bar.show(worker.cursor.offset, f"  (retrying; last error: {worker.last_error})" if worker.errors else "")
+        thread.join(PROGRESS_EVERY)
+    bar.show(worker.cursor.offset)
+    bar.end()
+    if worker.last_error:
+        print(f"{backend.name}: {worker.errors} failed attempts; last error: {worker.last_error}", file=out)
+    return worker.caught_up()
+
+
+class _ProgressBar:
+    """`mlflow [#########.....]  60%  1.2/2.0 MB` on one line, redrawn in place."""
+
+    def __init__(self, name: str, total: int, out: IO[str]) -> None:
+        self.name = name
+        self.total = total
+        self.out = out
+        self._width = 0
+
+    def show(self, done: int, note: str = "") -> None:
+        fraction = min(1.0, done / self.total) if self.total else 1.0
+        filled = int(fraction * BAR_WIDTH)
+        line = (
+            f"{self.name} [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:4.0%}  "
+            f"{done / 1e6:.1f}/{self.total / 1e6:.1f} MB{note}"
+        )
+        self.out.write("\r" + line.ljust(self._width))
+        self.out.flush()
+        self._width = len(line)
+
+    def end(self) -> None:
+        self.out.write("\n")
+        self.out.flush()
+
+
+def _is_tracker(name: str) -> bool:
+    try:
+        return issubclass(backend_class(name), RemoteBackend)
+    except ImportError as exc:
+        raise SyncError(f"backend {name!r} cannot be loaded: {exc}") from None
+
+
+def _read_meta(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "meta.json"
+    if not path.is_file():
+        raise SyncError(f"{run_dir} is not a run directory (no meta.json)")
+    meta: dict[str, Any] = json.loads(path.read_text())
+    return meta
+
+
+def _final_status(run_dir: Path, meta: dict[str, Any], force: bool) -> str:
+    """The status the tracker's run ends with. A run still marked running is
+    refused while its process may be alive (it is delivering itself, and two
+    workers on one cursor would send twice); once that process is gone, the
+    run crashed, which trackers know as failed."""
+    status = meta.get("status")
+    if status in ENDED:
+        return str(status)
+    if not force and _may_be_alive(meta):
+        raise SyncError(
+            f"{run_dir} is still running (pid {meta.get('pid')} on {meta.get('host')}) and delivers its own data; "
+            "sync it after it ends, or pass --force if that process is not this run any more"
+        )
+    return "failed"
+
+
+def _may_be_alive(meta: dict[str, Any]) -> bool:
+    if meta.get("host") != socket.gethostname():
+        return True  # another machine's process cannot be checked from here
+    try:
+        os.kill(int(meta["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _run_config(run_dir: Path) -> dict[str, Any]:
+    """The config the run was made with, from `total_config.py` (a Python
+    literal, read without executing anything)."""
+    path = run_dir / "total_config.py"
+    if not path.is_file():
+        return {}
+    try:
+        total = ast.literal_eval(path.read_text(encoding="utf-8"))
+    except (ValueError, SyntaxError) as exc:
+        raise SyncError(f"{path} is not a Python literal ({exc}); pass the settings with --config FILE") from None
+    config = total.get("config", {}) if isinstance(total, dict) else {}
+    return config if isinstance(config, dict) else {}
+
+
+def _update_report(run_dir: Path, report: Report, synced: list[str]) -> None:
+    """Adds this sync's counts to the run's report.json. The synced trackers'
+    old "pending" entries are replaced by what is pending now, if anything."""
+    path = run_dir / "report.json"
+    merged = Report()
+    if path.is_file():
+        _add(merged, json.loads(path.read_text()), skip_pending=synced)
+    _add(merged, report.as_dict(), skip_pending=[])
+    for name in synced:
+        pending = pending_bytes(run_dir, name)
+        if pending:
+            merged.count("pending", f"{pending} journal bytes not delivered", section=name)
+    merged.save(path)
+
+
+def _add(report: Report, data: dict[str, Any], skip_pending: list[str]) -> None:
+    """Adds the counts and renames of a saved report (`Report.as_dict()`)."""
+    for name, counter in data.get("counts", {}).items():
+        section, _, category = name.partition(".")
+        if category == "pending" and section in skip_pending:
+            continue
+        for reason, n in counter.items():
+            report.count(category, reason, n, section=section)
+    for section, renames in data.get("renamed", {}).items():
+        for old, new in renames.items():
+            report.rename(section, old, new)

@@ -1,0 +1,94 @@
+"""A real `mlflow server` for the tests, shared by the whole session.
+
+Why a helper module: the MLflow tests read their data back from a real
+tracking server (SQLite store, artifacts in a temp dir, loopback, a free
+port), and starting one takes tens of seconds, so one server serves every
+test module. Test modules load this file as a pytest plugin
+(`pytest_plugins = ["mlflow_server"]`), which makes the `mlflow_server`
+fixture session-wide. The server runs in its own process group, and the
+whole group is stopped, because `mlflow server` starts uvicorn as a child.
+`stop` and `start` again keep the port and the store: that is the outage.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+START_TIMEOUT = 300.0  # seconds; a loaded CI machine can take minutes to import the server
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class MlflowServer:
+    """`mlflow server` on 127.0.0.1 with its store and artifacts under `directory`."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.log = directory / "server.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        command = [
+            sys.executable, "-m", "mlflow", "server",
+            "--backend-store-uri", f"sqlite:///{self.directory / 'db.sqlite'}",
+            "--default-artifact-root", str(self.directory / "artifacts"),
+            "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+        ]  # fmt: skip
+        env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
+        with self.log.open("ab") as log:
+            self._process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self.healthy():
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"mlflow server did not start; its log:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.25)
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as answer:
+                return bool(answer.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def stop(self) -> None:
+        """Stops the server's whole process group (uvicorn runs as a child)."""
+        if self._process is None:
+            return
+        group = self._process.pid
+        os.killpg(group, signal.SIGTERM)
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(group, signal.SIGKILL)  # whatever of the group is still there
+        except ProcessLookupError:
+            pass
+        self._process.wait()
+        self._process = None
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow_server"))
+    server.start()
+    yield server
+    server.stop()
