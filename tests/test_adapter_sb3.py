@@ -24,6 +24,7 @@ import torch  # noqa: E402
 from PIL import Image as PILImage  # noqa: E402
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.callbacks import EvalCallback  # noqa: E402
+from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.logger import Figure, HParam, Image, Logger, Video, configure  # noqa: E402
 from stable_baselines3.common.monitor import Monitor  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
@@ -33,9 +34,10 @@ from rltrack.adapters import sb3 as adapter  # noqa: E402
 from rltrack.adapters.sb3 import CANONICAL, RLTrackCallback, RLTrackWriter, attach, model_hparams  # noqa: E402
 
 TIMESTEPS = 4096
-N_STEPS = 256
-EVAL_FREQ = 1024
-PPO_KWARGS = dict(n_steps=N_STEPS, batch_size=256, n_epochs=2, seed=0, device="cpu", policy_kwargs=dict(net_arch=[32, 32]))
+N_ENVS = 4  # 4 envs step together: a quarter of the policy calls for the same timesteps
+ROLLOUT = 256  # timesteps per PPO iteration, hence per SB3 dump
+EVAL_FREQ = 1024  # timesteps
+PPO_KWARGS = dict(n_steps=ROLLOUT // N_ENVS, batch_size=256, n_epochs=2, seed=0, device="cpu", policy_kwargs=dict(net_arch=[32, 32]))
 
 
 @pytest.fixture(autouse=True)
@@ -43,6 +45,10 @@ def _isolated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RLTRACK_CONFIG", raising=False)
     monkeypatch.delenv("RLTRACK_BACKENDS", raising=False)
+
+
+def cartpole():
+    return make_vec_env("CartPole-v1", n_envs=N_ENVS, seed=0)
 
 
 def make_logger(root: Path, name: str = "t", names: str = "both", use=("memory",), **run):
@@ -77,12 +83,12 @@ def ppo_like_dump(sb3_logger: Logger, iteration: int) -> None:
     sb3_logger.record("time/fps", 900)
     sb3_logger.record("time/iterations", iteration, exclude="tensorboard")
     sb3_logger.record("time/time_elapsed", 3, exclude="tensorboard")
-    sb3_logger.record("time/total_timesteps", iteration * N_STEPS, exclude="tensorboard")
+    sb3_logger.record("time/total_timesteps", iteration * ROLLOUT, exclude="tensorboard")
     sb3_logger.record("train/loss", 0.5 / iteration)
     sb3_logger.record("train/approx_kl", np.float32(0.01))
     sb3_logger.record("train/n_updates", iteration * 10, exclude="tensorboard")
     sb3_logger.record("custom/note", "hello")
-    sb3_logger.dump(step=iteration * N_STEPS)
+    sb3_logger.dump(step=iteration * ROLLOUT)
 
 
 def test_namespaces_kinds_and_step_axes(tmp_path):
@@ -110,7 +116,7 @@ def test_namespaces_kinds_and_step_axes(tmp_path):
         assert event.source == "sb3" and event.run == logger.name
         # env_steps is SB3's step; train_iter prefers time/iterations over train/n_updates
         iteration = 1 if event.time == events[0].time else 2
-        assert event.steps == {"env_steps": iteration * N_STEPS, "train_iter": iteration}
+        assert event.steps == {"env_steps": iteration * ROLLOUT, "train_iter": iteration}
         assert event.preaggregated == (event.namespace == "collector")
 
 
@@ -304,7 +310,7 @@ def test_module_imports_without_sb3():
 
 def test_attach_keeps_a_set_logger_and_is_idempotent(tmp_path):
     logger = make_logger(tmp_path)
-    model = PPO("MlpPolicy", "CartPole-v1", **PPO_KWARGS)
+    model = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
     sb3_logger = configure(str(tmp_path / "sb3"), ["csv", "json"])
     model.set_logger(sb3_logger)
     formats = list(sb3_logger.output_formats)
@@ -316,13 +322,17 @@ def test_attach_keeps_a_set_logger_and_is_idempotent(tmp_path):
 
 def test_attach_configures_the_logger_sb3_would(tmp_path):
     logger = make_logger(tmp_path)
-    model = PPO("MlpPolicy", "CartPole-v1", verbose=1, tensorboard_log=str(tmp_path / "tb"), **PPO_KWARGS)
+    model = PPO("MlpPolicy", cartpole(), verbose=1, tensorboard_log=str(tmp_path / "tb"), **PPO_KWARGS)
     writer = attach(model, logger)
     names = [type(f).__name__ for f in model.logger.output_formats]
     assert names == ["HumanOutputFormat", "TensorBoardOutputFormat", "RLTrackWriter"]
     assert model.logger.get_dir() == str(tmp_path / "tb" / "PPO_1")
-    assert writer.logger is logger
-    quiet = PPO("MlpPolicy", "CartPole-v1", verbose=0, **PPO_KWARGS)
+    assert writer.logger is logger and writer.train_iter_key == "time/iterations"
+    from stable_baselines3 import DQN
+
+    dqn_writer = attach(DQN("MlpPolicy", "CartPole-v1", buffer_size=1000, device="cpu"), logger)
+    assert dqn_writer.train_iter_key == "train/n_updates"  # off-policy: gradient steps
+    quiet = PPO("MlpPolicy", cartpole(), verbose=0, **PPO_KWARGS)
     attach(quiet, logger)
     assert [type(f).__name__ for f in quiet.logger.output_formats] == ["RLTrackWriter"]  # SB3 would print nothing
     logger.close()
@@ -331,29 +341,29 @@ def test_attach_configures_the_logger_sb3_would(tmp_path):
 def test_callback_alone_attaches_to_sb3s_own_logger(tmp_path):
     torch.set_num_threads(1)
     logger = make_logger(tmp_path, tracked=["algo", "env_id", "n_steps", "learning_rate"])
-    model = PPO("MlpPolicy", "CartPole-v1", verbose=0, tensorboard_log=str(tmp_path / "tb"), **PPO_KWARGS)
-    model.learn(N_STEPS * 2, callback=RLTrackCallback(logger))
+    model = PPO("MlpPolicy", cartpole(), verbose=0, tensorboard_log=str(tmp_path / "tb"), **PPO_KWARGS)
+    model.learn(ROLLOUT * 2, callback=RLTrackCallback(logger))
     assert model._custom_logger is False  # SB3 still builds its default logger per learn()
     assert [type(f).__name__ for f in model.logger.output_formats] == ["TensorBoardOutputFormat", "RLTrackWriter"]
     assert (tmp_path / "tb" / "PPO_1").is_dir()
     logger.close()
     collector = by_namespace(sb3_events(logger))["collector"]
-    assert [e.steps["env_steps"] for e in collector] == [N_STEPS, 2 * N_STEPS]
+    assert [e.steps["env_steps"] for e in collector] == [ROLLOUT, 2 * ROLLOUT]
     meta = json.loads((logger.run_dir / "meta.json").read_text())
-    assert meta["tracked"] == {"algo": "PPO", "env_id": "CartPole-v1", "n_steps": N_STEPS, "learning_rate": 3e-4}
+    assert meta["tracked"] == {"algo": "PPO", "env_id": "CartPole-v1", "n_steps": ROLLOUT // N_ENVS, "learning_rate": 3e-4}
     assert meta["info"]["framework"] == "stable-baselines3"
     [hparams] = [e for e in logger.backends["memory"].events if e.kind == "hparams"]
-    assert hparams.data["total_timesteps"] == 2 * N_STEPS and hparams.data["policy_class"] == "ActorCriticPolicy"
+    assert hparams.data["total_timesteps"] == 2 * ROLLOUT and hparams.data["policy_class"] == "ActorCriticPolicy"
 
 
 def test_model_hparams_are_json_friendly():
-    model = PPO("MlpPolicy", "CartPole-v1", learning_rate=lambda progress: 1e-3 * progress, **PPO_KWARGS)
+    model = PPO("MlpPolicy", cartpole(), learning_rate=lambda progress: 1e-3 * progress, **PPO_KWARGS)
     hparams = model_hparams(model)
     assert json.loads(json.dumps(hparams)) == hparams
     assert hparams["algo"] == "PPO" and hparams["env_id"] == "CartPole-v1"
     assert hparams["learning_rate"] == pytest.approx(1e-3)  # a schedule: its value at the start
     assert hparams["clip_range"] == pytest.approx(0.2)
-    assert hparams["gamma"] == 0.99 and hparams["n_steps"] == N_STEPS and hparams["batch_size"] == 256
+    assert hparams["gamma"] == 0.99 and hparams["n_steps"] == ROLLOUT // N_ENVS and hparams["batch_size"] == 256
     assert hparams["policy_kwargs"] == {"net_arch": [32, 32]}
     assert hparams["action_space"] == "Discrete(2)" and hparams["device"] == "cpu"
     assert not {"policy", "env", "rollout_buffer", "num_timesteps", "lr_schedule"} & set(hparams)
@@ -366,7 +376,7 @@ def run_ppo(folder: Path, logger=None):
     """PPO on CartPole-v1 with SB3's own csv output and an EvalCallback; with
     rltrack attached (writer, hyperparameters, periodic and best checkpoints)
     when `logger` is given."""
-    model = PPO("MlpPolicy", "CartPole-v1", verbose=0, **PPO_KWARGS)
+    model = PPO("MlpPolicy", cartpole(), verbose=0, **PPO_KWARGS)
     model.set_logger(configure(str(folder), ["csv"]))
     eval_env = DummyVecEnv([lambda: Monitor(gym.make("CartPole-v1"))])
     eval_env.seed(0)
@@ -375,8 +385,8 @@ def run_ppo(folder: Path, logger=None):
     if logger is not None:
         attach(model, logger)
         best = RLTrackCallback(logger)
-        callbacks.append(RLTrackCallback(logger, save_freq=EVAL_FREQ * 2))
-    callbacks.append(EvalCallback(eval_env, callback_on_new_best=best, eval_freq=EVAL_FREQ, n_eval_episodes=3, verbose=0, warn=False))
+        callbacks.append(RLTrackCallback(logger, save_freq=EVAL_FREQ * 2 // N_ENVS))  # in calls, as SB3 counts
+    callbacks.append(EvalCallback(eval_env, callback_on_new_best=best, eval_freq=EVAL_FREQ // N_ENVS, n_eval_episodes=3, verbose=0, warn=False))
     model.learn(TIMESTEPS, callback=callbacks)
     model.logger.close()
     return model
@@ -406,8 +416,8 @@ def test_sb3_progress_csv_is_unchanged(ppo_runs):
     with_columns, with_rltrack = read_csv(root / "sb3_with_rltrack" / "progress.csv")
     assert set(with_columns) == set(alone_columns)
     assert "rollout/ep_rew_mean" in with_columns and "eval/mean_reward" in with_columns
-    # one row per SB3 dump: TIMESTEPS / N_STEPS iterations plus TIMESTEPS / EVAL_FREQ evaluations
-    assert len(with_rltrack) == len(alone) == TIMESTEPS // N_STEPS + TIMESTEPS // EVAL_FREQ
+    # one row per SB3 dump: TIMESTEPS / ROLLOUT iterations plus TIMESTEPS / EVAL_FREQ evaluations
+    assert len(with_rltrack) == len(alone) == TIMESTEPS // ROLLOUT + TIMESTEPS // EVAL_FREQ
     wall_clock = {"time/fps", "time/time_elapsed"}
     for row_alone, row_with in zip(alone, with_rltrack):
         assert {k: v for k, v in row_with.items() if k not in wall_clock} == {k: v for k, v in row_alone.items() if k not in wall_clock}
@@ -419,7 +429,7 @@ def test_rltrack_has_sb3s_values_at_sb3s_steps(ppo_runs):
     root, logger, model = ppo_runs
     _, rows = read_csv(root / "sb3_with_rltrack" / "progress.csv")
     expected = [(int(r["time/total_timesteps"]), float(r["rollout/ep_rew_mean"])) for r in rows if r["rollout/ep_rew_mean"]]
-    assert [s for s, _ in expected] == [N_STEPS * i for i in range(1, TIMESTEPS // N_STEPS + 1)]
+    assert [s for s, _ in expected] == [ROLLOUT * i for i in range(1, TIMESTEPS // ROLLOUT + 1)]
     assert expected[-1][0] == model.num_timesteps
 
     events = list(rltrack.read_journal(logger.run_dir))
@@ -457,6 +467,10 @@ def test_eval_callback_gives_evaluator_metrics_and_best_checkpoint(ppo_runs):
     evaluator = [e for e in events if e.namespace == "evaluator" and e.kind == "scalars"]
     assert [(e.steps["env_steps"], e.data["reward_mean"]) for e in evaluator] == evals
     assert all({"mean_reward", "mean_ep_length", "reward_mean", "episode_length_mean"} <= set(e.data) for e in evaluator)
+    # EvalCallback's dumps (mid-rollout, no time/iterations) keep PPO's iteration count as train_iter
+    collector = [e for e in events if e.namespace == "collector" and "reward_mean" in e.data]
+    for e in evaluator:
+        assert e.steps["train_iter"] == max(c.steps["train_iter"] for c in collector if c.steps["env_steps"] < e.steps["env_steps"])
 
     checkpoints = [e.data for e in events if e.kind == "artifact" and e.namespace == "ckpt"]
     best_rewards = [m for i, (_, m) in enumerate(evals) if m > max([-math.inf] + [r for _, r in evals[:i]])]
@@ -469,7 +483,7 @@ def test_eval_callback_gives_evaluator_metrics_and_best_checkpoint(ppo_runs):
     best = logger.run_dir / "ckpt" / "ckpt_best.pth.tar"
     assert zipfile.is_zipfile(best)
     loaded = PPO.load(best, device="cpu")
-    assert loaded.n_steps == N_STEPS
+    assert loaded.n_steps == ROLLOUT // N_ENVS
     [best_iteration] = [c["iteration"] for c in checkpoints if c["metric"] == best_rewards[-1]]
     assert best.read_bytes() == (logger.run_dir / "ckpt" / f"iteration_{best_iteration}.pth.tar").read_bytes()
 
@@ -478,8 +492,12 @@ def test_run_directory_records_the_run(ppo_runs):
     _, logger, _ = ppo_runs
     meta = json.loads((logger.run_dir / "meta.json").read_text())
     assert meta["status"] == "finished"
-    assert meta["tracked"] == {"algo": "PPO", "env_id": "CartPole-v1", "n_steps": N_STEPS}
+    assert meta["tracked"] == {"algo": "PPO", "env_id": "CartPole-v1", "n_steps": ROLLOUT // N_ENVS}
     hparams = [e for e in rltrack.read_journal(logger.run_dir) if e.kind == "hparams"]
     assert len(hparams) == 1  # two callbacks of ours, one set of hyperparameters
-    text = (logger.run_dir / "log" / "collector" / "collector_logger.txt").read_text()
-    assert "reward_mean" in text
+    # a table per SB3 dump in rltrack's text logs (SB3's dump is rltrack's dump)
+    dumps = [e.steps["env_steps"] for e in rltrack.read_journal(logger.run_dir) if e.namespace == "evaluator" and e.kind == "scalars"]
+    text = (logger.run_dir / "log" / "evaluator" / "evaluator_logger.txt").read_text()
+    assert text.count("reward_mean") == len(dumps) == TIMESTEPS // EVAL_FREQ
+    for step in dumps:
+        assert f"env_steps={step} " in text

@@ -16,10 +16,16 @@ What arrives in rltrack, per `Logger.dump(step)` of SB3:
   the training thread from a plain copy of the values; numpy scalars, arrays
   and strings are converted later on rltrack's pipeline thread.
 * Step axes: `env_steps` = the `step` SB3 passes (its `num_timesteps`), and
-  `train_iter` = `time/iterations` (on-policy algorithms: rollout/update
-  rounds) or else `train/n_updates` (gradient steps for off-policy ones). The
-  last known `train_iter` is carried into later dumps that lack it (e.g. the
-  dump `EvalCallback` makes), so every event has both axes once training began.
+  `train_iter` = `time/iterations` for on-policy algorithms (PPO, A2C: one
+  per rollout-and-update round) or `train/n_updates` for off-policy ones
+  (DQN, SAC, TD3: gradient steps). One source is used for the whole run:
+  `attach`/`RLTrackCallback` pick it from the model's class; a writer built
+  by hand takes the first of the two keys it sees (`time/iterations` if both
+  come together). The last known `train_iter` is carried into later dumps
+  that lack it (e.g. the dump `EvalCallback` makes), so every event has both
+  axes once training began.
+* Each SB3 dump ends with `Logger.dump(steps)`, rltrack's store-then-log
+  point: aggregating filters emit, the console and text logs print a table.
 * Namespaces from SB3's prefixes: `rollout/` -> `collector`, `eval/` ->
   `evaluator`, `train/` -> `learner`, `time/` -> `time`; other prefixes are
   kept as they are, keys without a prefix get namespace `""`. Under `time/`,
@@ -152,15 +158,18 @@ class _WriterImpl:
     untouched. Its format name for `exclude=` is "rltrack". See the module
     docstring for what is sent and how."""
 
-    def __init__(self, logger: Logger, *, names: str | None = None, close_logger: bool = False) -> None:
+    def __init__(self, logger: Logger, *, names: str | None = None, train_iter_key: str | None = None, close_logger: bool = False) -> None:
         """`logger`: an rltrack Logger. `names` overrides the config's `run.names`
-        ("both", "canonical", "native"). `close_logger=True` makes `close()`
+        ("both", "canonical", "native"). `train_iter_key`: the SB3 key giving
+        the `train_iter` axis (default: see the module docstring). `close_logger=True` makes `close()`
         (called by SB3's `Logger.close()`) close the rltrack logger too; by
         default it stays open, since whoever made it closes it."""
         self.logger = logger
         self.mode = names or logger.config.get("run", {}).get("names", "both")
         self.close_logger = close_logger
         self.train_iter: int | None = None
+        #: The key `train_iter` is read from; None: the first of TRAIN_ITER_KEYS seen in a dump.
+        self.train_iter_key: str | None = train_iter_key
         self._routes: dict[str, _Route] = {}
         self._typed: tuple[type, ...] | None = None
 
@@ -168,11 +177,16 @@ class _WriterImpl:
         """Called by SB3's `Logger.dump` on the training thread: copies the values
         into one `Event` per namespace and hands them to the rltrack logger."""
         now = time.time()
-        for iter_key in TRAIN_ITER_KEYS:
+        iter_key = self.train_iter_key
+        if iter_key is None:
+            for candidate in TRAIN_ITER_KEYS:
+                if candidate in key_values:
+                    iter_key = self.train_iter_key = candidate
+                    break
+        if iter_key is not None:
             value = key_values.get(iter_key)
             if value is not None:
                 self.train_iter = value
-                break
         steps = {"env_steps": step} if self.train_iter is None else {"env_steps": step, "train_iter": self.train_iter}
         typed = self._typed or self._sb3_types()
         routes = self._routes
@@ -207,6 +221,7 @@ class _WriterImpl:
         run = self.logger.name
         for (namespace, kind), data in buckets.items():
             emit(Event(now, data, kind, namespace, dict(steps), "sb3", run=run, preaggregated=(namespace, kind) in preaggregated))
+        self.logger.dump(steps)
 
     def close(self) -> None:
         """Called by SB3's `Logger.close()`; see `close_logger`."""
@@ -464,7 +479,7 @@ class _CallbackImpl:
     def _init_callback(self) -> None:
         # learn() calls this right after SB3 configured the model's logger for this run
         if self.attach and getattr(self.model, "_logger", None) is not None:
-            add_writer(self.model.logger, self.rltrack_logger)
+            add_writer(self.model.logger, self.rltrack_logger, train_iter_key=train_iter_key(self.model))
         if self.log_hparams:
             hparams = model_hparams(self.model)
             if _HPARAMS_SENT.get(self.rltrack_logger) != hparams:  # not sent yet by another instance of ours
@@ -549,9 +564,22 @@ if TYPE_CHECKING:
         """Hyperparameters and checkpoints of an SB3 model, to an rltrack `Logger`."""
 
 
+def train_iter_key(model: Any) -> str | None:
+    """The SB3 key that counts training iterations for `model`'s algorithm."""
+    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+    from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+
+    if isinstance(model, OnPolicyAlgorithm):
+        return "time/iterations"
+    if isinstance(model, OffPolicyAlgorithm):
+        return "train/n_updates"
+    return None
+
+
 def add_writer(sb3_logger: Any, logger: Logger, **writer_options: Any) -> Any:
-    """Appends an `RLTrackWriter` for `logger` to `sb3_logger.output_formats`,
-    unless one for the same rltrack logger is there already; returns that writer."""
+    """Appends an `RLTrackWriter(logger, **writer_options)` to
+    `sb3_logger.output_formats`, unless one for the same rltrack logger is
+    there already; returns that writer."""
     writer_cls = _classes()["RLTrackWriter"]
     for existing in sb3_logger.output_formats:
         if isinstance(existing, writer_cls) and existing.logger is logger:
@@ -581,8 +609,9 @@ def attach(model: BaseAlgorithm, logger: Logger, *, tb_log_name: str | None = No
 
         sb3_logger = configure_logger(model.verbose, model.tensorboard_log, tb_log_name or type(model).__name__, True)
         model.set_logger(sb3_logger)
+    writer_options.setdefault("train_iter_key", train_iter_key(model))
     return add_writer(model.logger, logger, **writer_options)
 
 
-__all__ = ["CANONICAL", "FORMAT_NAME", "RLTrackCallback", "RLTrackWriter", "add_writer", "attach", "model_hparams"]
+__all__ = ["CANONICAL", "FORMAT_NAME", "RLTrackCallback", "RLTrackWriter", "add_writer", "attach", "model_hparams", "train_iter_key"]
 

@@ -1,0 +1,77 @@
+"""Stable-Baselines3 PPO on CartPole-v1 with rltrack attached.
+
+    python examples/sb3_ppo_cartpole.py [--timesteps 5000] [--root runs] [--name sb3_ppo_cartpole]
+
+SB3 logs as usual; `attach` adds rltrack next to SB3's own outputs, an
+`EvalCallback` evaluates every 1,000 steps, and two `RLTrackCallback`s record
+the hyperparameters, a checkpoint every 2,000 steps and the best model by
+evaluation. rltrack writes the run directory (local backend) and prints a
+table per namespace at each SB3 dump (console backend). Needs the `sb3` extra:
+pip install 'rltrack[sb3]'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import rltrack
+from rltrack.adapters.sb3 import RLTrackCallback, attach
+
+
+def main(argv: list[str] | None = None) -> Path:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timesteps", type=int, default=5_000, help="environment steps to train for (default 5000)")
+    parser.add_argument("--root", default="runs", help="directory holding run directories (default ./runs)")
+    parser.add_argument("--name", default="sb3_ppo_cartpole", help="run name (a timestamp is added if it is taken)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import EvalCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)  # a small MLP: threads cost more than they bring
+    logger = rltrack.make_logger(
+        run={"root": args.root, "name": args.name, "tracked": ["algo", "env_id", "learning_rate", "n_steps", "seed"]},
+        backends={"use": ["local", "console"]},
+    )
+    n_envs = 4
+    model = PPO(
+        "MlpPolicy",
+        make_vec_env("CartPole-v1", n_envs=n_envs, seed=args.seed),
+        n_steps=128,  # x 4 envs: one SB3 dump every 512 steps
+        batch_size=128,
+        n_epochs=4,
+        learning_rate=1e-3,
+        seed=args.seed,
+        device="cpu",
+        verbose=0,  # rltrack's console backend prints the tables
+    )
+    attach(model, logger)  # keeps whatever SB3 outputs the model has, adds rltrack's
+    eval_callback = EvalCallback(
+        make_vec_env("CartPole-v1", n_envs=1, seed=args.seed + 100),
+        eval_freq=max(1_000 // n_envs, 1),  # SB3 counts calls; each call steps all envs
+        n_eval_episodes=5,
+        callback_on_new_best=RLTrackCallback(logger),  # -> ckpt/ckpt_best.pth.tar
+        verbose=0,
+    )
+    periodic = RLTrackCallback(logger, save_freq=max(2_000 // n_envs, 1))  # hyperparameters, ckpt/iteration_<N>.pth.tar
+    try:
+        model.learn(args.timesteps, callback=[periodic, eval_callback])
+    except BaseException as exc:
+        logger.close(status="killed" if isinstance(exc, KeyboardInterrupt) else "failed")
+        raise
+    logger.close()
+
+    run_dir = logger.run_dir
+    print(f"\nrun directory: {run_dir}")
+    print(f"best model:    {run_dir / 'ckpt' / 'ckpt_best.pth.tar'} (PPO.load reads it)")
+    print(f"TensorBoard:   tensorboard --logdir {run_dir / 'log' / 'serial'}")
+    return run_dir
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
