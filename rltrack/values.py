@@ -36,24 +36,26 @@ def normalize(event: Event, report: Report) -> list[Event]:
     texts: dict[str, str] = {}
     histograms: dict[str, list[float]] = {}
     for key, value in flatten(event.data, clean=lambda k: _clean_key(k, report)).items():
-        value = _from_array_protocol(value)
-        number = _as_number(value)
-        if number is not _NOT_A_NUMBER:
-            if type(value) not in (int, float) and value is not None:
-                report.count("converted", f"{type(value).__name__} -> {type(number).__name__}")
-            scalars[key] = number
+        name = type(value).__name__
+        try:
+            where, kept = _classify(value)
+        except Exception as exc:  # noqa: BLE001 - a user's object must not stop the pipeline thread
+            report.count("dropped", f"{key}: converting {name} raised {type(exc).__name__}")
             continue
-        values = _as_float_list(value)
-        if values:
-            histograms[key] = values
-            report.count("routed", f"{type(value).__name__} -> histogram")
-        elif values is not None:  # an empty array says nothing, and trackers reject empty histograms
-            report.count("dropped", f"{key}: empty {type(value).__name__}")
-        elif isinstance(value, (str, bytes)):
-            texts[key] = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-            report.count("routed", f"{type(value).__name__} -> text")
+        if where == "scalars":
+            if type(value) not in (int, float) and value is not None:
+                report.count("converted", f"{name} -> {type(kept).__name__}")
+            scalars[key] = kept
+        elif where == "histogram":
+            histograms[key] = kept
+            report.count("routed", f"{name} -> histogram")
+        elif where == "text":
+            texts[key] = kept
+            report.count("routed", f"{name} -> text")
+        elif where == "empty":  # an empty array says nothing, and trackers reject empty histograms
+            report.count("dropped", f"{key}: empty {name}")
         else:
-            report.count("dropped", f"{key}: no numeric conversion for {type(value).__name__}")
+            report.count("dropped", f"{key}: no numeric conversion for {name}")
     out = []
     if scalars:
         out.append(replace(event, data=scalars))
@@ -70,14 +72,34 @@ def _histograms(event: Event, report: Report) -> list[Event]:
     the repr of an array."""
     data: dict[str, list[float]] = {}
     for key, value in flatten(event.data, clean=lambda k: _clean_key(k, report)).items():
-        value = _from_array_protocol(value)
-        number = _as_number(value)
-        values = [float(number)] if number is not _NOT_A_NUMBER and number is not None else _as_float_list(value)
-        if values:
-            data[key] = values
+        try:
+            where, kept = _classify(value)
+        except Exception:  # noqa: BLE001 - a user's object must not stop the pipeline thread
+            where = "drop"
+        if where == "scalars" and kept is not None:
+            data[key] = [float(kept)]
+        elif where == "histogram":
+            data[key] = kept
         else:
             report.count("dropped", f"{key}: no histogram values in {type(value).__name__}")
     return [replace(event, data=data)] if data else []
+
+
+def _classify(value: Any) -> tuple[str, Any]:
+    """Where one value goes and what of it is kept: ("scalars", number or None),
+    ("histogram", floats), ("text", str), ("empty", None) or ("drop", None)."""
+    value = _from_array_protocol(value)
+    number = _as_number(value)
+    if number is not _NOT_A_NUMBER:
+        return "scalars", number
+    values = _as_float_list(value)
+    if values is not None:
+        return ("histogram", values) if values else ("empty", None)
+    if isinstance(value, bytes):
+        return "text", value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        return "text", str(value)
+    return "drop", None
 
 
 def flatten(mapping: dict[Any, Any], prefix: str = "", clean: Callable[[Any], str] = str) -> dict[str, Any]:
@@ -136,12 +158,9 @@ def _from_array_protocol(value: Any) -> Any:
     (TensorFlow tensors, as Acme learners hand them over); others unchanged."""
     if not hasattr(value, "__array__") or hasattr(value, "item"):
         return value
-    try:
-        import numpy
+    import numpy  # present wherever such objects exist
 
-        return numpy.asarray(value)
-    except Exception:  # noqa: BLE001 - a user's object must not stop the pipeline thread
-        return value
+    return numpy.asarray(value)
 
 
 def _as_number(value: Any) -> Any:

@@ -509,3 +509,43 @@ def test_aggregate_before_time_lets_the_time_filter_drop_the_aggregate(tmp_path)
     logger.dump()
     memory = finish(logger)
     assert memory.metrics == {"learner/reward": [0.0], "learner/loss_mean": [float(xs[0])]}
+
+
+# ---- a filter that raises ------------------------------------------------------
+
+
+class Broken(rltrack.filters.Filter):
+    """Raises on every third record and at every dump."""
+
+    def __init__(self):
+        self.seen = 0
+
+    def apply(self, event):
+        self.seen += 1
+        if self.seen % 3 == 0:
+            raise RuntimeError("boom")
+        return [event]
+
+    def flush(self, steps, now):
+        raise ZeroDivisionError("dump")
+
+
+def test_a_raising_filter_passes_records_on_and_counts_the_error():
+    report = Report()
+    chain = FilterChain([Broken(), KeyFilter(drop="secret")], report)
+    outs = [chain.process(ev({"x": float(i), "secret": 1}, step=i)) for i in range(6)]
+    assert [[e.data for e in out] for out in outs] == [[{"x": float(i)}] for i in range(6)]  # later filters still ran
+    assert chain.dump(None, 0.0) == []
+    assert report.as_dict()["counts"]["core.errors"] == {"Broken: RuntimeError: boom": 2, "Broken: ZeroDivisionError: dump": 1}
+
+
+def test_a_raising_filter_does_not_stop_the_pipeline(tmp_path):
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path)}, "backends": {"use": ["memory"]}})
+    logger._chain.filters.insert(0, Broken())  # no config name for it: a stand-in for a filter bug
+    for i in range(5):
+        logger.write({"x": float(i)}, step=i)
+    logger.dump()
+    memory = finish(logger)
+    assert memory.metrics == {"x": [0.0, 1.0, 2.0, 3.0, 4.0]}
+    # the third record's apply raised; the flushes at dump() and at close() raised
+    assert logger.report.as_dict()["counts"]["core.errors"] == {"Broken: RuntimeError: boom": 1, "Broken: ZeroDivisionError: dump": 2}

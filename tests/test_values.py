@@ -116,7 +116,8 @@ def test_arrays_tensors_and_number_lists_become_histograms():
     assert all(type(v) is float for values in hist.data.values() for v in values)
     assert report.total("routed") == 8
     assert report.as_dict()["counts"]["core.routed"] == {
-        "ndarray -> histogram": 4,  # actions, q, one, and tf_like once converted
+        "ndarray -> histogram": 3,
+        "ArrayLike -> histogram": 1,  # the report names the type the user passed
         "Tensor -> histogram": 2,
         "list -> histogram": 1,
         "tuple -> histogram": 1,
@@ -126,7 +127,29 @@ def test_arrays_tensors_and_number_lists_become_histograms():
 def test_array_protocol_0d_is_a_number():
     by_kind, report = norm({"x": ArrayLike(2.5)})
     assert by_kind["scalars"].data == {"x": 2.5}
-    assert report.total("converted") == 1
+    assert report.as_dict()["counts"]["core.converted"] == {"ArrayLike -> float": 1}
+
+
+class Hostile:
+    """Looks like an array and raises on every conversion."""
+
+    size = 1
+    ndim = 0
+
+    def item(self):
+        raise KeyError("no")
+
+    def tolist(self):
+        raise MemoryError("no")
+
+
+def test_values_that_raise_on_conversion_are_dropped_and_counted():
+    by_kind, report = norm({"bad": Hostile(), "ok": 1.0})
+    assert by_kind["scalars"].data == {"ok": 1.0}
+    assert report.as_dict()["counts"]["core.dropped"] == {"bad: converting Hostile raised KeyError": 1}
+    by_kind, report = norm({"bad": Hostile(), "ok": [1]}, kind="histogram")
+    assert by_kind["histogram"].data == {"ok": [1.0]}
+    assert report.as_dict()["counts"]["core.dropped"] == {"bad: no histogram values in Hostile": 1}
 
 
 def test_strings_and_bytes_become_text():
@@ -290,6 +313,17 @@ def test_end_to_end_routes_and_report(tmp_path):
     assert saved["counts"]["core.routed"] == {"ndarray -> histogram": 3, "str -> text": 3}
     assert saved["counts"]["core.dropped"] == {"bad: no numeric conversion for object": 3}
     assert saved["renamed"] == {"core": {"2 (int)": "2"}}
+
+
+def test_end_to_end_a_hostile_value_does_not_stop_the_run(tmp_path):
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path)}, "backends": {"use": ["memory"]}})
+    logger.write({"bad": Hostile(), "x": 1.0})
+    logger.write({"x": 2.0})
+    assert logger.close(timeout=10)
+    assert logger.backends["memory"].metrics == {"x": [1.0, 2.0]}
+    assert json.loads((logger.run_dir / "report.json").read_text())["counts"]["core.dropped"] == {
+        "bad: converting Hostile raised KeyError": 1
+    }
 
 
 def test_end_to_end_none_reaches_backends_only_without_the_none_filter(tmp_path):
