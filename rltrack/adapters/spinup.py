@@ -111,7 +111,7 @@ def _canonical_table() -> dict[str, str]:
         "LossQ": "critic_loss_avg",
         "KL": "approx_kl_avg",
         "ClipFrac": "clipfrac_avg",
-        "Entropy": "entropy_loss_avg",  # DI-engine's PPO calls the (positive) policy entropy entropy_loss
+        "Entropy": "entropy_avg",  # the (positive) policy entropy, as RLlib's `entropy` maps
     }
     for key, name in learner.items():
         table[f"learner/{key}"] = f"learner/{name}"  # average_only=True, as SpinningUp's algorithms log them
