@@ -378,7 +378,7 @@ def run_ppo(folder: Path, logger=None):
     when `logger` is given."""
     model = PPO("MlpPolicy", cartpole(), verbose=0, **PPO_KWARGS)
     model.set_logger(configure(str(folder), ["csv"]))
-    eval_env = DummyVecEnv([lambda: Monitor(gym.make("CartPole-v1"))])
+    eval_env = DummyVecEnv([lambda: Monitor(gym.make("CartPole-v1"))] * 3)  # the 3 episodes side by side
     eval_env.seed(0)
     callbacks = []
     best = None
@@ -501,3 +501,16 @@ def test_run_directory_records_the_run(ppo_runs):
     assert text.count("reward_mean") == len(dumps) == TIMESTEPS // EVAL_FREQ
     for step in dumps:
         assert f"env_steps={step} " in text
+
+
+def test_example_runs(tmp_path, capsys):
+    import runpy
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "sb3_ppo_cartpole.py"
+    run_dir = runpy.run_path(str(example), run_name="example")["main"](["--timesteps", "1024", "--root", str(tmp_path / "runs")])
+    out = capsys.readouterr().out
+    assert f"tensorboard --logdir {run_dir / 'log' / 'serial'}" in out
+    assert (run_dir / "ckpt" / "ckpt_best.pth.tar").is_file()
+    assert json.loads((run_dir / "meta.json").read_text())["tracked"]["env_id"] == "CartPole-v1"
+    namespaces = {e.namespace for e in rltrack.read_journal(run_dir) if e.kind == "scalars"}
+    assert {"collector", "evaluator", "learner", "time"} <= namespaces

@@ -33,7 +33,7 @@ What arrives in rltrack, per `Logger.dump(step)` of SB3:
   `*duration*`, `*_sec`, `*_seconds`) are sent as kind `timing`; `fps`,
   `iterations`, `total_timesteps`, `episodes` stay `scalars`.
 * `rollout/` values are SB3's moving means over the last `stats_window_size`
-  episodes, so `collector` events carry `preaggregated=True`.
+  episodes, so `collector` events holding them carry `preaggregated=True`.
 * Canonical names (`CANONICAL` below) per `run.names` in the config: "both"
   (default) sends `collector/ep_rew_mean` *and* `collector/reward_mean`.
 * `key_excluded`: this writer's format name is `"rltrack"` (`FORMAT_NAME`).

@@ -1,0 +1,207 @@
+"""Calling-thread cost of the Stable-Baselines3 adapter, beside SB3's own logger.
+
+Per SB3 dump of a 10-key record as PPO makes it (`rollout/ep_rew_mean`,
+`rollout/ep_len_mean` as numpy floats, `time/fps`, `time/iterations`,
+`time/time_elapsed`, `time/total_timesteps` as ints, the last three with
+`exclude="tensorboard"` as SB3 records them, and four `train/` losses as
+numpy floats): 10 x `Logger.record` + `Logger.dump(step)`, timed together
+with perf_counter_ns on the calling thread.
+
+  * SB3 csv+json+tensorboard      - SB3's `configure(folder, ["csv", "json", "tensorboard"])`
+                                    logger: the native path and the reference;
+  * SB3 csv+json+tensorboard + rltrack
+                                  - the same logger with an `RLTrackWriter` appended (what
+                                    `attach(model, logger)` does), rltrack with the local
+                                    backend and no filters (every event reaches the journal,
+                                    tfevents, csv and text logs on the pipeline thread);
+  * SB3 Logger with only RLTrackWriter
+                                  - record + dump with rltrack as the only format;
+  * RLTrackWriter.write alone     - the writer's `write(key_values, key_excluded, step)`
+                                    with the dicts SB3 would pass, nothing else.
+
+Systems alternate in rounds so machine noise hits all of them alike; between
+blocks each is settled untimed (rltrack `flush()`), so no background backlog
+is billed to the next block. A block lasts long enough (hundreds of dumps) for
+rltrack's pipeline thread to run during it, so GIL sharing is in the figures.
+
+    python bench/bench_sb3.py            # about 30 s
+    python bench/bench_sb3.py --quick    # a few seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import rltrack  # noqa: E402
+from rltrack.adapters.sb3 import RLTrackWriter  # noqa: E402
+
+System = tuple[Callable[[Any], None], Callable[[], None], Callable[[], None]]  # call, settle, close
+
+EXCLUDED = {"time/iterations", "time/time_elapsed", "time/total_timesteps"}
+
+
+def sb3_records(n: int, seed: int = 0) -> list[tuple[int, list[tuple[str, Any]]]]:
+    """n dumps of 10 values as PPO records them: (step, [(key, value), ...])."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        step = 2048 * (i + 1)
+        out.append((step, [
+            ("rollout/ep_rew_mean", np.float64(rng.normal(100, 10))), ("rollout/ep_len_mean", np.float64(rng.normal(100, 10))),
+            ("time/fps", int(rng.integers(800, 1200))), ("time/iterations", i + 1), ("time/time_elapsed", i // 2),
+            ("time/total_timesteps", step), ("train/loss", np.float64(rng.random())), ("train/value_loss", np.float64(rng.random())),
+            ("train/policy_gradient_loss", np.float64(rng.random())), ("train/approx_kl", np.float32(rng.random())),
+        ]))  # fmt: skip
+    return out
+
+
+def record_and_dump(sb3_logger: Any) -> Callable[[Any], None]:
+    record, dump = sb3_logger.record, sb3_logger.dump
+
+    def call(item: tuple[int, list[tuple[str, Any]]]) -> None:
+        step, values = item
+        for key, value in values:
+            record(key, value, exclude="tensorboard" if key in EXCLUDED else None)
+        dump(step)
+
+    return call
+
+
+def writer_alone(writer: Any) -> Callable[[Any], None]:
+    def call(item: tuple[int, dict[str, Any], dict[str, tuple[str, ...]]]) -> None:
+        step, key_values, key_excluded = item
+        writer.write(key_values, key_excluded, step)
+
+    return call
+
+
+def systems(tmp: Path) -> dict[str, tuple[System, bool]]:
+    from stable_baselines3.common.logger import configure
+
+    formats = ["csv", "json", "tensorboard"]
+    native = configure(str(tmp / "sb3_native"), formats)
+    with_ours = configure(str(tmp / "sb3_with_rltrack"), formats)
+    ours_logger = rltrack.make_logger(run={"root": str(tmp / "runs"), "name": "with"}, backends={"use": ["local"]})
+    with_ours.output_formats.append(RLTrackWriter(ours_logger))
+    only_logger = rltrack.make_logger(run={"root": str(tmp / "runs"), "name": "only"}, backends={"use": ["local"]})
+    from stable_baselines3.common.logger import Logger
+
+    only = Logger(None, [RLTrackWriter(only_logger)])
+    alone_logger = rltrack.make_logger(run={"root": str(tmp / "runs"), "name": "alone"}, backends={"use": ["local"]})
+    alone = RLTrackWriter(alone_logger)
+    nothing = lambda: None  # noqa: E731
+    # (system, takes pre-built SB3 dicts instead of record() calls)
+    return {
+        "SB3 csv+json+tensorboard (native)": ((record_and_dump(native), nothing, native.close), False),
+        "SB3 csv+json+tensorboard + RLTrackWriter": ((record_and_dump(with_ours), ours_logger.flush, lambda: (with_ours.close(), ours_logger.close())), False),
+        "SB3 Logger with only RLTrackWriter": ((record_and_dump(only), only_logger.flush, only_logger.close), False),
+        "RLTrackWriter.write alone": ((writer_alone(alone), alone_logger.flush, alone_logger.close), True),
+    }
+
+
+def as_sb3_dicts(items: list[tuple[int, list[tuple[str, Any]]]]) -> list[tuple[int, dict[str, Any], dict[str, tuple[str, ...]]]]:
+    """What SB3's Logger.dump hands each writer: values and exclusions by key."""
+    return [
+        (step, dict(values), {key: ("tensorboard",) if key in EXCLUDED else ("",) for key, _ in values})
+        for step, values in items
+    ]
+
+
+def time_calls(call: Callable[[Any], None], items: list[Any], samples: list[int]) -> None:
+    clock = time.perf_counter_ns
+    for item in items:
+        t0 = clock()
+        call(item)
+        samples.append(clock() - t0)
+
+
+def percentile(sorted_ns: list[int], q: float) -> float:
+    index = min(len(sorted_ns) - 1, max(0, math.ceil(q / 100 * len(sorted_ns)) - 1))
+    return sorted_ns[index] / 1000
+
+
+def summary(samples: list[int], round_medians: list[float]) -> dict[str, float]:
+    s = sorted(samples)
+    return {"n": len(s), "median": percentile(s, 50), "p90": percentile(s, 90), "p99": percentile(s, 99),
+            "mean": sum(s) / len(s) / 1000, "lo": min(round_medians), "hi": max(round_medians)}  # fmt: skip
+
+
+def run_rounds(all_systems: dict[str, tuple[System, bool]], items: list[Any], rounds: int, warmup: int) -> dict[str, dict[str, float]]:
+    prebuilt = as_sb3_dicts(items)
+    for (call, settle, _), raw in all_systems.values():
+        time_calls(call, (prebuilt if raw else items)[:warmup], [])
+        settle()
+    per_round = (len(items) - warmup) // rounds
+    samples: dict[str, list[int]] = {name: [] for name in all_systems}
+    medians: dict[str, list[float]] = {name: [] for name in all_systems}
+    names = list(all_systems)
+    for r in range(rounds):
+        lo, hi = warmup + r * per_round, warmup + (r + 1) * per_round
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            (call, settle, _), raw = all_systems[name]
+            block: list[int] = []
+            gc.collect()
+            time_calls(call, (prebuilt if raw else items)[lo:hi], block)
+            settle()
+            samples[name] += block
+            medians[name].append(percentile(sorted(block), 50))
+    for (_, _, close), _ in all_systems.values():
+        close()
+    return {name: summary(samples[name], medians[name]) for name in names}
+
+
+def table(results: dict[str, dict[str, float]], reference: str) -> str:
+    ref = results[reference]["median"]
+    lines = ["| system (per dump of 10 keys) | median µs | p90 µs | p99 µs | mean µs | round medians µs | ÷ SB3 native |",
+             "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for name, r in results.items():
+        lines.append(f"| {name} | {r['median']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['mean']:.1f} "
+                     f"| {r['lo']:.1f}–{r['hi']:.1f} | {r['median'] / ref:.2f}× |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dumps", type=int, default=10_000, help="timed dumps per system")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="1,500 dumps per system")
+    args = parser.parse_args()
+    if args.quick:
+        args.dumps = 1_500
+    started = time.time()
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    warmup = 200
+    with tempfile.TemporaryDirectory(prefix="rltrack-bench-sb3-") as tmp_name:
+        results = run_rounds(systems(Path(tmp_name)), sb3_records(args.dumps + warmup), args.rounds, warmup)
+    import stable_baselines3
+
+    native = "SB3 csv+json+tensorboard (native)"
+    both = "SB3 csv+json+tensorboard + RLTrackWriter"
+    print(f"## SB3 adapter: calling-thread cost per dump ({time.strftime('%Y-%m-%d')})\n")
+    print(f"Command: `python bench/bench_sb3.py{' --quick' if args.quick else ''}` (took {time.time() - started:.0f} s); "
+          f"{os.cpu_count()} CPUs, load average {load} at start, {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end; "
+          f"Python {sys.version.split()[0]}, stable-baselines3 {stable_baselines3.__version__}. "
+          f"{args.dumps:,} timed dumps per system, {args.rounds} alternating rounds; rltrack with the local backend, no filters.\n")  # fmt: skip
+    print(table(results, native))
+    added = results[both]["median"] - results[native]["median"]
+    alone = results["RLTrackWriter.write alone"]["median"]
+    print(f"\n- Attaching rltrack to SB3's csv+json+tensorboard logger adds {added:.1f} µs per dump (median, "
+          f"{results[both]['median'] / results[native]['median']:.2f}×); `RLTrackWriter.write` itself takes {alone:.1f} µs "
+          f"({alone / 10:.2f} µs per key).")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
