@@ -29,8 +29,8 @@ billed to the next block. The pipeline thread hardly runs during a timed block
 (they last milliseconds), as in bench_write.py; read that script's "pipeline
 busy" row for what GIL sharing adds.
 
-    python bench/bench_acme_spinup.py            # about 20 s
-    python bench/bench_acme_spinup.py --quick    # a few seconds
+    python bench/bench_acme_spinup.py            # about 30 s of CPU (longer on a loaded machine)
+    python bench/bench_acme_spinup.py --quick    # about 5 s of CPU
 """
 
 from __future__ import annotations

@@ -236,7 +236,9 @@ class RLTrackLoggerFactory:
     before. Closing the Acme loggers does not end the run, because Acme creates
     and closes its loggers independently of each other; end it with
     `factory.close()` (or `with make_logger_factory(...) as factory:`), or let
-    rltrack close it at interpreter exit.
+    rltrack close it at interpreter exit. The sharing is per process: in a
+    multi-process Launchpad program every process that calls the factory makes
+    its own run (name them apart with `run.name`).
 
     With `acme_factory` (e.g. `acme.utils.experiment_utils.make_experiment_logger`
     or `acme.utils.loggers.make_default_logger`), each call returns
