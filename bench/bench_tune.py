@@ -1,0 +1,286 @@
+"""Calling-thread cost of the Ray Tune / RLlib adapter per result, beside Tune's own logger callbacks.
+
+Per result dict shaped like RLlib 2.60's `algo.train()` output as Tune hands it
+to callbacks (nested dicts, numpy float64 values, Tune's bookkeeping keys and
+the trial's `config`), in two sizes: "40 keys" (39 metric leaves, a typical
+PPO result with the connector timers left out) and "150 keys" (the same plus
+the ~100 per-connector timers RLlib 2.60 really reports):
+
+  * bare capture          - `list.append(dict(result))`: the floor;
+  * RLTrackCallback       - `rltrack.adapters.tune.RLTrackCallback.log_trial_result`
+                            on a real `ray.tune.experiment.Trial`, default
+                            config (local backend: journal, tfevents, csv, text
+                            logs, all written on rltrack's pipeline thread);
+  * log_result            - `rltrack.adapters.tune.log_result(logger, result)`,
+                            the no-Tune path, same backend;
+  * Tune CSV / JSON / TBX - `ray.tune.logger.CSVLoggerCallback`,
+                            `JsonLoggerCallback`, `TBXLoggerCallback`
+                            `.log_trial_result` on their own real Trial (they
+                            write and flush on the calling thread, which is
+                            Tune's driver loop);
+  * Tune's 3 defaults     - the three above called one after the other: what
+                            every `tune.run` pays per result unless
+                            TUNE_DISABLE_AUTO_CALLBACK_LOGGERS is set.
+
+The Trials are real Trial objects with a real StorageContext; Ray is
+initialised (num_cpus=1, no dashboard) only because a Trial's local path lives
+in the Ray session directory. Systems alternate in rounds; between blocks each
+is settled untimed (rltrack `flush()`), as in the other bench scripts. The
+last line measures how fast rltrack's pipeline thread drains a burst.
+
+    python bench/bench_tune.py            # about a minute, most of it ray.init
+    python bench/bench_tune.py --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import rltrack  # noqa: E402
+from rltrack.adapters.tune import log_result  # noqa: E402
+
+System = tuple[Callable[[Any], None], Callable[[], None], Callable[[], None]]  # call, settle, close
+
+
+def results(n: int, size: str, seed: int = 0) -> list[dict[str, Any]]:
+    """n RLlib-like results as Tune passes them to callbacks."""
+    rng = np.random.default_rng(seed)
+    f = np.float64
+    config = {"lr": 5e-5, "gamma": 0.99, "lambda_": 0.95, "clip_param": 0.3, "vf_clip_param": 10.0, "entropy_coeff": 0.0,
+              "kl_coeff": 0.2, "kl_target": 0.01, "num_epochs": 30, "minibatch_size": 128, "train_batch_size_per_learner": 4000,
+              "env": "CartPole-v1", "num_env_runners": 2, "framework": "torch", "seed": 0, "model": {"fcnet_hiddens": [256, 256]},
+              "use_kl_loss": True, "use_critic": True, "use_gae": True, "grad_clip": None}  # fmt: skip
+    out = []
+    for i in range(1, n + 1):
+        ret = f(rng.normal(100, 10))
+        env_runners: dict[str, Any] = {
+            "episode_return_mean": ret, "episode_return_max": ret + 20, "episode_return_min": ret - 20,
+            "episode_len_mean": ret, "episode_len_max": np.int64(200), "episode_len_min": np.int64(10),
+            "num_env_steps_sampled": 4000, "num_env_steps_sampled_lifetime": float(4000 * i),
+            "num_episodes": 40, "num_episodes_lifetime": float(40 * i), "env_step_timer": f(rng.random() * 1e-4),
+            "sample": f(rng.random()), "module_episode_return_mean": {"default_policy": ret},
+            "agent_episode_return_mean": {"default_agent": ret},
+            "num_env_steps_sampled_lifetime_throughput": {"throughput_since_last_reduce": f(rng.uniform(500, 600))},
+        }  # fmt: skip
+        learner = {k: f(rng.random()) for k in ("total_loss", "policy_loss", "vf_loss", "vf_loss_unclipped", "entropy",
+                                                 "mean_kl_loss", "curr_kl_coeff", "curr_entropy_coeff", "vf_explained_var",
+                                                 "default_optimizer_learning_rate")}  # fmt: skip
+        learner["num_module_steps_trained"] = np.int64(4000)
+        if size == "150":
+            connectors = {f"connector_{j}": f(rng.random() * 1e-5) for j in range(25)}
+            env_runners["env_to_module_connector"] = {"timers": {"connectors": dict(connectors)}}
+            env_runners["module_to_env_connector"] = {"timers": {"connectors": dict(connectors)}}
+            learner["learner_connector"] = {"timers": {"connectors": dict(connectors)}}
+            env_runners["rlmodule_inference_timer"] = f(rng.random() * 1e-4)
+            env_runners["extra"] = {f"stat_{j}": f(rng.random()) for j in range(24)}
+        result = {
+            "env_runners": env_runners,
+            "learners": {"default_policy": learner,
+                         "__all_modules__": {"num_env_steps_trained": np.int64(4000), "num_env_steps_trained_lifetime": float(4000 * i)}},
+            "timers": {k: f(rng.random()) for k in ("training_iteration", "training_step", "env_runner_sampling_timer",
+                                                    "learner_update_timer", "synch_weights")},
+            "perf": {"cpu_util_percent": f(50.0), "ram_util_percent": f(6.2)},
+            "fault_tolerance": {"num_healthy_workers": 2, "num_remote_worker_restarts": 0},
+            "num_env_steps_sampled_lifetime": float(4000 * i),
+            "num_training_step_calls_per_iteration": 1,
+            "training_iteration": i, "time_this_iter_s": 1.5, "time_total_s": 1.5 * i, "time_since_restore": 1.5 * i,
+            "timestamp": 1_790_000_000 + i, "date": "2026-11-20_12-00-00", "done": False, "trial_id": "abc12_00000",
+            "hostname": "vm", "pid": 1234, "node_ip": "127.0.0.1", "iterations_since_restore": i, "checkpoint_dir_name": None,
+            "config": config,
+        }  # fmt: skip
+        out.append(result)
+    return out
+
+
+def count_leaves(result: dict[str, Any]) -> int:
+    n = 0
+    for key, value in result.items():
+        if key == "config":
+            continue
+        n += count_leaves(value) if isinstance(value, dict) else 1
+    return n
+
+
+def make_trial(storage_root: Path, name: str) -> Any:
+    from ray.train._internal.storage import StorageContext
+    from ray.tune.experiment import Trial
+
+    storage = StorageContext(storage_path=str(storage_root), experiment_dir_name="bench", trial_dir_name=name)
+    trial = Trial("PPO", config=results(1, "40")[0]["config"], trial_id=f"{name}_00000", storage=storage, experiment_tag="0")
+    trial.init_local_path()
+    return trial
+
+
+def systems(tmp: Path) -> dict[str, System]:
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback
+
+    from rltrack.adapters.tune import RLTrackCallback
+
+    captured: list[dict[str, Any]] = []
+    nothing = lambda: None  # noqa: E731
+    out: dict[str, System] = {"bare capture (floor)": (lambda r: captured.append(dict(r)), captured.clear, captured.clear)}
+
+    callback = RLTrackCallback(run={"root": str(tmp / "rltrack")})
+    cb_trial = make_trial(tmp / "ray", "rltrack_cb")
+    callback.log_trial_start(cb_trial)
+    out["RLTrackCallback.log_trial_result (local backend)"] = (
+        lambda r: callback.log_trial_result(0, cb_trial, r),
+        lambda: callback.loggers[cb_trial.trial_id].flush(),
+        lambda: callback.log_trial_end(cb_trial),
+    )
+    logger = rltrack.make_logger(run={"root": str(tmp / "rltrack"), "name": "log_result"})
+    out["log_result(logger, result) (local backend)"] = (lambda r: log_result(logger, r), logger.flush, logger.close)
+
+    tune_callbacks = {}
+    for label, cls in (("CSV", CSVLoggerCallback), ("JSON", JsonLoggerCallback), ("TBX", TBXLoggerCallback)):
+        cb, trial = cls(), make_trial(tmp / "ray", f"tune_{label.lower()}")
+        cb.log_trial_start(trial)
+        tune_callbacks[label] = (cb, trial)
+        out[f"Tune {cls.__name__}.log_trial_result"] = (
+            lambda r, cb=cb, trial=trial: cb.log_trial_result(0, trial, r), nothing, lambda cb=cb, trial=trial: cb.log_trial_end(trial))
+    defaults = [(cls(), make_trial(tmp / "ray", f"tune_all_{cls.__name__}")) for cls in (CSVLoggerCallback, JsonLoggerCallback, TBXLoggerCallback)]
+    for cb, trial in defaults:
+        cb.log_trial_start(trial)
+
+    def all_three(r: dict[str, Any]) -> None:
+        for cb, trial in defaults:
+            cb.log_trial_result(0, trial, r)
+
+    out["Tune's 3 default logger callbacks (CSV+JSON+TBX)"] = (all_three, nothing, lambda: [cb.log_trial_end(t) for cb, t in defaults])
+    return out
+
+
+def time_calls(call: Callable[[Any], None], items: list[Any], samples: list[int]) -> None:
+    clock = time.perf_counter_ns
+    for item in items:
+        t0 = clock()
+        call(item)
+        samples.append(clock() - t0)
+
+
+def percentile(sorted_ns: list[int], q: float) -> float:
+    index = min(len(sorted_ns) - 1, max(0, math.ceil(q / 100 * len(sorted_ns)) - 1))
+    return sorted_ns[index] / 1000
+
+
+def summary(samples: list[int], round_medians: list[float]) -> dict[str, float]:
+    s = sorted(samples)
+    return {"n": len(s), "median": percentile(s, 50), "p90": percentile(s, 90), "p99": percentile(s, 99),
+            "mean": sum(s) / len(s) / 1000, "lo": min(round_medians), "hi": max(round_medians)}  # fmt: skip
+
+
+def run_rounds(systems: dict[str, System], items: list[Any], rounds: int, warmup: int) -> dict[str, dict[str, float]]:
+    for call, settle, _ in systems.values():
+        time_calls(call, items[:warmup], [])
+        settle()
+    per_round = (len(items) - warmup) // rounds
+    samples: dict[str, list[int]] = {name: [] for name in systems}
+    medians: dict[str, list[float]] = {name: [] for name in systems}
+    names = list(systems)
+    for r in range(rounds):
+        block_items = items[warmup + r * per_round : warmup + (r + 1) * per_round]
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            call, settle, _ = systems[name]
+            block: list[int] = []
+            gc.collect()
+            time_calls(call, block_items, block)
+            settle()
+            samples[name] += block
+            medians[name].append(percentile(sorted(block), 50))
+    for _, _, close in systems.values():
+        close()
+    return {name: summary(samples[name], medians[name]) for name in names}
+
+
+def drain(tmp: Path, items: list[dict[str, Any]]) -> tuple[float, float]:
+    """(calling-thread µs per result, wall µs per result until flush() returns) for a burst."""
+    logger = rltrack.make_logger(run={"root": str(tmp / "rltrack"), "name": "burst"})
+    t0 = time.perf_counter()
+    for r in items:
+        log_result(logger, r)
+    t1 = time.perf_counter()
+    logger.flush()
+    t2 = time.perf_counter()
+    logger.close()
+    return (t1 - t0) / len(items) * 1e6, (t2 - t0) / len(items) * 1e6
+
+
+def table(results: dict[str, dict[str, float]], reference: str) -> str:
+    ref = results[reference]["median"]
+    lines = ["| system | median µs | p90 µs | p99 µs | mean µs | round medians µs | ÷ Tune CSV |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, r in results.items():
+        lines.append(f"| {name} | {r['median']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['mean']:.1f} "
+                     f"| {r['lo']:.1f}–{r['hi']:.1f} | {r['median'] / ref:.2f}× |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def init_ray() -> None:
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    for attempt in (1, 2):
+        try:
+            ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            return
+        except Exception as exc:  # Ray gives its raylet a fixed time to register; a loaded machine can miss it
+            ray.shutdown()
+            if attempt == 2 or "timed out during startup" not in str(exc):
+                raise
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", type=int, default=2_000, help="timed results per system and size")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="400 results")
+    args = parser.parse_args()
+    if args.quick:
+        args.results = 400
+    started = time.time()
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    init_ray()
+    import ray
+
+    ray_started = time.time()
+    tables = {}
+    with tempfile.TemporaryDirectory(prefix="rltrack-bench-tune-") as tmp_name:
+        tmp = Path(tmp_name)
+        warmup = 200
+        for size in ("40", "150"):
+            items = results(args.results + warmup, size)
+            leaves = count_leaves(items[0])
+            tables[size] = (leaves, run_rounds(systems(tmp / size), items, args.rounds, warmup))
+        burst = drain(tmp, results(2_000, "150", seed=1))
+    ray.shutdown()
+    ref = "Tune CSVLoggerCallback.log_trial_result"
+    print(f"## Ray Tune / RLlib adapter: calling-thread cost per result ({time.strftime('%Y-%m-%d')})\n")
+    print(f"Command: `python bench/bench_tune.py{' --quick' if args.quick else ''}` (took {time.time() - started:.0f} s, "
+          f"{ray_started - started:.0f} s of it ray.init); {os.cpu_count()} CPUs, load average {load} at start, "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at end; Python {sys.version.split()[0]}, ray {ray.__version__}.\n")  # fmt: skip
+    for size, (leaves, res) in tables.items():
+        print(f"### {leaves} metric leaves + 13 Tune bookkeeping keys + config (20 keys); {args.results:,} timed results per system, "
+              f"{args.rounds} alternating rounds\n")
+        print(table(res, ref))
+        ours = res["RLTrackCallback.log_trial_result (local backend)"]["median"]
+        three = res["Tune's 3 default logger callbacks (CSV+JSON+TBX)"]["median"]
+        print(f"\n- RLTrackCallback median {ours:.1f} µs vs Tune's CSV {res[ref]['median']:.1f} µs and its three default "
+              f"callbacks together {three:.1f} µs ({three / ours:.1f}× ours).\n")  # fmt: skip
+    print(f"Burst of 2,000 150-key results through log_result: {burst[0]:.1f} µs per result on the calling thread, "
+          f"{burst[1]:.1f} µs per result until flush() returned (journal + local backend written).")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+"""Ray Tune / RLlib adapter: real `tune.run`, real `tune.Tuner`, real RLlib PPO on CartPole.
+
+Ray's start-up is slow (~30 s on a 2-core machine), so the tests that need a
+running Ray share one `ray.init` through the module-scoped `ray_session`
+fixture. The tests above it need no Ray session (they feed `log_result`
+result dicts shaped like RLlib's and Tune's).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import rltrack
+from rltrack.adapters import tune as adapter
+from rltrack.canonical import vocabulary
+
+RUN_INFO_COLUMNS = ["trial_id", "hostname", "pid", "date", "timestamp", "done", "node_ip", "training_iteration",
+                    "iterations_since_restore", "checkpoint_dir_name", "config/lr", "config"]
+
+
+def _meta(run_dir: Path) -> dict:
+    return json.loads((run_dir / "meta.json").read_text())
+
+
+def _hparams(run_dir: Path) -> dict:
+    return ast.literal_eval((run_dir / "total_config.py").read_text())["hparams"]
+
+
+def _tags(events) -> set[str]:
+    return {e.tag(k) for e in events for k in e.data}
+
+
+def _result(iteration: int, **extra):
+    """A result dict shaped like RLlib 2.60's `algo.train()` (new API stack)."""
+    result = {
+        "env_runners": {
+            "episode_return_mean": 10.0 * iteration,
+            "num_env_steps_sampled_lifetime": float(200 * iteration),
+            "env_step_timer": 0.0001,
+            "module_to_env_connector": {"timers": {"connectors": {"get_actions": 0.0002}}},
+        },
+        "learners": {"default_policy": {"total_loss": 1.0 / iteration, "vf_loss": 0.5}, "p1": {"policy_loss": 0.25}},
+        "timers": {"training_iteration": 0.5},
+        "training_iteration": iteration,
+        "trial_id": "default",
+        "hostname": "host",
+        "pid": 123,
+        "date": f"2026-01-0{iteration}",
+        "timestamp": 1000 + iteration,
+        "done": False,
+        "time_this_iter_s": 0.5,
+        "config": {"lr": 5e-5, "gamma": 0.99},
+    }
+    result.update(extra)
+    return result
+
+
+def _memory_logger(tmp_path: Path, names: str = "both"):
+    return rltrack.make_logger(run={"root": str(tmp_path), "name": "r", "names": names}, backends={"use": ["memory"]})
+
+
+# ---- without a Ray session --------------------------------------------------------
+
+
+def test_log_result_maps_rllib_keys_steps_bookkeeping_and_kinds(tmp_path: Path) -> None:
+    logger = _memory_logger(tmp_path)
+    adapter.log_result(logger, _result(1))
+    adapter.log_result(logger, _result(2, evaluation={"env_runners": {"episode_return_mean": 42.0}}))
+    logger.close()
+    memory = logger.backends["memory"]
+    scalars = [e for e in memory.events if e.kind in ("scalars", "timing")]
+    assert {e.source for e in scalars} == {"rllib"} and all(e.preaggregated for e in scalars)
+    assert memory.metrics["collector/reward_mean"] == [10.0, 20.0]
+    assert memory.metrics["env_runners/episode_return_mean"] == [10.0, 20.0]  # native kept ("both")
+    assert memory.steps["collector/reward_mean"] == [200, 400]  # env_steps is the primary axis
+    assert all(list(e.steps) == ["env_steps", "train_iter"] for e in scalars)
+    assert memory.metrics["learner/total_loss_avg"] == [1.0, 0.5]
+    assert memory.metrics["learner/value_loss_avg"] == [0.5, 0.5]
+    assert memory.metrics["learner/p1/policy_loss_avg"] == [0.25, 0.25]  # a second module
+    assert memory.metrics["evaluator/reward_mean"] == [42.0]  # the late key, at iteration 2
+    assert memory.steps["evaluator/reward_mean"] == [400]
+    timing = _tags(e for e in memory.events if e.kind == "timing")
+    assert timing == {"timers/training_iteration", "env_runners/env_step_timer",
+                      "env_runners/module_to_env_connector/timers/connectors/get_actions", "time_this_iter_s"}
+    metric_tags = _tags(scalars)
+    assert not {t for t in metric_tags for c in RUN_INFO_COLUMNS if t == c or t.startswith("config/")}
+    hparams = [e for e in memory.events if e.kind == "hparams"]
+    assert len(hparams) == 1 and hparams[0].data == {"lr": 5e-5, "gamma": 0.99}
+    info = _meta(logger.run_dir)["info"]
+    assert info["framework"] == "rllib" and info["trial_id"] == "default" and info["pid"] == 123
+    assert info["date"] == "2026-01-02" and info["timestamp"] == 1002 and info["done"] is False
+
+
+def test_names_canonical_replaces_and_native_keeps_only_rllib_keys(tmp_path: Path) -> None:
+    for names, present, absent in (
+        ("canonical", {"collector/reward_mean", "learner/total_loss_avg"}, {"env_runners/episode_return_mean"}),
+        ("native", {"env_runners/episode_return_mean", "learners/default_policy/total_loss"}, {"collector/reward_mean"}),
+    ):
+        logger = _memory_logger(tmp_path / names, names)
+        adapter.log_result(logger, _result(1))
+        logger.close()
+        tags = _tags(logger.backends["memory"].events)
+        assert present <= tags and not absent & tags, names
+        assert "learners/default_policy/policy_loss" not in tags  # not reported: nothing invented
+
+
+def test_plain_tune_result_non_numeric_values_and_late_keys_in_progress_csv(tmp_path: Path) -> None:
+    logger = rltrack.make_logger(run={"root": str(tmp_path), "name": "plain"}, backends={"use": ["memory", "local"]})
+
+    class Opaque:
+        def __str__(self) -> str:
+            return "opaque-object"
+
+    for i in (1, 2, 3):
+        result = {"loss": 1.0 / i, "nested": {"acc": 0.1 * i}, "phase": f"it{i}", "weights": [0.1, 0.2 * i],
+                  "thing": Opaque(), "training_iteration": i, "trial_id": "t", "done": i == 3, "time_total_s": 0.1 * i}
+        if i == 3:
+            result["late"] = 7.0
+        adapter.log_result(logger, result)
+    logger.close()
+    events = logger.backends["memory"].events
+    assert {e.source for e in events if e.kind != "hparams"} == {"tune"}
+    assert not any(e.preaggregated for e in events)
+    texts = [e.data for e in events if e.kind == "text"]
+    assert [t["phase"] for t in texts] == ["it1", "it2", "it3"] and texts[0]["thing"] == "opaque-object"
+    assert [e.data["weights"] for e in events if e.kind == "histogram"] == [[0.1, 0.2], [0.1, 0.4], [0.1, 0.6000000000000001]]
+    assert all(e.steps == {"train_iter": i} for i, e in zip((1, 2, 3), (e for e in events if e.kind == "text")))
+    df = pd.read_csv(logger.run_dir / "progress.csv")
+    assert list(df["train_iter"]) == [1, 2, 3]
+    assert df["loss"].tolist() == pytest.approx([1.0, 0.5, 1 / 3])
+    assert df["nested/acc"].tolist() == pytest.approx([0.1, 0.2, 0.3])
+    assert df["late"].isna().tolist() == [True, True, False] and df["late"].iloc[2] == 7.0
+    assert not set(RUN_INFO_COLUMNS) & set(df.columns)
+    assert _meta(logger.run_dir)["info"]["done"] is True
+
+
+def test_bookkeeping_is_sent_only_when_it_changes(tmp_path: Path) -> None:
+    logger = _memory_logger(tmp_path)
+    sent = []
+    real = logger.set_run_info
+    logger.set_run_info = lambda info: (sent.append(dict(info)), real(info))  # type: ignore[method-assign]
+    for i in (1, 2):
+        adapter.log_result(logger, {"x": 1.0, "training_iteration": i, "hostname": "h", "pid": 1, "date": f"d{i}"})
+    logger.close()
+    assert sent == [{"hostname": "h", "pid": 1, "date": "d1", "framework": "tune"}, {"date": "d2"}]
+
+
+def test_log_result_rejects_what_is_not_a_result(tmp_path: Path) -> None:
+    logger = _memory_logger(tmp_path)
+    with pytest.raises(TypeError, match="result dict"):
+        adapter.log_result(logger, [1, 2])  # type: ignore[arg-type]
+    logger.close()
+
+
+def test_canonical_vocabulary_lists_rllib() -> None:
+    table = vocabulary()
+    assert table["collector/reward_mean"]["rllib"] == "env_runners/episode_return_mean"
+    assert table["evaluator/reward_mean"]["rllib"] == "evaluation/env_runners/episode_return_mean"
+    assert adapter.canonical_name("learners/__all_modules__/total_loss") is None
+
+
+def test_module_imports_without_ray_and_names_the_extra() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.modules["ray"] = None  # as if Ray were not installed
+        import rltrack.adapters.tune as t
+        assert callable(t.log_result)
+        try:
+            t.RLTrackCallback
+        except ImportError as exc:
+            print(type(exc).__name__, exc)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "MissingExtraError" in done.stdout and "rltrack[tune]" in done.stdout
+
+
+def test_callback_is_a_real_logger_callback_and_pickles(tmp_path: Path) -> None:
+    from ray.tune.logger import LoggerCallback
+
+    from rltrack.adapters.tune import RLTrackCallback
+
+    callback = RLTrackCallback(run={"root": str(tmp_path)})
+    assert isinstance(callback, LoggerCallback)
+    assert adapter.RLTrackCallback is RLTrackCallback
+    clone = pickle.loads(pickle.dumps(callback))
+    assert type(clone) is RLTrackCallback and clone.run_dirs == {}
+
+
+def test_callback_config_mistakes_fail_when_built(tmp_path: Path) -> None:
+    from rltrack.adapters.tune import RLTrackCallback
+
+    with pytest.raises(rltrack.ConfigError, match="names"):
+        RLTrackCallback(run={"root": str(tmp_path), "names": "all"})
+
+
+# ---- with a real Ray session ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray = pytest.importorskip("ray")
+    for attempt in (1, 2):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+            break
+        except Exception as exc:  # Ray gives its raylet a fixed 30 s to register; a loaded machine can miss it
+            ray.shutdown()
+            if attempt == 2 or "timed out during startup" not in str(exc):
+                raise
+    yield ray
+    ray.shutdown()
+
+
+def test_tune_run_grid_one_run_dir_per_trial_late_keys_hparams_failure(tmp_path: Path, ray_session) -> None:
+    from ray import tune
+
+    from rltrack.adapters.tune import RLTrackCallback
+
+    def trainable(config):
+        for i in range(1, 5):
+            metrics = {"loss": config["lr"] * i, "nested": {"acc": 0.1 * i}, "phase": f"it{i}"}
+            if i >= 3:
+                metrics["eval_score"] = 10.0 * i  # first appears at iteration 3
+            tune.report(metrics)
+        if config["lr"] > 0.05:
+            raise RuntimeError("this trial is made to fail")
+
+    callback = RLTrackCallback(run={"root": str(tmp_path / "runs")})
+    tune.run(
+        trainable,
+        config={"lr": tune.grid_search([0.01, 0.1]), "arch": "mlp"},
+        callbacks=[callback],
+        storage_path=str(tmp_path / "ray_results"),
+        name="grid",
+        verbose=0,
+        raise_on_failed_trial=False,
+    )
+    assert callback.loggers == {}  # every run closed
+    run_dirs = sorted((tmp_path / "runs" / "grid").iterdir())
+    assert len(run_dirs) == 2 and sorted(callback.run_dirs.values()) == run_dirs
+    statuses = {}
+    for run_dir in run_dirs:
+        meta = _meta(run_dir)
+        info = meta["info"]
+        hparams = _hparams(run_dir)
+        assert set(hparams) == {"lr", "arch"} and hparams["arch"] == "mlp"
+        statuses[hparams["lr"]] = meta["status"]
+        assert info["framework"] == "tune" and info["experiment"] == "grid"
+        assert run_dir == callback.run_dirs[info["trial_id"]]
+        assert run_dir.name.startswith(info["trial_name"])
+        for key in ("hostname", "pid", "node_ip", "date", "timestamp", "iterations_since_restore", "experiment_tag"):
+            assert key in info, key
+        df = pd.read_csv(run_dir / "progress.csv")
+        assert list(df["train_iter"]) == [1, 2, 3, 4]
+        assert df["loss"].tolist() == pytest.approx([hparams["lr"] * i for i in (1, 2, 3, 4)])
+        assert df["nested/acc"].tolist() == pytest.approx([0.1, 0.2, 0.3, 0.4])
+        assert df["eval_score"].isna().tolist() == [True, True, False, False]
+        assert df["eval_score"].iloc[2:].tolist() == [30.0, 40.0]
+        assert {"time_this_iter_s", "time_total_s"} <= set(df.columns)
+        assert not set(RUN_INFO_COLUMNS) & set(df.columns)
+        events = list(rltrack.read_journal(run_dir))
+        assert {"loss", "nested/acc", "eval_score", "phase", "time_this_iter_s"} <= _tags(events)
+        assert [e.data["phase"] for e in events if e.kind == "text"] == ["it1", "it2", "it3", "it4"]
+        assert {e.kind for e in events if "time_this_iter_s" in e.data} == {"timing"}
+        assert {e.source for e in events if e.kind in ("scalars", "text")} == {"tune"}
+        assert not set(RUN_INFO_COLUMNS) & _tags(e for e in events if e.kind in ("scalars", "timing"))
+    assert statuses == {0.01: "finished", 0.1: "failed"}
+
+
+def test_tuner_run_config_callback_and_run_name_as_group(tmp_path: Path, ray_session) -> None:
+    from ray import tune
+
+    from rltrack.adapters.tune import RLTrackCallback
+
+    def trainable(config):
+        for i in range(1, 3):
+            tune.report({"env_runners": {"episode_return_mean": config["x"] * i, "num_env_steps_sampled_lifetime": 100 * i}})
+
+    callback = RLTrackCallback(run={"root": str(tmp_path / "runs"), "name": "my_group", "names": "canonical"},
+                               backends={"use": ["local"]})
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"x": 3.0},
+        run_config=tune.RunConfig(name="tuner_exp", storage_path=str(tmp_path / "ray_results"), callbacks=[callback], verbose=0),
+    )
+    results = tuner.fit()
+    assert not results.errors
+    (run_dir,) = (tmp_path / "runs" / "my_group").iterdir()
+    assert _meta(run_dir)["status"] == "finished" and _meta(run_dir)["info"]["experiment"] == "tuner_exp"
+    assert _hparams(run_dir) == {"x": 3.0}
+    df = pd.read_csv(run_dir / "progress.csv")
+    assert df["collector/reward_mean"].tolist() == [3.0, 6.0]
+    assert df["env_steps"].tolist() == [100, 200] and "env_runners/episode_return_mean" not in df.columns
+    assert {e.source for e in rltrack.read_journal(run_dir) if e.kind == "scalars"} == {"rllib"}
+
+
+def test_rllib_ppo_cartpole_train_through_log_result(tmp_path: Path, ray_session) -> None:
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    config = (
+        PPOConfig()
+        .environment("CartPole-v1")
+        .env_runners(num_env_runners=0)
+        .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=1)
+        .evaluation(evaluation_interval=2, evaluation_duration=2, evaluation_duration_unit="episodes")
+        .debugging(seed=0)
+    )
+    algo = config.build_algo()
+    logger = rltrack.make_logger(run={"root": str(tmp_path), "name": "ppo"}, backends={"use": ["memory", "local"]})
+    sampled = []
+    try:
+        for _ in range(2):
+            result = algo.train()
+            sampled.append(int(result["env_runners"]["num_env_steps_sampled_lifetime"]))
+            adapter.log_result(logger, result)
+    finally:
+        algo.stop()
+        logger.close()
+    memory = logger.backends["memory"]
+    assert len(memory.metrics["collector/reward_mean"]) == 2
+    assert memory.steps["collector/reward_mean"] == sampled
+    learner = {tag for tag in memory.metrics if tag.startswith("learner/")}
+    assert {"learner/total_loss_avg", "learner/policy_loss_avg", "learner/value_loss_avg"} <= learner
+    assert memory.steps["evaluator/reward_mean"] == sampled[1:]  # evaluation ran at iteration 2 only
+    numeric = [e for e in memory.events if e.kind in ("scalars", "timing")]
+    assert all(e.source == "rllib" and e.preaggregated for e in numeric)
+    assert all(e.steps == {"env_steps": s, "train_iter": i + 1} for e in numeric
+               for i, s in enumerate(sampled) if e.steps["train_iter"] == i + 1)
+    assert any(e.kind == "timing" and "training_iteration" in e.data for e in numeric)
+    assert _hparams(logger.run_dir)["lr"] == pytest.approx(5e-5)
+    info = _meta(logger.run_dir)["info"]
+    assert info["framework"] == "rllib" and "hostname" in info
+    df = pd.read_csv(logger.run_dir / "progress.csv")
+    assert df["env_steps"].tolist() == sampled and "evaluator/reward_mean" in df.columns
