@@ -274,6 +274,32 @@ def test_typed_values_become_media_and_hparams(tmp_path):
     assert columns == ["train/loss"]
 
 
+def test_image_given_as_a_file_path_is_copied(tmp_path):
+    logger = make_logger(tmp_path)
+    source = tmp_path / "frame.jpg"
+    PILImage.new("RGB", (4, 3), (0, 0, 255)).save(source)
+    sb3_logger = Logger(None, [RLTrackWriter(logger)])
+    sb3_logger.record("eval/frame", Image(str(source), "HWC"))
+    sb3_logger.dump(7)
+    logger.close()
+    [event] = sb3_events(logger)
+    record = event.data["frame"]
+    assert (event.kind, event.namespace, record["path"], record["format"]) == ("image", "evaluator", "media/evaluator/frame_7.jpg", "jpg")
+    assert (logger.run_dir / record["path"]).read_bytes() == source.read_bytes()
+
+
+def test_sb3_logger_close_leaves_the_rltrack_logger_open_unless_asked(tmp_path):
+    logger = make_logger(tmp_path)
+    Logger(None, [RLTrackWriter(logger)]).close()
+    logger.log_text("note", "still open")
+    assert logger.flush(10)
+    owned = make_logger(tmp_path, name="owned")
+    Logger(None, [RLTrackWriter(owned, close_logger=True)]).close()
+    assert json.loads((owned.run_dir / "meta.json").read_text())["status"] == "finished"
+    logger.close()
+    assert [e.data for e in logger.backends["memory"].events if e.kind == "text"] == [{"note": "still open"}]
+
+
 def test_unencodable_media_is_counted_not_raised(tmp_path):
     logger = make_logger(tmp_path)
     sb3_logger = Logger(None, [RLTrackWriter(logger)])

@@ -161,9 +161,10 @@ class _WriterImpl:
     def __init__(self, logger: Logger, *, names: str | None = None, train_iter_key: str | None = None, close_logger: bool = False) -> None:
         """`logger`: an rltrack Logger. `names` overrides the config's `run.names`
         ("both", "canonical", "native"). `train_iter_key`: the SB3 key giving
-        the `train_iter` axis (default: see the module docstring). `close_logger=True` makes `close()`
-        (called by SB3's `Logger.close()`) close the rltrack logger too; by
-        default it stays open, since whoever made it closes it."""
+        the `train_iter` axis (default: see the module docstring).
+        `close_logger=True` makes `close()` (called by SB3's `Logger.close()`)
+        close the rltrack logger too; by default it stays open, since whoever
+        made it closes it."""
         self.logger = logger
         self.mode = names or logger.config.get("run", {}).get("names", "both")
         self.close_logger = close_logger
@@ -255,19 +256,19 @@ class _WriterImpl:
             self.logger.report.count("dropped", reason, section="sb3")
             return None, None
 
-    def _media_path(self, key: str, step: int) -> tuple[Path, str]:
+    def _media_path(self, key: str, step: int, suffix: str = ".png") -> tuple[Path, str]:
         prefix, _, leaf = key.partition("/") if "/" in key else ("", "", key)
         folder = Path("media") / safe_filename(NAMESPACES.get(prefix, prefix) or "main")
         stem = f"{safe_filename(leaf)}_{step}"
         (self.logger.run_dir / folder).mkdir(parents=True, exist_ok=True)
-        name, n = f"{stem}.png", 1
+        name, n = f"{stem}{suffix}", 1
         while (self.logger.run_dir / folder / name).exists():
-            name, n = f"{stem}_{n}.png", n + 1
+            name, n = f"{stem}_{n}{suffix}", n + 1
         return self.logger.run_dir / folder / name, (folder / name).as_posix()
 
     def _image_value(self, key: str, image: Any, dataformats: str, step: int) -> dict[str, Any]:
         if isinstance(image, (str, Path)):  # a path to an image file: copied as it is
-            target, relative = self._media_path(key, step)
+            target, relative = self._media_path(key, step, Path(image).suffix.lower())
             shutil.copyfile(image, target)
             return {"path": relative, "format": Path(image).suffix.lstrip(".").lower() or "file", "source": str(image)}
         return self._save_image(key, _to_hwc(_numpy(image), dataformats), step)
