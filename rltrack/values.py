@@ -75,7 +75,7 @@ def _histograms(event: Event, report: Report) -> list[Event]:
         try:
             where, kept = _classify(value)
         except Exception:  # noqa: BLE001 - a user's object must not stop the pipeline thread
-            where = "drop"
+            where, kept = "drop", None
         if where == "scalars" and kept is not None:
             data[key] = [float(kept)]
         elif where == "histogram":

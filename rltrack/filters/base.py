@@ -35,11 +35,7 @@ class Filter:
 
 class FilterChain:
     """Runs events through filters in config order; what a filter emits at
-    dump or tick time goes through the filters after it, not before.
-
-    A filter that raises must not stop the pipeline thread (everything after
-    it would be lost): the error is counted in the report, the record goes on
-    unfiltered, and an emission that raised is skipped."""
+    dump or tick time goes through the filters after it, not before."""
 
     def __init__(self, filters: Sequence[Filter], report: Report) -> None:
         self.filters = list(filters)
@@ -59,12 +55,7 @@ class FilterChain:
     def _emit(self, emit: Any) -> list[Event]:
         out: list[Event] = []
         for index, filt in enumerate(self.filters):
-            try:
-                emitted = emit(filt)
-            except Exception as exc:  # noqa: BLE001 - see the class docstring
-                self._failed(filt, exc)
-                continue
-            out.extend(self._run(emitted, index + 1))
+            out.extend(self._run(emit(filt), index + 1))
         return out
 
     def _run(self, events: list[Event], start: int) -> list[Event]:
@@ -73,19 +64,12 @@ class FilterChain:
                 break
             passed: list[Event] = []
             for event in events:
-                try:
-                    result = filt.apply(event)
-                except Exception as exc:  # noqa: BLE001 - see the class docstring
-                    self._failed(filt, exc)
-                    result = [event]
+                result = filt.apply(event)
                 if not result and filt.empty_means_dropped:
                     self._report.count("filtered", type(filt).__name__)
                 passed.extend(result)
             events = passed
         return events
-
-    def _failed(self, filt: Filter, exc: Exception) -> None:
-        self._report.count("errors", f"{type(filt).__name__}: {type(exc).__name__}: {exc}")
 
 
 def compile_regex(name: str, pattern: Any) -> re.Pattern[str]:
