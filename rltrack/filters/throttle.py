@@ -8,7 +8,10 @@ from rltrack.filters.base import Filter, check_positive
 
 class TimeFilter(Filter):
     """Forwards a record only if at least `seconds` passed (by the records' own
-    capture times) since the last record forwarded from the same namespace."""
+    capture times) since the last record forwarded from the same namespace.
+    A record captured before that one (the wall clock was set back) is
+    forwarded and restarts the interval, rather than silencing the namespace
+    until the clock catches up."""
 
     def __init__(self, seconds: float) -> None:
         check_positive("seconds", seconds)
@@ -17,7 +20,7 @@ class TimeFilter(Filter):
 
     def apply(self, event: Event) -> list[Event]:
         last = self._last.get(event.namespace)
-        if last is not None and event.time - last < self.seconds:
+        if last is not None and 0 <= event.time - last < self.seconds:
             return []
         self._last[event.namespace] = event.time
         return [event]
