@@ -10,6 +10,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rltrack
 from rltrack.events import Event
@@ -262,6 +264,19 @@ def test_aggregate_windows_are_per_namespace():
         assert len(mine) == math.ceil(len(xs) / 5)
         for k, event in enumerate(mine):
             assert_stats(event.data, "loss", xs[5 * k : 5 * k + 5])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=40), st.sampled_from(["", "learner"]))
+def test_aggregate_matches_numpy_on_any_finite_values(xs, namespace):
+    filt = AggregateFilter("v", stats=["mean", "std", "median", "min", "max", "sum", "count"])
+    for x in xs:
+        assert filt.apply(ev({"v": x}, ns=namespace)) == []
+    (out,) = filt.flush(None, 0.0)
+    arr = np.asarray(xs)
+    for stat, fn in {**STATS_NP, "sum": np.sum}.items():
+        assert out.data[f"v_{stat}"] == pytest.approx(float(fn(arr)), rel=1e-9, abs=1e-6), stat
+    assert out.data["v_count"] == len(xs) and out.namespace == namespace
 
 
 def test_aggregate_special_values_match_numpy_and_do_not_raise():
