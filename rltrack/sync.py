@@ -36,10 +36,12 @@ class SyncError(Exception):
 
 
 def sync(
-    run_dir: Path, to: list[str] | None = None, config_file: Path | None = None, force: bool = False, out: IO[str] = sys.stderr
+    run_dir: Path, to: list[str] | None = None, config_file: Path | None = None, force: bool = False, out: IO[str] | None = None
 ) -> bool:
     """Delivers the journal of `run_dir` to the trackers `to` (default: the
-    run's own trackers). Returns True when every tracker has everything."""
+    run's own trackers), with progress on `out` (default stderr). Returns
+    True when every tracker has everything."""
+    out = out or sys.stderr
     meta = _read_meta(run_dir)
     if not (run_dir / JOURNAL_NAME).is_file():
         raise SyncError(f"{run_dir} has no {JOURNAL_NAME}: there is nothing to deliver")

@@ -1,0 +1,139 @@
+"""`rltrack sync` finishes deliveries cut short and replays runs into trackers.
+
+The command runs as a user runs it (`python -m rltrack.cli sync ...` in a
+subprocess) against a real `mlflow server` (see mlflow_server.py), and what
+the server holds afterwards is compared with what the run wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+import rltrack
+from rltrack import cli
+from rltrack.delivery import Cursor
+
+pytest_plugins = ["mlflow_server"]
+
+
+def sync_command(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rltrack.cli", "sync", *args], capture_output=True, text=True, timeout=600)
+
+
+def tracker(run_dir: Path) -> tuple[MlflowClient, str]:
+    state = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())
+    return MlflowClient(state["tracking_uri"]), state["run_id"]
+
+
+def history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
+    metrics = sorted(client.get_metric_history(run_id, key), key=lambda m: (m.step, m.timestamp))
+    return [(m.step, m.value) for m in metrics]
+
+
+@pytest.mark.slow
+def test_sync_completes_a_delivery_the_run_could_not_finish(mlflow_server, tmp_path):
+    logger = rltrack.make_logger({
+        "run": {"root": str(tmp_path), "name": "cut"},
+        "backends": {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": mlflow_server.uri}},
+    })
+    logger.log_hparams({"lr": 0.01})
+    for i in range(100):
+        logger.write({"reward": float(i)}, step=i, namespace="collector")
+    logger.flush()
+    deadline = time.monotonic() + 60
+    while Cursor(logger.run_dir, "mlflow").offset < (logger.run_dir / "journal.jsonl").stat().st_size:
+        assert time.monotonic() < deadline, "the server never caught up"
+        time.sleep(0.1)
+    try:
+        mlflow_server.stop()
+        for i in range(100, 300):
+            logger.write({"reward": float(i)}, step=i, namespace="collector")
+        assert logger.close(timeout=1) is False
+    finally:
+        mlflow_server.start()
+    assert "mlflow.pending" in json.loads((logger.run_dir / "report.json").read_text())["counts"]
+    client, run_id = tracker(logger.run_dir)
+    assert len(history(client, run_id, "collector/reward")) == 100
+
+    done = sync_command(str(logger.run_dir))
+    assert done.returncode == 0, done.stderr
+    assert "100%" in done.stderr
+    assert tracker(logger.run_dir)[1] == run_id  # the same MLflow run, continued
+    assert history(client, run_id, "collector/reward") == [(i, float(i)) for i in range(300)]
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.params == {"lr": "0.01"}
+    assert "mlflow.pending" not in json.loads((logger.run_dir / "report.json").read_text())["counts"]
+
+    again = sync_command(str(logger.run_dir))
+    assert again.returncode == 0, again.stderr
+    assert "nothing pending" in again.stderr
+    assert len(history(client, run_id, "collector/reward")) == 300
+    assert client.get_run(run_id).info.end_time == run.info.end_time
+
+
+CRASHING_RUN = """
+import os, sys
+import rltrack
+
+logger = rltrack.make_logger({"run": {"root": sys.argv[1], "name": "crashed"}})
+logger.log_hparams({"algo": "ppo", "net": {"width": 64}})
+for i in range(150):
+    logger.write({"return": i * 0.5, "loss": 1 / (i + 1)}, step={"env_steps": 100 * i, "train_iter": i // 5}, namespace="learner")
+logger.log_text("note", "diverged at the end", step=149, namespace="learner")
+logger.flush()
+os._exit(3)  # a crash: no close, meta.json still says running
+"""
+
+
+def test_sync_replays_a_local_only_run_into_mlflow(mlflow_server, tmp_path):
+    crashed = subprocess.run([sys.executable, "-c", textwrap.dedent(CRASHING_RUN), str(tmp_path / "runs")], capture_output=True, text=True)
+    assert crashed.returncode == 3, crashed.stderr
+    run_dir = tmp_path / "runs" / "crashed"
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "running"
+    config = tmp_path / "trackers.toml"
+    config.write_text(f'[backends.mlflow]\ntracking_uri = "{mlflow_server.uri}"\nexperiment = "replays"\n')
+
+    done = sync_command(str(run_dir), "--to", "mlflow", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "100%" in done.stderr
+    client, run_id = tracker(run_dir)
+    assert history(client, run_id, "learner/return") == [(100 * i, i * 0.5) for i in range(150)]
+    assert history(client, run_id, "learner/loss") == [(100 * i, 1 / (i + 1)) for i in range(150)]
+    assert history(client, run_id, "steps/train_iter") == [(100 * i, float(i // 5)) for i in range(150)]
+    run = client.get_run(run_id)
+    assert run.info.status == "FAILED"  # the process died without closing the run
+    assert run.data.params == {"algo": "ppo", "net/width": "64"}
+    assert client.get_experiment(run.info.experiment_id).name == "replays"
+    assert [a.path for a in client.list_artifacts(run_id, "text/learner")] == ["text/learner/note"]
+
+
+def test_sync_refuses_a_run_that_is_still_running(tmp_path, capsys):
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": "live"}})
+    logger.write({"x": 1.0}, step=0)
+    logger.flush()
+    try:
+        assert cli.main(["sync", str(logger.run_dir), "--to", "mlflow"]) == 2
+        assert "is still running" in capsys.readouterr().err
+        assert not (logger.run_dir / "cursors").exists()
+    finally:
+        logger.close()
+
+
+def test_sync_names_what_it_cannot_deliver_to(tmp_path, capsys):
+    with rltrack.make_logger({"run": {"root": str(tmp_path), "name": "done"}}) as logger:
+        logger.write({"x": 1.0}, step=0)
+    assert cli.main(["sync", str(logger.run_dir)]) == 0
+    assert "was sent to no tracker" in capsys.readouterr().err
+    assert cli.main(["sync", str(logger.run_dir), "--to", "local"]) == 2
+    assert "has nothing to sync" in capsys.readouterr().err
+    assert cli.main(["sync", str(tmp_path), "--to", "mlflow"]) == 2
+    assert "not a run directory" in capsys.readouterr().err
