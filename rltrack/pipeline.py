@@ -10,7 +10,8 @@ checkpoints) travel through the same deque, so they stay in order with writes.
 from __future__ import annotations
 
 import atexit
-import io
+import math
+import os
 import sys
 import threading
 import time
@@ -19,7 +20,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.backends.remote import RemoteBackend
@@ -35,6 +36,12 @@ from rltrack.values import normalize
 #: journal and backends at least this often (so a crash loses < 1 s of events).
 IDLE_WAIT = 0.05
 FLUSH_EVERY = 0.5
+#: Records processed before they go to the journal and backends. Without a cap
+#: a producer faster than the pipeline would keep everything in one batch, off
+#: disk, until it paused.
+MAX_BATCH = 1000
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -58,12 +65,11 @@ class _RunInfo:
 
 
 @dataclass
-class _Checkpoint:
-    payload: bytes | Path
-    iteration: int
-    metric: float | None
-    best: bool
-    steps: dict[str, int]
+class _Record:
+    """An event that is already complete (steps set, values clean): it skips
+    step filling and filters and goes straight to the journal and backends."""
+
+    event: Event
 
 
 class Logger:
@@ -92,7 +98,7 @@ class Logger:
         self._closed = False
         self._best_metric: float | None = None
         self._last_steps: dict[str, int] = {}
-        self._failed_sinks: set[str] = set()
+        self._reported: set[str] = set()
         context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report)
         for sink in [*self._sinks, *remote]:
             sink.open(context)
@@ -103,6 +109,7 @@ class Logger:
         for worker in self._deliveries:
             worker.start()
         _OPEN_LOGGERS.add(self)
+        _watch_uncaught()
 
     # ---- the training thread's side -------------------------------------
 
@@ -160,20 +167,28 @@ class Logger:
         higher_is_better: bool = True,
     ) -> None:
         """Saves `ckpt/iteration_<N>.pth.tar` and, if `metric` is the best so far,
-        `ckpt/ckpt_best.pth.tar`. A path is copied; any other object is
-        serialised now (with `torch.save` when torch is installed, else pickle)
-        so later changes to it do not leak in, and written by the pipeline thread."""
-        if isinstance(obj_or_path, (str, Path)) and Path(obj_or_path).is_file():
-            payload: bytes | Path = Path(obj_or_path)
-        else:
-            payload = _serialise(obj_or_path)
-        best = False
-        if metric is not None:
-            prev = self._best_metric
-            best = prev is None or (metric > prev if higher_is_better else metric < prev)
-            if best:
-                self._best_metric = metric
-        self._queue.append(_Checkpoint(payload, int(iteration), metric, best, {"iteration": int(iteration)}))
+        `ckpt/ckpt_best.pth.tar`, before returning (see `rundir.save_checkpoint`):
+        a path is copied, any other object saved with `torch.save`. A NaN metric
+        is never the best. Write errors are counted and reported, not raised."""
+        if isinstance(obj_or_path, (str, os.PathLike)) and not Path(obj_or_path).is_file():
+            raise FileNotFoundError(
+                f"log_checkpoint: {str(obj_or_path)!r} is not a file; pass the path of a saved "
+                "checkpoint, or the object to save (e.g. model.state_dict())"
+            )
+        iteration = int(iteration)
+        metric = None if metric is None else float(metric)
+        best = metric is not None and not math.isnan(metric) and (
+            self._best_metric is None or (metric > self._best_metric if higher_is_better else metric < self._best_metric)
+        )
+        try:
+            path = save_checkpoint(self.run_dir, obj_or_path, iteration, best)
+        except OSError as exc:
+            self._failed("checkpoint", "save", exc)
+            return
+        if best:
+            self._best_metric = metric
+        data = {"path": path.relative_to(self.run_dir).as_posix(), "iteration": iteration, "metric": metric, "best": best}
+        self._queue.append(_Record(Event(time.time(), data, "artifact", "ckpt", {"iteration": iteration}, run=self.name)))
 
     def set_run_info(self, info: Mapping[str, Any]) -> None:
         """Adds framework bookkeeping (trial id, hostname, ...) to meta.json's
@@ -228,10 +243,7 @@ class Logger:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.close(status="killed" if issubclass(exc_type, KeyboardInterrupt) else "failed")
+        self.close(status=_status(exc_type))
 
     # ---- the pipeline thread's side --------------------------------------
 
@@ -240,10 +252,10 @@ class Logger:
         namespace_counts: dict[str, int] = {}
         while True:
             batch: list[Event] = []
-            while self._queue:
+            while self._queue and len(batch) < MAX_BATCH:
                 item = self._queue.popleft()
                 if isinstance(item, Event):
-                    batch.extend(self._process(item, namespace_counts))
+                    batch.extend(self._safely("pipeline", "process", lambda: self._process(item, namespace_counts), []))
                     continue
                 self._deliver(batch)
                 batch = []
@@ -251,7 +263,7 @@ class Logger:
                     self._finish(item.status)
                     return
                 self._control(item)
-            batch.extend(self._chain.tick(time.time()))
+            batch.extend(self._safely("pipeline", "tick", lambda: self._chain.tick(time.time()), []))
             self._deliver(batch)
             if time.monotonic() - last_flush >= FLUSH_EVERY:
                 self._flush_all()
@@ -289,75 +301,92 @@ class Logger:
             steps = None
             if item.steps:
                 steps = self._last_steps = self._clean_steps(item.steps)
-            self._deliver(self._chain.dump(steps, time.time()))
+            self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(steps, time.time()), []))
             self._each_sink("dump", lambda sink: sink.dump())
         elif isinstance(item, _Barrier):
             self._flush_all()
             item.done.set()
-        elif isinstance(item, _Checkpoint):
-            self._checkpoint(item)
+        elif isinstance(item, _Record):
+            self._deliver([item.event])
         elif isinstance(item, _RunInfo):
             self._each_sink("info", lambda sink: sink.set_run_info(item.info))
-
-    def _checkpoint(self, item: _Checkpoint) -> None:
-        try:
-            path = save_checkpoint(self.run_dir, item.payload, item.iteration, item.best)
-        except OSError as exc:
-            self._sink_failed("checkpoint", exc)
-            return
-        data = {"path": str(path.relative_to(self.run_dir)), "iteration": item.iteration, "metric": item.metric, "best": item.best}
-        self._deliver([Event(time.time(), data, "artifact", "ckpt", item.steps, run=self.name)])
 
     def _deliver(self, events: list[Event]) -> None:
         if not events:
             return
-        self._journal.append(events)
+        self._safely("journal", "append", lambda: self._journal.append(events), None)
         self._each_sink("write", lambda sink: sink.write(events))
 
     def _flush_all(self) -> None:
-        self._journal.flush()
+        self._safely("journal", "flush", self._journal.flush, None)
         self._each_sink("flush", lambda sink: sink.flush())
 
     def _finish(self, status: str) -> None:
-        self._deliver(self._chain.dump(None, time.time()))
+        self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(None, time.time()), []))
         self._each_sink("dump", lambda sink: sink.dump())
         self._flush_all()
-        self._journal.close()
+        self._safely("journal", "close", self._journal.close, None)
         self._each_sink("close", lambda sink: sink.close(status))
 
-    def _each_sink(self, what: str, call: Any) -> None:
+    def _each_sink(self, what: str, call: Callable[[Backend], None]) -> None:
         for sink in self._sinks:
-            try:
-                call(sink)
-            except Exception as exc:  # a backend must never take the run down
-                self._sink_failed(f"{sink.name}.{what}", exc)
+            self._safely(sink.name, what, lambda: call(sink), None)
 
-    def _sink_failed(self, where: str, exc: Exception) -> None:
-        reason = f"{where}: {type(exc).__name__}: {exc}"
+    def _safely(self, who: str, what: str, call: Callable[[], T], default: T) -> T:
+        """`call()`, or `default` if it raised: neither a backend nor a filter nor
+        a full disk may stop the pipeline thread (it would silently end the run's logging)."""
+        try:
+            return call()
+        except Exception as exc:
+            self._failed(who, what, exc)
+            return default
+
+    def _failed(self, who: str, what: str, exc: Exception) -> None:
+        """Counts the error in the report; prints the first one of each component."""
+        reason = f"{who}.{what}: {type(exc).__name__}: {exc}"
         self.report.count("errors", reason)
-        if where not in self._failed_sinks:  # say it once, count the rest
-            self._failed_sinks.add(where)
+        if who not in self._reported:
+            self._reported.add(who)
             print(f"rltrack: {reason} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
 
 
-def _serialise(obj: Any) -> bytes:
-    buffer = io.BytesIO()
-    try:
-        import torch
-    except ImportError:
-        import pickle
-
-        pickle.dump(obj, buffer)
-    else:
-        torch.save(obj, buffer)
-    return buffer.getvalue()
+def _status(exc_type: type[BaseException] | None) -> str:
+    """The status a run ends with when `exc_type` (None: nothing) ended it."""
+    if exc_type is None:
+        return "finished"
+    return "killed" if issubclass(exc_type, KeyboardInterrupt) else "failed"
 
 
 _OPEN_LOGGERS: weakref.WeakSet[Logger] = weakref.WeakSet()
 
 
+class _UncaughtWatcher:
+    """A `sys.excepthook` that notes the exception ending the program, so that
+    loggers left open are marked failed or killed rather than finished, and
+    then hands it to the hook it replaced (which prints it as before)."""
+
+    def __init__(self, chained: Callable[..., Any]) -> None:
+        self.chained = chained
+        self.exc_type: type[BaseException] | None = None
+
+    def __call__(self, exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
+        self.exc_type = exc_type
+        self.chained(exc_type, exc, tb)
+
+
+_WATCHER: _UncaughtWatcher | None = None
+
+
+def _watch_uncaught() -> None:
+    """Installs the watcher once, when the first logger opens (not at import)."""
+    global _WATCHER
+    if _WATCHER is None:
+        _WATCHER = sys.excepthook = _UncaughtWatcher(sys.excepthook)
+
+
 @atexit.register
 def _close_open_loggers() -> None:
     """Loggers left open at interpreter exit are drained and closed."""
+    status = _status(_WATCHER.exc_type if _WATCHER else None)
     for logger in list(_OPEN_LOGGERS):
-        logger.close(timeout=30)
+        logger.close(timeout=30, status=status)

@@ -9,7 +9,8 @@
     journal.jsonl, report.json
 
 `create_run_dir` runs on the caller's thread (the directory must exist before
-`make_logger` returns); `RunFiles` does the rest from the pipeline thread.
+`make_logger` returns), and so does `save_checkpoint` (a checkpoint holds the
+object as it was at the call); `RunFiles` does the rest from the pipeline thread.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.events import Event
@@ -55,7 +56,7 @@ def create_run_dir(root: Path, name: str) -> Path:
 
 
 class RunFiles(Backend):
-    """Keeps meta.json, the config files and checkpoints of the run up to date."""
+    """Keeps meta.json and the config files of the run up to date."""
 
     name = "run"
 
@@ -96,7 +97,7 @@ class RunFiles(Backend):
         changed = False
         for event in events:
             if event.kind == "hparams":
-                self._hparams.update(event.data)
+                _merge(self._hparams, event.data)
                 changed = True
         if changed:
             flat = flatten(self._hparams)
@@ -122,16 +123,53 @@ class RunFiles(Backend):
         _atomic_write(self.run.run_dir / "formatted_total_config.py", pprint.pformat(total, width=100, sort_dicts=False) + "\n")
 
 
-def save_checkpoint(run_dir: Path, payload: bytes | Path, iteration: int, best: bool) -> Path:
-    """Writes `ckpt/iteration_<N>.pth.tar` (and `ckpt_best.pth.tar` when best)."""
-    target = run_dir / "ckpt" / f"iteration_{iteration}.pth.tar"
-    if isinstance(payload, Path):
-        shutil.copyfile(payload, target)
-    else:
-        target.write_bytes(payload)
+def save_checkpoint(run_dir: Path, obj_or_path: Any, iteration: int, best: bool) -> Path:
+    """Writes `ckpt/iteration_<N>.pth.tar` (and `ckpt_best.pth.tar` when best) now,
+    on the caller's thread: a checkpoint must hold the object, or the file, as it
+    is at this call, not as training changes it (or overwrites the file) later.
+    A path (str or os.PathLike) is copied byte for byte; any other object is
+    saved with `torch.save` when torch is installed, else pickled."""
+    folder = run_dir / "ckpt"
+    target = folder / f"iteration_{iteration}.pth.tar"
+    tmp = folder / f".{target.name}.tmp"
+    try:
+        if isinstance(obj_or_path, (str, os.PathLike)):
+            shutil.copyfile(obj_or_path, tmp)
+        else:
+            with tmp.open("wb") as f:
+                _serialise(obj_or_path, f)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, target)  # readers never see a half-written checkpoint
     if best:
-        shutil.copyfile(target, run_dir / "ckpt" / "ckpt_best.pth.tar")
+        shutil.copyfile(target, tmp)
+        os.replace(tmp, folder / "ckpt_best.pth.tar")
     return target
+
+
+def _serialise(obj: Any, f: IO[bytes]) -> None:
+    try:
+        import torch
+    except ImportError:
+        import pickle
+
+        pickle.dump(obj, f)
+    else:
+        torch.save(obj, f)
+
+
+def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
+    """Nested update: `log_hparams({"opt": {"eps": 1e-8}})` after
+    `log_hparams({"opt": {"lr": 0.1}})` keeps `opt.lr`. Builds its own dicts,
+    never changing the events' data (which other backends keep)."""
+    for key, value in new.items():
+        if isinstance(value, dict):
+            if not isinstance(into.get(key), dict):
+                into[key] = {}
+            _merge(into[key], value)
+        else:
+            into[key] = value
 
 
 def _atomic_write(path: Path, text: str) -> None:

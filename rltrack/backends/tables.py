@@ -2,8 +2,9 @@
 
 `LatestValues` collects, per namespace, the newest value of each key since the
 last table; a table is due at `dump()`, at close, and whenever a key that is
-already pending arrives again (so loops that never call `dump` still get one
-table per step). Both the console and the local text logs use it.
+already pending arrives again or the step moves on (so loops that never call
+`dump` still get one table per step, and a table never mixes two steps). Both
+the console and the local text logs (and progress.csv rows) use it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ class Pending:
         self.steps: dict[str, int] = {}
         self.time = 0.0
 
+    def other_step(self, steps: dict[str, int]) -> bool:
+        """True if `steps` puts a different value on an axis this table already has."""
+        return any(self.steps.get(axis, value) != value for axis, value in steps.items())
+
     def heading(self) -> str:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.time))
         steps = " ".join(f"{axis}={value}" for axis, value in self.steps.items())
@@ -55,7 +60,7 @@ class LatestValues:
     def add(self, event: Event) -> list[tuple[str, Pending]]:
         due = []
         current = self.pending.get(event.namespace)
-        if current is not None and not current.values.keys().isdisjoint(event.data):
+        if current is not None and (not current.values.keys().isdisjoint(event.data) or current.other_step(event.steps)):
             due.append((event.namespace, current))
             current = None
         if current is None:

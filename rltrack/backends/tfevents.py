@@ -9,6 +9,7 @@ pipeline thread. TensorBoard's own `EventAccumulator` reads the files back.
 
 from __future__ import annotations
 
+import functools
 import math
 import socket
 import struct
@@ -73,7 +74,15 @@ def _event(wall_time: float, step: int, *, summary: bytes = b"", file_version: s
 
 
 def _scalar_value(tag: str, value: float) -> bytes:
-    return _field_bytes(1, _field_bytes(1, tag.encode()) + b"\x15" + struct.pack("<f", value))
+    return _scalar_prefix(tag) + struct.pack("<f", value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _scalar_prefix(tag: str) -> bytes:
+    """A `Summary.Value` with a `simple_value` up to its 4 float bytes. Tags
+    repeat every record, so their encoding is kept instead of redone."""
+    head = _field_bytes(1, tag.encode()) + b"\x15"  # tag, then simple_value's key (field 2, 32-bit)
+    return _varint(1 << 3 | 2) + _varint(len(head) + 4) + head
 
 
 def _histogram_value(tag: str, values: Sequence[float], bins: int = 30) -> bytes:
@@ -86,6 +95,7 @@ def _histogram_value(tag: str, values: Sequence[float], bins: int = 30) -> bytes
     for v in finite:
         counts[min(int((v - lo) / width), bins - 1)] += 1
     limits = [lo + width * (i + 1) for i in range(bins)]
+    limits[-1] = max(limits[-1], hi)  # rounding may leave the largest value above lo + width * bins
     histo = (
         b"\x09" + struct.pack("<d", lo)
         + b"\x11" + struct.pack("<d", hi)
@@ -103,9 +113,20 @@ class EventFileWriter:
 
     def __init__(self, logdir: Path) -> None:
         logdir.mkdir(parents=True, exist_ok=True)
-        self.path = logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
-        self._file: IO[bytes] = self.path.open("ab")
+        self._file: IO[bytes] = self._create(logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}")
         self._record(_event(time.time(), 0, file_version="brain.Event:2"))
+
+    def _create(self, path: Path) -> IO[bytes]:
+        """A new file, never an existing one: two writers started in the same
+        second in one directory (runs sharing a TensorBoard logdir) would
+        otherwise interleave their records in one file. The second gets `.1`."""
+        for attempt in range(1000):
+            self.path = path.with_name(f"{path.name}.{attempt}") if attempt else path
+            try:
+                return self.path.open("xb")
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"no free event file name like {path} after 1000 attempts")
 
     def write(self, event: Event) -> None:
         """Scalars and histograms of an event, tagged `<namespace>/<key>`, at its primary step."""

@@ -1,0 +1,331 @@
+"""The serial run directory, read back file by file: progress.csv, the config
+files, meta.json, git info, the text logs, checkpoints and run naming.
+(TensorBoard files: test_tensorboard_backend.py.)"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import ipaddress
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import rltrack
+
+
+def config(tmp_path: Path, name: str = "run", **run: Any) -> dict[str, Any]:
+    return {"run": {"root": str(tmp_path / "runs"), "name": name, **run}, "backends": {"use": ["local"]}}
+
+
+def read_meta(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "meta.json").read_text())
+
+
+# ---- progress.csv -----------------------------------------------------------
+
+
+def test_progress_csv_keeps_late_keys_and_complete_rows(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    written: list[dict[str, float]] = []
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        for i in range(8):
+            steps = {"env_steps": 100 * i, "train_iter": i}
+            row = {"learner/loss": rng.normal(), "collector/reward_mean": rng.normal()}
+            logger.write({"loss": row["learner/loss"]}, step=steps, namespace="learner")
+            logger.write({"reward_mean": row["collector/reward_mean"]}, step=steps, namespace="collector")
+            if i >= 5:  # evaluation starts late, as it does in real runs
+                row["evaluator/reward_mean"] = rng.normal()
+                logger.write({"reward_mean": row["evaluator/reward_mean"]}, step=steps, namespace="evaluator")
+            logger.dump()
+            written.append({**steps, **row})
+    df = pd.read_csv(logger.run_dir / "progress.csv")
+    assert {"env_steps", "train_iter", "learner/loss", "collector/reward_mean", "evaluator/reward_mean"} <= set(df.columns)
+    assert len(df) == len(written)
+    for (_, got), want in zip(df.iterrows(), written):
+        for key in ("learner/loss", "collector/reward_mean", "evaluator/reward_mean", "env_steps", "train_iter"):
+            if key in want:
+                assert got[key] == pytest.approx(want[key], rel=1e-12), key
+            else:
+                assert math.isnan(got[key]), key  # blank before the key first appeared
+
+
+def test_progress_csv_rows_without_dump_follow_the_step(tmp_path: Path) -> None:
+    """A loop that never calls dump still gets one row per step, and a row never
+    mixes values from two steps, even when no key repeats."""
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        logger.write({"loss": 1.0}, step=0, namespace="learner")
+        logger.write({"reward": 10.0}, step=0, namespace="collector")
+        logger.write({"loss": 2.0}, step=1, namespace="learner")  # key repeats: new row
+        logger.write({"eval": 5.0}, step=2, namespace="evaluator")  # new step, new key: new row too
+    df = pd.read_csv(logger.run_dir / "progress.csv")
+    assert df["step"].tolist() == [0, 1, 2]
+    assert df["learner/loss"].tolist()[:2] == [1.0, 2.0] and math.isnan(df["learner/loss"][2])
+    assert df["collector/reward"][0] == 10.0 and df["collector/reward"][1:].isna().all()
+    assert df["evaluator/eval"].isna().tolist() == [True, True, False]
+
+
+def test_progress_csv_skips_none_and_keeps_float_precision(tmp_path: Path) -> None:
+    value = 0.1 + 0.2  # needs all 17 digits
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        logger.write({"x": value, "y": None, "big": 2**53 + 1}, step=1)
+    df = pd.read_csv(logger.run_dir / "progress.csv", dtype={"big": object})
+    assert df["x"][0] == value
+    assert int(df["big"][0]) == 2**53 + 1
+    assert "y" not in df.columns or df["y"].isna().all()
+
+
+# ---- total_config.py / formatted_total_config.py ------------------------------
+
+
+def test_total_config_files_hold_config_and_hparams(tmp_path: Path) -> None:
+    cfg = config(tmp_path, tracked=["lr"])
+    hparams = {"lr": 3e-4, "env_id": "CartPole-v1", "net": {"layers": [64, 64], "act": "tanh"}, "gamma": math.nan, "clip": math.inf}
+    with rltrack.make_logger(cfg) as logger:
+        logger.log_hparams(hparams)
+        logger.log_hparams({"seed": 7})  # a second call adds to the first
+    expected_hparams = {**hparams, "gamma": "nan", "clip": "inf", "seed": 7}  # non-finite floats as text
+    for name in ("total_config.py", "formatted_total_config.py"):
+        total = ast.literal_eval((logger.run_dir / name).read_text())
+        assert total["hparams"] == expected_hparams, name
+        assert total["config"] == rltrack.load_config(cfg), name
+
+
+def test_nested_hparams_given_in_two_calls_are_merged(tmp_path: Path) -> None:
+    with rltrack.make_logger(config(tmp_path, tracked=["opt/lr", "opt/eps"])) as logger:
+        logger.log_hparams({"opt": {"lr": 0.1}})
+        logger.log_hparams({"opt": {"eps": 1e-8}})
+    total = ast.literal_eval((logger.run_dir / "total_config.py").read_text())
+    assert total["hparams"] == {"opt": {"lr": 0.1, "eps": 1e-8}}
+    assert read_meta(logger.run_dir)["tracked"] == {"opt/lr": 0.1, "opt/eps": 1e-8}
+
+
+def test_total_config_loads_with_numpy_and_torch_hparams(tmp_path: Path) -> None:
+    """numpy 2 reprs a float64 as `np.float64(0.5)`, which literal_eval rejects."""
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        logger.log_hparams({"lr": np.float64(0.5), "n": np.int64(3), "beta": np.float32(0.25), "t": torch.tensor(2.0)})
+    for name in ("total_config.py", "formatted_total_config.py"):
+        total = ast.literal_eval((logger.run_dir / name).read_text())
+        assert total["hparams"] == {"lr": 0.5, "n": 3, "beta": 0.25, "t": 2.0}
+
+
+# ---- meta.json ----------------------------------------------------------------
+
+
+def test_meta_json_describes_the_run(tmp_path: Path) -> None:
+    before = time.time()
+    logger = rltrack.make_logger(config(tmp_path, tracked=["lr", "env_id", "net/width", "missing"]))
+    meta = read_meta(logger.run_dir)
+    assert meta["status"] == "running"
+    assert before - 1 <= datetime.fromisoformat(meta["start_time"]).timestamp() <= time.time() + 1
+    assert meta["host"] == socket.gethostname()
+    ipaddress.ip_address(meta["ip"])  # raises if it is not an address
+    assert meta["pid"] == os.getpid()
+    assert meta["rltrack_version"] == rltrack.__version__
+    logger.log_hparams({"lr": 0.01, "env_id": "Hopper-v4", "net": {"width": 256}, "other": 1})
+    assert logger.flush(timeout=10)
+    assert read_meta(logger.run_dir)["tracked"] == {"lr": 0.01, "env_id": "Hopper-v4", "net/width": 256, "missing": None}
+    assert read_meta(logger.run_dir)["status"] == "running"
+    logger.close()
+    assert read_meta(logger.run_dir)["status"] == "finished"
+
+
+@pytest.mark.parametrize(("exc", "status"), [(None, "finished"), (ValueError, "failed"), (KeyboardInterrupt, "killed")])
+def test_status_after_a_with_block(tmp_path: Path, exc: type[BaseException] | None, status: str) -> None:
+    with pytest.raises(exc) if exc else _nothing():
+        with rltrack.make_logger(config(tmp_path)) as logger:
+            logger.write({"x": 1.0}, step=1)
+            if exc:
+                raise exc()
+    assert read_meta(logger.run_dir)["status"] == status
+    assert read_meta(logger.run_dir)["end_time"]
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+# ---- git info -----------------------------------------------------------------
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_git_files_inside_a_work_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "train.py").write_text("lr = 0.1\n")
+    _git(repo, "add", "train.py")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first experiment")
+    (repo / "train.py").write_text("lr = 0.2\n")
+    monkeypatch.chdir(repo)
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        pass
+    assert "first experiment" in (logger.run_dir / "git_log.txt").read_text()
+    diff = (logger.run_dir / "git_diff.txt").read_text()
+    assert "-lr = 0.1" in diff and "+lr = 0.2" in diff
+
+
+def test_no_git_files_outside_a_work_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))  # do not find a repo above tmp_path
+    monkeypatch.chdir(outside)
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        pass
+    assert not (logger.run_dir / "git_log.txt").exists()
+    assert not (logger.run_dir / "git_diff.txt").exists()
+
+
+# ---- text logs ------------------------------------------------------------------
+
+
+def parse_tables(text: str) -> list[dict[str, str]]:
+    """The `| key | value |` rows of each table in a text log (title row excluded)."""
+    tables: list[dict[str, str]] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("| ") and i > 0 and lines[i - 1].startswith("+-") and (i < 2 or not lines[i - 2].startswith("| ")):
+            tables.append({})  # a title row: a new table starts
+            continue
+        match = re.fullmatch(r"\| (.+?) +\| (.+?) +\|", line)
+        if match and tables:
+            tables[-1][match.group(1)] = match.group(2)
+    return tables
+
+
+def test_text_log_has_a_table_per_dump_with_the_values(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    dumps = []
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        for i in range(4):
+            values = {"total_loss": float(rng.normal()), "grad_norm": float(rng.uniform(0, 1e4))}
+            logger.write(values, step={"train_iter": i}, namespace="learner")
+            logger.dump()
+            dumps.append(values)
+    text = (logger.run_dir / "log" / "learner" / "learner_logger.txt").read_text()
+    tables = parse_tables(text)
+    assert len(tables) == len(dumps)
+    for table, values in zip(tables, dumps):
+        assert set(table) == set(values)
+        for key, value in values.items():
+            assert float(table[key]) == pytest.approx(value, rel=1e-5)
+    for i in range(4):
+        assert f"train_iter={i}" in text
+
+
+def test_log_text_lands_in_the_namespace_text_log(tmp_path: Path) -> None:
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        logger.log_text("note", "switched to the hard level", step=3, namespace="collector")
+        logger.log_text("msg", "plain message")
+    assert "note: switched to the hard level" in (logger.run_dir / "log" / "collector" / "collector_logger.txt").read_text()
+    main = list((logger.run_dir / "log").glob("*/*_logger.txt"))
+    assert any("msg: plain message" in p.read_text() for p in main)
+
+
+# ---- checkpoints ----------------------------------------------------------------
+
+
+def test_checkpoint_of_a_state_dict_loads_back_unchanged(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 3)
+    original = {k: v.clone() for k, v in net.state_dict().items()}
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        logger.log_checkpoint(net.state_dict(), iteration=3)
+        with torch.no_grad():  # training goes on and changes the weights in place
+            net.weight.add_(1.0)
+            net.bias.zero_()
+    loaded = torch.load(logger.run_dir / "ckpt" / "iteration_3.pth.tar")
+    assert loaded.keys() == original.keys()
+    for key in original:
+        assert torch.equal(loaded[key], original[key]), key
+
+
+def test_checkpoint_of_a_path_is_a_byte_copy_of_the_file_at_call_time(tmp_path: Path) -> None:
+    source = tmp_path / "model.zip"  # SB3 style: the same file saved over and over
+    contents = [os.urandom(100_000), os.urandom(50_000)]
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        for i, data in enumerate(contents):
+            source.write_bytes(data)
+            logger.log_checkpoint(source, iteration=i)
+        source.write_bytes(b"overwritten after the last checkpoint")
+    for i, data in enumerate(contents):
+        saved = (logger.run_dir / "ckpt" / f"iteration_{i}.pth.tar").read_bytes()
+        assert hashlib.sha256(saved).digest() == hashlib.sha256(data).digest()
+
+
+def test_checkpoint_of_a_missing_path_is_an_error(tmp_path: Path) -> None:
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        with pytest.raises(FileNotFoundError, match="nope.pt"):
+            logger.log_checkpoint(tmp_path / "nope.pt", iteration=1)
+
+
+@pytest.mark.parametrize(
+    ("higher_is_better", "metrics"),
+    [(True, [1.0, 5.0, 3.0, 5.0, math.nan, 2.0]), (False, [4.0, 0.5, math.nan, 2.0, 0.5, 1.0])],
+)
+def test_best_checkpoint_follows_the_metric(tmp_path: Path, higher_is_better: bool, metrics: list[float]) -> None:
+    finite = [(m, i) for i, m in enumerate(metrics) if not math.isnan(m)]
+    best_metric = max(m for m, _ in finite) if higher_is_better else min(m for m, _ in finite)
+    best_iteration = next(i for m, i in finite if m == best_metric)  # the first to reach it
+    best_seen = []
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        for i, metric in enumerate(metrics):
+            logger.log_checkpoint({"iteration": torch.tensor(i)}, iteration=i, metric=metric, higher_is_better=higher_is_better)
+            assert logger.flush(timeout=10)
+            best_seen.append(int(torch.load(logger.run_dir / "ckpt" / "ckpt_best.pth.tar")["iteration"]))
+    assert best_seen[-1] == best_iteration
+    # at every point, the best file is the best of the metrics so far
+    for n, seen in enumerate(best_seen, start=1):
+        so_far = [(m, i) for m, i in finite if i < n]
+        target = max(m for m, _ in so_far) if higher_is_better else min(m for m, _ in so_far)
+        assert seen == next(i for m, i in so_far if m == target)
+    artifacts = [e for e in rltrack.read_journal(logger.run_dir) if e.kind == "artifact"]
+    assert [e.data["iteration"] for e in artifacts] == list(range(len(metrics)))
+
+
+# ---- run naming -----------------------------------------------------------------
+
+
+def test_existing_name_gets_a_timestamp(tmp_path: Path) -> None:
+    first = rltrack.make_logger(config(tmp_path, name="cartpole_ppo"))
+    second = rltrack.make_logger(config(tmp_path, name="cartpole_ppo"))
+    third = rltrack.make_logger(config(tmp_path, name="cartpole_ppo"))
+    for logger in (first, second, third):
+        logger.close()
+    assert first.run_dir == tmp_path / "runs" / "cartpole_ppo"
+    assert re.fullmatch(r"cartpole_ppo_\d{6}_\d{6}", second.run_dir.name)
+    stamp = datetime.strptime(second.run_dir.name[-13:], "%y%m%d_%H%M%S")
+    assert abs(stamp.timestamp() - time.time()) < 60
+    assert third.run_dir.name.startswith("cartpole_ppo_") and len({first.run_dir, second.run_dir, third.run_dir}) == 3
+    assert (first.run_dir / "meta.json").exists() and (third.run_dir / "meta.json").exists()
+
+
+@pytest.mark.parametrize("name", ["../escape", "../../etc/x", "/abs/path", "a\x00b", "..", ".", "a/../../b", "~/home"])
+def test_unsafe_names_stay_inside_the_root(tmp_path: Path, name: str) -> None:
+    root = tmp_path / "runs"
+    before = set(tmp_path.rglob("*"))
+    with rltrack.make_logger({"run": {"root": str(root), "name": name}, "backends": {"use": ["local"]}}) as logger:
+        logger.write({"x": 1.0}, step=0)
+    assert logger.run_dir.resolve().parent == root.resolve()
+    created = set(tmp_path.rglob("*")) - before
+    assert all(p.resolve().is_relative_to(root.resolve()) for p in created)
+    assert "\x00" not in logger.run_dir.name

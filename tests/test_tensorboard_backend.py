@@ -1,0 +1,156 @@
+"""TensorBoard event files, read back with TensorBoard's own EventAccumulator.
+
+Both places rltrack writes them are checked: `log/serial/` of the local
+backend and `<logdir>/<run name>/` of the `tensorboard` backend.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import rltrack
+
+
+def make(tmp_path: Path, backends: list[str], **settings: dict) -> rltrack.Logger:
+    cfg = {"run": {"root": str(tmp_path / "runs"), "name": "tb"}, "backends": {"use": backends, **settings}}
+    return rltrack.make_logger(cfg)
+
+
+def accumulate(path: Path) -> EventAccumulator:
+    acc = EventAccumulator(str(path), size_guidance={"scalars": 0, "histograms": 0})
+    acc.Reload()
+    return acc
+
+
+def scalars(acc: EventAccumulator, tag: str) -> list[tuple[int, float]]:
+    return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+def write_random_run(logger: rltrack.Logger, rng: np.random.Generator) -> dict[str, list[tuple[int, float]]]:
+    """Three namespaces with different step axes; returns tag -> [(primary step, value)]."""
+    expected: dict[str, list[tuple[int, float]]] = {}
+    for i in range(20):
+        loss, entropy = rng.normal(size=2)
+        logger.write({"loss": loss, "entropy": np.float32(entropy)}, step={"train_iter": i, "env_steps": 64 * i}, namespace="learner")
+        expected.setdefault("learner/loss", []).append((i, loss))
+        expected.setdefault("learner/entropy", []).append((i, entropy))
+        reward = float(rng.uniform(-100, 100))
+        logger.write({"reward_mean": reward}, step={"env_steps": 64 * i}, namespace="collector")
+        expected.setdefault("collector/reward_mean", []).append((64 * i, reward))
+        if i % 5 == 4:
+            logger.write({"episodes": i}, step=1000 + i, namespace="evaluator")  # a plain int step
+            expected.setdefault("evaluator/episodes", []).append((1000 + i, i))
+        logger.dump()
+    return expected
+
+
+def assert_scalars_equal(acc: EventAccumulator, expected: dict[str, list[tuple[int, float]]]) -> None:
+    assert set(acc.Tags()["scalars"]) == set(expected)
+    for tag, points in expected.items():
+        got = scalars(acc, tag)
+        assert [s for s, _ in got] == [s for s, _ in points], tag
+        np.testing.assert_allclose([v for _, v in got], np.float32([v for _, v in points]), rtol=1e-6, err_msg=tag)
+
+
+def test_local_backend_tfevents_hold_every_value_at_its_primary_step(tmp_path: Path) -> None:
+    with make(tmp_path, ["local"]) as logger:
+        expected = write_random_run(logger, np.random.default_rng(0))
+    files = list((logger.run_dir / "log" / "serial").glob("events.out.tfevents.*"))
+    assert len(files) == 1
+    assert_scalars_equal(accumulate(logger.run_dir / "log" / "serial"), expected)
+
+
+def test_histograms_are_readable_with_their_statistics(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    actions = rng.normal(3.0, 2.0, size=1000)
+    weights = torch.randn(4, 25, dtype=torch.float64)
+    with make(tmp_path, ["local"]) as logger:
+        logger.write({"actions": actions}, step=7, namespace="collector")
+        logger.write({"weights": weights}, step=8, namespace="learner")
+    acc = accumulate(logger.run_dir / "log" / "serial")
+    assert set(acc.Tags()["histograms"]) == {"collector/actions", "learner/weights"}
+    for tag, step, values in (("collector/actions", 7, actions), ("learner/weights", 8, weights.numpy().ravel())):
+        (event,) = acc.Histograms(tag)
+        histo = event.histogram_value
+        assert event.step == step
+        assert histo.num == values.size
+        assert histo.min == pytest.approx(values.min())
+        assert histo.max == pytest.approx(values.max())
+        assert histo.sum == pytest.approx(values.sum())
+        assert histo.sum_squares == pytest.approx((values**2).sum())
+        assert sum(histo.bucket) == values.size
+        limits = list(histo.bucket_limit)
+        assert limits == sorted(limits) and limits[-1] >= values.max()
+        # each bucket counts the values between the previous limit and its own
+        lower = [-math.inf, *limits[:-1]]
+        counts = [np.count_nonzero((values >= lo) & (values < hi)) for lo, hi in zip(lower, limits)]
+        counts[-1] += np.count_nonzero(values == limits[-1])
+        assert list(histo.bucket) == pytest.approx(counts, abs=1)  # float rounding at an edge may move one value
+
+
+def test_histogram_of_equal_values_and_of_non_finite_values(tmp_path: Path) -> None:
+    with make(tmp_path, ["local"]) as logger:
+        logger.write({"same": np.full(50, 4.0), "mixed": np.array([1.0, np.nan, 3.0, np.inf])}, step=1)
+    acc = accumulate(logger.run_dir / "log" / "serial")
+    same = acc.Histograms("same")[0].histogram_value
+    assert (same.num, same.min, same.max, same.sum, sum(same.bucket)) == (50, 4.0, 4.0, 200.0, 50)
+    assert list(same.bucket_limit) == sorted(same.bucket_limit) and same.bucket_limit[0] >= 4.0
+    mixed = acc.Histograms("mixed")[0].histogram_value  # the finite values only
+    assert (mixed.num, mixed.min, mixed.max, mixed.sum) == (2, 1.0, 3.0, 4.0)
+
+
+def test_non_finite_scalars_reach_tensorboard(tmp_path: Path) -> None:
+    with make(tmp_path, ["local"]) as logger:
+        logger.write({"a": math.nan, "b": math.inf, "c": -math.inf, "d": 2.5}, step=3)
+    acc = accumulate(logger.run_dir / "log" / "serial")
+    (a,), (b,), (c,), (d,) = (acc.Scalars(t) for t in "abcd")
+    assert math.isnan(a.value) and b.value == math.inf and c.value == -math.inf and d.value == 2.5
+    assert {a.step, b.step, c.step, d.step} == {3}
+
+
+def test_tensorboard_backend_writes_under_its_logdir(tmp_path: Path) -> None:
+    logdir = tmp_path / "tensorboard"
+    with make(tmp_path, ["tensorboard"], tensorboard={"logdir": str(logdir)}) as logger:
+        expected = write_random_run(logger, np.random.default_rng(2))
+        logger.write({"hist": np.arange(10.0)}, step=5)
+    run_logdir = logdir / logger.run_dir.name
+    assert len(list(run_logdir.glob("events.out.tfevents.*"))) == 1
+    acc = accumulate(run_logdir)
+    assert_scalars_equal(acc, expected)
+    assert acc.Tags()["histograms"] == ["hist"]
+    assert not (logger.run_dir / "log").exists()  # the local backend was not chosen
+
+
+def test_tensorboard_and_local_backends_agree(tmp_path: Path) -> None:
+    logdir = tmp_path / "tensorboard"
+    with make(tmp_path, ["local", "tensorboard"], tensorboard={"logdir": str(logdir)}) as logger:
+        expected = write_random_run(logger, np.random.default_rng(3))
+    assert_scalars_equal(accumulate(logger.run_dir / "log" / "serial"), expected)
+    assert_scalars_equal(accumulate(logdir / logger.run_dir.name), expected)
+
+
+def test_runs_sharing_a_tensorboard_logdir_get_separate_files(tmp_path: Path) -> None:
+    """Two runs of the same name under different roots, at the same second,
+    must not append to (and interleave records in) one event file."""
+    logdir = str(tmp_path / "tensorboard")
+    first = rltrack.make_logger({"run": {"root": str(tmp_path / "a"), "name": "same"}, "backends": {"use": ["tensorboard"], "tensorboard": {"logdir": logdir}}})
+    second = rltrack.make_logger({"run": {"root": str(tmp_path / "b"), "name": "same"}, "backends": {"use": ["tensorboard"], "tensorboard": {"logdir": logdir}}})
+    for i in range(200):
+        first.write({"first": float(i)}, step=i)
+        second.write({"second": float(-i)}, step=i)
+    first.close()
+    second.close()
+    files = sorted((tmp_path / "tensorboard" / "same").glob("events.out.tfevents.*"))
+    assert len(files) == 2
+    found = {}
+    for path in files:
+        acc = accumulate(path)
+        (tag,) = acc.Tags()["scalars"]
+        found[tag] = scalars(acc, tag)
+    assert found == {"first": [(i, float(i)) for i in range(200)], "second": [(i, float(-i)) for i in range(200)]}
