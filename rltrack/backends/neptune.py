@@ -1,0 +1,262 @@
+"""Neptune (the 1.x client), fed from the run's journal by a `DeliveryWorker`.
+
+Why it is built this way:
+
+* **Offline by default.** Hosted Neptune shut down in March 2026; the client
+  still runs in `offline` and `debug` modes and against self-hosted servers
+  (`async`, `sync`). Offline data go to `<dir>/.neptune/offline/run__*/`
+  (`dir` defaults to the run directory), ready for `neptune sync` to a
+  self-hosted server. The API token is read by the client from
+  `NEPTUNE_API_TOKEN`, never from a config file.
+* **Never on the training thread.** `neptune` (7 s to import here) is
+  imported, and `init_run` called, on the first delivery, on the worker's
+  thread. The client's own process hooks are off (stdout/stderr capture,
+  traceback hook, hardware monitoring), and so are git and source-file
+  capture: the Neptune run may be created long after training (`rltrack sync`
+  replays journals), when they would describe the sync, not the training.
+* **Series**: each value goes to `run["<namespace>/<key>"]` at the event's
+  primary step with the event's wall time as timestamp; the other step axes
+  of scalar records are series of their own (`<namespace>/<axis>`). One
+  `extend` per series per batch, not one `append` per value.
+* **Steps strictly increase per series**, as Neptune requires (its server
+  rejects the rest; its offline client writes them anyway). A value whose step
+  is not above its series' last step is not sent: when it repeats the last
+  point exactly (same step and value: a re-delivered batch, or an axis carried
+  by two records) it is ignored, otherwise it is counted in the report as
+  dropped. The journal still has it, for trackers without that rule.
+* **NaN and ±inf** are skipped, as the client would do with a warning per
+  value; here they are counted in the report instead. None values likewise.
+* Text becomes string series (values over Neptune's 1000 characters cut and
+  counted), images file series, videos and checkpoints uploaded files
+  (`<namespace>/<key>/<step>`, `checkpoints/iteration_<N>`, `checkpoints/best`),
+  histograms series of their min, max, mean and std (Neptune has no histogram
+  type), hyperparameters fields under `parameters/` (lists and None as text).
+  A value Neptune refuses (a key that changes type, a path that is already a
+  field) is counted as dropped and the batch goes on.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import statistics
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+from rltrack.backends.base import RunContext
+from rltrack.backends.remote import RemoteBackend
+from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.optional import require
+
+MODES = ("offline", "debug", "async", "sync")
+#: `init_run` reads where to put its files from this variable; it is process-wide.
+_DATA_DIR_VAR = "NEPTUNE_DATA_DIRECTORY"
+_DATA_DIR_LOCK = threading.Lock()
+
+
+class NeptuneBackend(RemoteBackend):
+    """`[backends.neptune] project, mode, name, tags, dir`; the token comes from NEPTUNE_API_TOKEN."""
+
+    name = "neptune"
+    max_batch = 1000
+
+    def __init__(
+        self,
+        project: str | None = None,
+        mode: str = "offline",
+        name: str | None = None,
+        tags: Sequence[str] = (),
+        dir: str | None = None,
+        api_token: Any = None,
+    ) -> None:
+        if api_token is not None:
+            raise ValueError("api_token must not be written in a config file; set the NEPTUNE_API_TOKEN environment variable instead")
+        if mode not in MODES:
+            raise ValueError(f"mode = {mode!r} is not a Neptune mode rltrack can write with; use one of {', '.join(MODES)}")
+        for key, value in (("project", project), ("name", name), ("dir", dir)):
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"{key} = {value!r} must be a non-empty string")
+        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+            raise ValueError(f'tags = {tags!r} must be a list of strings, e.g. tags = ["ppo", "cartpole"]')
+        if importlib.util.find_spec("neptune") is None:  # fail at config time, import later off the training thread
+            require("neptune", "neptune", "The neptune backend")
+        self.project = project
+        self.mode = mode
+        self.run_name = name
+        self.tags = list(tags)
+        self.dir = dir
+        self._neptune: Any = None  # the module, imported on the delivery thread
+        self._run: Any = None
+        self._last: dict[str, tuple[int, Any]] = {}  # series path -> (step, value) of its last point
+        self._kinds: dict[str, str] = {}  # series path -> "float" | "string" | "file"
+
+    def open(self, run: RunContext) -> None:
+        super().open(run)
+        self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
+
+    @property
+    def data_dir(self) -> Path:
+        """Where the client keeps its offline and async folders for this run."""
+        return self._dir / ".neptune"
+
+    def deliver(self, events: list[Event]) -> None:
+        if self._run is None:
+            self._run = self._init()
+        last = dict(self._last)  # committed only once the whole batch is written
+        series: dict[str, tuple[list[Any], list[int], list[float]]] = {}
+        for event in events:
+            for path, value in self._values(event):
+                self._plan(series, last, path, value, event)
+        for path, (values, steps, times) in series.items():
+            self._call(f"{path} ({len(values)} values)", lambda: self._run[path].extend(values, steps=steps, timestamps=times))
+        self._last = last
+
+    def close(self, status: str) -> None:
+        if self._run is not None:
+            self._run["sys/failed"] = status != "finished"
+            self._run.stop()
+            self._run = None
+
+    # ---- events to Neptune values -----------------------------------------
+
+    def _init(self) -> Any:
+        self._neptune = neptune = require("neptune", "neptune", "The neptune backend")
+        with _DATA_DIR_LOCK:
+            previous = os.environ.get(_DATA_DIR_VAR)
+            os.environ[_DATA_DIR_VAR] = str(self.data_dir)
+            try:
+                return neptune.init_run(
+                    project=self.project,
+                    mode=self.mode,
+                    name=self.run_name or self.run.name,
+                    tags=self.tags,
+                    capture_stdout=False,
+                    capture_stderr=False,
+                    capture_hardware_metrics=False,
+                    capture_traceback=False,
+                    fail_on_exception=False,
+                    git_ref=False,
+                    source_files=[],
+                )
+            finally:
+                if previous is None:
+                    del os.environ[_DATA_DIR_VAR]
+                else:
+                    os.environ[_DATA_DIR_VAR] = previous
+
+    def _values(self, event: Event) -> list[tuple[str, Any]]:
+        """The series points of one event as (path, value); fields and uploads are written here."""
+        if event.kind in NUMERIC_KINDS:
+            points = [(event.tag(k), v) for k, v in event.data.items()]
+            if any(v is None for _, v in points):
+                self.run.report.count("dropped", "None value", sum(v is None for _, v in points), section=self.name)
+            axes = list(event.steps.items())[1:]
+            return points + [(event.tag(a), v) for a, v in axes if a not in event.data]
+        if event.kind == "text":
+            return [(event.tag(k), self._text(v)) for k, v in event.data.items()]
+        if event.kind == "histogram":
+            return [(f"{event.tag(k)}/{name}", stat) for k, v in event.data.items() for name, stat in _summary(v).items()]
+        if event.kind == "image":
+            return [(event.tag(k), self._image(v)) for k, v in event.data.items()]
+        if event.kind == "video":
+            for key, value in event.data.items():
+                self._upload(f"{event.tag(key)}/{event.primary_step}", value)
+        elif event.kind == "hparams":
+            self._call("parameters", lambda: self._run["parameters"].assign(self._neptune.utils.stringify_unsupported(event.data)))
+        elif event.kind == "artifact":
+            self._checkpoint(event)
+        return []
+
+    def _plan(self, series: dict[str, tuple[list[Any], list[int], list[float]]], last: dict[str, tuple[int, Any]], path: str, value: Any, event: Event) -> None:
+        if value is None:
+            return  # counted where it was found
+        step = event.primary_step
+        if isinstance(value, (int, float)):
+            if not math.isfinite(value):
+                self.run.report.count("dropped", "non-finite value (Neptune takes finite floats only)", section=self.name)
+                return
+            kind = "float"
+        else:
+            kind = "string" if isinstance(value, str) else "file"
+        if step is None:
+            self.run.report.count("dropped", "event without a step", section=self.name)
+            return
+        if self._kinds.setdefault(path, kind) != kind:
+            self.run.report.count("dropped", f"{path}: a {self._kinds[path]} series cannot take a {kind} value", section=self.name)
+            return
+        previous = last.get(path)
+        if previous is not None and step <= previous[0]:
+            if (step, value) != previous:
+                self.run.report.count("dropped", "step not above the series' last step (Neptune needs increasing steps)", section=self.name)
+            return
+        last[path] = (step, value)
+        values, steps, times = series.setdefault(path, ([], [], []))
+        values.append(value)
+        steps.append(step)
+        times.append(event.time)
+
+    def _text(self, value: Any) -> str:
+        from neptune.types.series.string_series import MAX_STRING_SERIES_VALUE_LENGTH as limit
+
+        text = str(value)
+        if len(text) > limit:
+            self.run.report.count("converted", f"text cut to Neptune's {limit} characters", section=self.name)
+        return text[:limit]
+
+    def _image(self, value: Any) -> Any:
+        """A `File` for a path (relative paths are in the run directory) or a pixel array."""
+        File = self._neptune.types.File
+        if isinstance(value, str):
+            path = self._file(value)
+            return None if path is None else File(str(path))
+        import numpy
+
+        try:
+            return File.as_image(numpy.asarray(value))
+        except Exception as exc:  # noqa: BLE001 - pixels the client cannot read are counted, not retried
+            self.run.report.count("dropped", f"image: {type(exc).__name__}: {exc}", section=self.name)
+            return None
+
+    def _upload(self, path: str, value: Any) -> None:
+        if not isinstance(value, str):
+            self.run.report.count("dropped", "video that is not a file (Neptune takes videos as files)", section=self.name)
+            return
+        file = self._file(value)
+        if file is not None:
+            self._call(path, lambda: self._run[path].upload(str(file)))
+
+    def _checkpoint(self, event: Event) -> None:
+        path = self._file(str(event.data.get("path", "")))
+        if path is None:
+            return
+        targets = [f"checkpoints/iteration_{event.data.get('iteration')}"] + (["checkpoints/best"] if event.data.get("best") else [])
+        for target in targets:
+            self._call(target, lambda: self._run[target].upload(str(path)))
+
+    def _file(self, value: str) -> Path | None:
+        path = self.run.run_dir / value
+        if not path.is_file():
+            self.run.report.count("dropped", "file missing", section=self.name)
+            return None
+        return path
+
+    def _call(self, what: str, call: Any) -> Any:
+        """Runs one client call; a value the client refuses is counted and skipped,
+        anything else (a server or disk problem) is raised so the batch is retried."""
+        from neptune.exceptions import MetadataInconsistency
+
+        try:
+            return call()
+        except (ValueError, TypeError, MetadataInconsistency) as exc:
+            self.run.report.count("dropped", f"{what}: {type(exc).__name__}: {exc}", section=self.name)
+            return None
+
+
+def _summary(values: list[float]) -> dict[str, float]:
+    """What Neptune can chart of a histogram: its finite values' min, max, mean and std."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return {}
+    return {"min": min(finite), "max": max(finite), "mean": statistics.fmean(finite), "std": statistics.pstdev(finite)}
