@@ -242,8 +242,8 @@ class Logger:
     def __enter__(self) -> Logger:
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self.close(status=_status(exc_type))
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.close(status=_status(exc))
 
     # ---- the pipeline thread's side --------------------------------------
 
@@ -350,11 +350,12 @@ class Logger:
             print(f"rltrack: {reason} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
 
 
-def _status(exc_type: type[BaseException] | None) -> str:
-    """The status a run ends with when `exc_type` (None: nothing) ended it."""
-    if exc_type is None:
+def _status(exc: BaseException | None) -> str:
+    """The status a run ends with when `exc` (None: nothing) ended it;
+    `sys.exit(0)` is a normal end."""
+    if exc is None or (isinstance(exc, SystemExit) and exc.code in (0, None)):
         return "finished"
-    return "killed" if issubclass(exc_type, KeyboardInterrupt) else "failed"
+    return "killed" if isinstance(exc, KeyboardInterrupt) else "failed"
 
 
 _OPEN_LOGGERS: weakref.WeakSet[Logger] = weakref.WeakSet()
@@ -367,10 +368,10 @@ class _UncaughtWatcher:
 
     def __init__(self, chained: Callable[..., Any]) -> None:
         self.chained = chained
-        self.exc_type: type[BaseException] | None = None
+        self.exc: BaseException | None = None
 
     def __call__(self, exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
-        self.exc_type = exc_type
+        self.exc = exc
         self.chained(exc_type, exc, tb)
 
 
@@ -387,6 +388,6 @@ def _watch_uncaught() -> None:
 @atexit.register
 def _close_open_loggers() -> None:
     """Loggers left open at interpreter exit are drained and closed."""
-    status = _status(_WATCHER.exc_type if _WATCHER else None)
+    status = _status(_WATCHER.exc if _WATCHER else None)
     for logger in list(_OPEN_LOGGERS):
         logger.close(timeout=30, status=status)

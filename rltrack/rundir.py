@@ -31,12 +31,17 @@ from rltrack.backends.base import Backend, RunContext
 from rltrack.events import Event
 from rltrack.values import flatten, literal
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+_UNSAFE = re.compile(r"[^\w.\-]+")  # \w keeps letters of every script: "倒立摆_ppo" stays readable
+#: Bytes of a run name, leaving room for the "_yymmdd_HHMMSS_N" suffix in the
+#: 255 bytes most file systems allow per path component.
+MAX_NAME_BYTES = 200
 
 
 def safe_filename(name: str) -> str:
-    """A single path component: no separators, no `..`, no control characters."""
+    """A single path component: no separators, no `..`, no control characters,
+    short enough for the file system."""
     cleaned = _UNSAFE.sub("_", name).strip(".")
+    cleaned = cleaned.encode("utf-8")[:MAX_NAME_BYTES].decode("utf-8", "ignore").strip(".")
     return cleaned or "_"
 
 

@@ -142,13 +142,23 @@ def test_meta_json_describes_the_run(tmp_path: Path) -> None:
     assert read_meta(logger.run_dir)["status"] == "finished"
 
 
-@pytest.mark.parametrize(("exc", "status"), [(None, "finished"), (ValueError, "failed"), (KeyboardInterrupt, "killed")])
-def test_status_after_a_with_block(tmp_path: Path, exc: type[BaseException] | None, status: str) -> None:
-    with pytest.raises(exc) if exc else _nothing():
+@pytest.mark.parametrize(
+    ("exc", "status"),
+    [
+        (None, "finished"),
+        (ValueError("x"), "failed"),
+        (KeyboardInterrupt(), "killed"),
+        (SystemExit(0), "finished"),
+        (SystemExit(None), "finished"),
+        (SystemExit(3), "failed"),
+    ],
+)
+def test_status_after_a_with_block(tmp_path: Path, exc: BaseException | None, status: str) -> None:
+    with pytest.raises(type(exc)) if exc else _nothing():
         with rltrack.make_logger(config(tmp_path)) as logger:
             logger.write({"x": 1.0}, step=1)
             if exc:
-                raise exc()
+                raise exc
     assert read_meta(logger.run_dir)["status"] == status
     assert read_meta(logger.run_dir)["end_time"]
 
@@ -280,7 +290,11 @@ def test_checkpoint_of_a_missing_path_is_an_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("higher_is_better", "metrics"),
-    [(True, [1.0, 5.0, 3.0, 5.0, math.nan, 2.0]), (False, [4.0, 0.5, math.nan, 2.0, 0.5, 1.0])],
+    [
+        (True, [1.0, 5.0, 3.0, 5.0, math.nan, 2.0]),
+        (False, [4.0, 0.5, math.nan, 2.0, 0.5, 1.0]),
+        (True, [math.nan, -1.0, 2.0]),  # a NaN first must not block every later best
+    ],
 )
 def test_best_checkpoint_follows_the_metric(tmp_path: Path, higher_is_better: bool, metrics: list[float]) -> None:
     finite = [(m, i) for i, m in enumerate(metrics) if not math.isnan(m)]
@@ -290,12 +304,15 @@ def test_best_checkpoint_follows_the_metric(tmp_path: Path, higher_is_better: bo
     with rltrack.make_logger(config(tmp_path)) as logger:
         for i, metric in enumerate(metrics):
             logger.log_checkpoint({"iteration": torch.tensor(i)}, iteration=i, metric=metric, higher_is_better=higher_is_better)
-            assert logger.flush(timeout=10)
-            best_seen.append(int(torch.load(logger.run_dir / "ckpt" / "ckpt_best.pth.tar")["iteration"]))
+            best = logger.run_dir / "ckpt" / "ckpt_best.pth.tar"
+            best_seen.append(int(torch.load(best)["iteration"]) if best.exists() else None)
     assert best_seen[-1] == best_iteration
     # at every point, the best file is the best of the metrics so far
     for n, seen in enumerate(best_seen, start=1):
         so_far = [(m, i) for m, i in finite if i < n]
+        if not so_far:
+            assert seen is None  # only NaN so far: no best yet
+            continue
         target = max(m for m, _ in so_far) if higher_is_better else min(m for m, _ in so_far)
         assert seen == next(i for m, i in so_far if m == target)
     artifacts = [e for e in rltrack.read_journal(logger.run_dir) if e.kind == "artifact"]
@@ -329,3 +346,15 @@ def test_unsafe_names_stay_inside_the_root(tmp_path: Path, name: str) -> None:
     created = set(tmp_path.rglob("*")) - before
     assert all(p.resolve().is_relative_to(root.resolve()) for p in created)
     assert "\x00" not in logger.run_dir.name
+
+
+def test_names_keep_letters_of_any_script_and_fit_the_file_system(tmp_path: Path) -> None:
+    with rltrack.make_logger(config(tmp_path, name="倒立摆_ppo")) as logger:
+        pass
+    assert logger.run_dir.name == "倒立摆_ppo"
+    long = rltrack.make_logger(config(tmp_path, name="lr=0.0003," * 60))  # 600 characters
+    again = rltrack.make_logger(config(tmp_path, name="lr=0.0003," * 60))  # and the timestamped variant
+    for logger in (long, again):
+        logger.close()
+        assert len(logger.run_dir.name.encode()) <= 255 and (logger.run_dir / "meta.json").exists()
+    assert long.run_dir != again.run_dir

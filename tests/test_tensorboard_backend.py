@@ -127,6 +127,18 @@ def test_tensorboard_backend_writes_under_its_logdir(tmp_path: Path) -> None:
     assert not (logger.run_dir / "log").exists()  # the local backend was not chosen
 
 
+def test_tensorboard_backend_default_logdir_is_beside_the_runs(tmp_path: Path) -> None:
+    with make(tmp_path, ["tensorboard"]) as logger:
+        logger.write({"x": 1.0}, step=4)
+    run_logdir = tmp_path / "runs" / "tensorboard" / logger.run_dir.name
+    assert scalars(accumulate(run_logdir), "x") == [(4, 1.0)]
+
+
+def test_tensorboard_backend_rejects_an_empty_logdir(tmp_path: Path) -> None:
+    with pytest.raises(rltrack.ConfigError, match="logdir"):
+        make(tmp_path, ["tensorboard"], tensorboard={"logdir": ""})
+
+
 def test_tensorboard_and_local_backends_agree(tmp_path: Path) -> None:
     logdir = tmp_path / "tensorboard"
     with make(tmp_path, ["local", "tensorboard"], tensorboard={"logdir": str(logdir)}) as logger:

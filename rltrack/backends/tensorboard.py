@@ -2,7 +2,9 @@
 
 The local backend already writes `log/serial/` inside the run directory; this
 backend is for users who keep all their event files under one `logdir`
-(`<logdir>/<run name>/`), with the same writer.
+(`<logdir>/<run name>/`), with the same writer. Without a `logdir` it is
+`tensorboard/` beside the run directories (`<run.root>/tensorboard`), so a run
+root moved elsewhere takes its TensorBoard files along.
 """
 
 from __future__ import annotations
@@ -17,14 +19,15 @@ from rltrack.events import Event
 class TensorBoardBackend(Backend):
     name = "tensorboard"
 
-    def __init__(self, logdir: str = "runs/tensorboard") -> None:
-        if not isinstance(logdir, str) or not logdir:
-            raise ValueError(f"logdir must be a directory path, got {logdir!r}")
-        self.logdir = Path(logdir)
+    def __init__(self, logdir: str | None = None) -> None:
+        if logdir is not None and (not isinstance(logdir, str) or not logdir):
+            raise ValueError(f'logdir must be a directory path, e.g. logdir = "runs/tensorboard", got {logdir!r}')
+        self.logdir = None if logdir is None else Path(logdir)
 
     def open(self, run: RunContext) -> None:
         super().open(run)
-        self.writer = EventFileWriter(self.logdir / run.name)
+        logdir = self.logdir or run.run_dir.parent / "tensorboard"
+        self.writer = EventFileWriter(logdir / run.name)
 
     def write(self, events: list[Event]) -> None:
         for event in events:
