@@ -32,6 +32,8 @@ def normalize(event: Event, report: Report) -> list[Event]:
         return _histograms(event, report)
     if event.kind not in NUMERIC_KINDS:
         return [event]
+    if _is_plain(event.data):  # the common case: nothing to convert, count or rename
+        return [event]
     scalars: dict[str, Any] = {}
     texts: dict[str, str] = {}
     histograms: dict[str, list[float]] = {}
@@ -113,6 +115,14 @@ def flatten(mapping: dict[Any, Any], prefix: str = "", clean: Callable[[Any], st
         else:
             flat[full] = value
     return flat
+
+
+_PLAIN_TYPES = (int, float, type(None))
+
+
+def _is_plain(data: dict[Any, Any]) -> bool:
+    """Non-empty str keys and values that are exactly int, float or None."""
+    return all(type(k) is str and k and type(v) in _PLAIN_TYPES for k, v in data.items())
 
 
 def _clean_key(raw_key: Any, report: Report) -> str:
