@@ -382,6 +382,35 @@ def test_callback_alone_attaches_to_sb3s_own_logger(tmp_path):
     assert hparams.data["total_timesteps"] == 2 * ROLLOUT and hparams.data["policy_class"] == "ActorCriticPolicy"
 
 
+def test_save_freq_below_an_eval_callback_warns(tmp_path):
+    logger = make_logger(tmp_path)
+    model = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
+    EvalCallback(cartpole(), callback_on_new_best=(child := RLTrackCallback(logger, save_freq=10, attach=False)))
+    with pytest.warns(UserWarning, match="saves the best model only"):
+        child.init_callback(model)
+    logger.close()
+
+
+def test_callback_after_eval_checkpoints_only_improvements(tmp_path):
+    logger = make_logger(tmp_path)
+    model = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
+    child = RLTrackCallback(logger, attach=False, log_hparams=False)
+    eval_callback = EvalCallback(cartpole(), callback_after_eval=child)  # called after every evaluation
+    child.init_callback(model)
+    for timesteps, best in [(100, 1.0), (200, 1.0), (300, 2.5)]:
+        model.num_timesteps = timesteps
+        eval_callback.best_mean_reward = best
+        child.on_step()
+    staging = child._staging
+    assert staging is not None and len(list(staging.iterdir())) == 1  # older staged files go at the next checkpoint
+    child.on_training_end()  # removes its temporary files once rltrack copied them
+    assert not staging.exists()
+    logger.close()
+    checkpoints = [e.data for e in logger.backends["memory"].events if e.kind == "artifact"]
+    assert [(c["iteration"], c["metric"], c["best"]) for c in checkpoints] == [(100, 1.0, True), (300, 2.5, True)]
+    assert PPO.load(logger.run_dir / "ckpt" / "ckpt_best.pth.tar", device="cpu").n_steps == model.n_steps
+
+
 def test_model_hparams_are_json_friendly():
     model = PPO("MlpPolicy", cartpole(), learning_rate=lambda progress: 1e-3 * progress, **PPO_KWARGS)
     hparams = model_hparams(model)

@@ -70,6 +70,7 @@ import shutil
 import tempfile
 import time
 import types
+import warnings
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -479,6 +480,12 @@ class _CallbackImpl:
 
     def _init_callback(self) -> None:
         # learn() calls this right after SB3 configured the model's logger for this run
+        if self.save_freq and self._below_eval():
+            warnings.warn(
+                "RLTrackCallback(save_freq=...) below an EvalCallback saves the best model only; "
+                "for periodic checkpoints pass another RLTrackCallback(logger, save_freq=...) to learn()",
+                stacklevel=2,
+            )
         if self.attach and getattr(self.model, "_logger", None) is not None:
             add_writer(self.model.logger, self.rltrack_logger, train_iter_key=train_iter_key(self.model))
         if self.log_hparams:
@@ -489,10 +496,12 @@ class _CallbackImpl:
                 info = {"framework": "stable-baselines3", "sb3_version": hparams["sb3_version"], "algo": hparams["algo"]}
                 self.rltrack_logger.set_run_info(info)
 
+    def _below_eval(self) -> bool:
+        return self.parent is not None and hasattr(self.parent, "best_mean_reward")  # an EvalCallback
+
     def _on_step(self) -> bool:
-        parent = self.parent
-        if parent is not None and hasattr(parent, "best_mean_reward"):  # below an EvalCallback
-            best = float(parent.best_mean_reward)
+        if self._below_eval():
+            best = float(self.parent.best_mean_reward)
             if best > self.best_logged:
                 self.best_logged = best
                 self._checkpoint(metric=best)
