@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections import deque
 from contextlib import contextmanager
@@ -96,6 +97,7 @@ class Logger:
         self._queue: deque[Any] = deque()
         self._wake = threading.Event()
         self._closed = False
+        self._warned_closed = False
         self._best_metric: float | None = None
         self._last_steps: dict[str, int] = {}
         self._reported: set[str] = set()
@@ -132,16 +134,19 @@ class Logger:
             steps = dict(step)
         else:
             steps = {DEFAULT_STEP_AXIS: step}
-        self._queue.append(Event(time.time(), dict(data), kind, namespace, steps, run=self.name))
+        if self._accepting():
+            self._queue.append(Event(time.time(), dict(data), kind, namespace, steps, run=self.name))
 
     def emit(self, event: Event) -> None:
         """Hand over an event an adapter built itself."""
-        self._queue.append(event)
+        if self._accepting():
+            self._queue.append(event)
 
     def dump(self, step: int | Mapping[str, int] | None = None) -> None:
         """The store-then-log point: aggregating filters emit, tables are printed."""
         steps = None if step is None else dict(step) if isinstance(step, Mapping) else {DEFAULT_STEP_AXIS: step}
-        self._queue.append(_Dump(steps))
+        if self._accepting():
+            self._queue.append(_Dump(steps))
 
     def log_hparams(self, hparams: Mapping[str, Any]) -> None:
         self.write(hparams, kind="hparams")
@@ -170,6 +175,8 @@ class Logger:
         `ckpt/ckpt_best.pth.tar`, before returning (see `rundir.save_checkpoint`):
         a path is copied, any other object saved with `torch.save`. A NaN metric
         is never the best. Write errors are counted and reported, not raised."""
+        if not self._accepting():
+            return
         if isinstance(obj_or_path, (str, os.PathLike)) and not Path(obj_or_path).is_file():
             raise FileNotFoundError(
                 f"log_checkpoint: {str(obj_or_path)!r} is not a file; pass the path of a saved "
@@ -193,7 +200,18 @@ class Logger:
     def set_run_info(self, info: Mapping[str, Any]) -> None:
         """Adds framework bookkeeping (trial id, hostname, ...) to meta.json's
         "info", where run databases index it, instead of sending it as metrics."""
-        self._queue.append(_RunInfo(dict(info)))
+        if self._accepting():
+            self._queue.append(_RunInfo(dict(info)))
+
+    def _accepting(self) -> bool:
+        """False once closed: no thread takes records any more, so they are dropped
+        (with one warning) instead of piling up in memory for the rest of the process."""
+        if not self._closed:
+            return True
+        if not self._warned_closed:
+            self._warned_closed = True
+            warnings.warn(f"rltrack: {self.run_dir} is closed; records given after close() are dropped", RuntimeWarning, stacklevel=3)
+        return False
 
     def flush(self, timeout: float | None = None) -> bool:
         """Waits until everything written so far is in the journal and the

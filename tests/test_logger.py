@@ -226,6 +226,21 @@ def test_flush_close_and_idempotency(tmp_path: Path) -> None:
     assert report["counts"].get("core.errors") is None
 
 
+def test_records_after_close_are_dropped_with_one_warning(tmp_path: Path) -> None:
+    logger = make(tmp_path, backends=("local",))
+    logger.write({"x": 1.0}, step=1)
+    logger.close()
+    with pytest.warns(RuntimeWarning, match="closed") as warned:
+        for i in range(100):
+            logger.write({"x": 2.0}, step=2 + i)
+        logger.dump()
+        logger.log_checkpoint({"w": 1}, iteration=5)
+    assert len(warned) == 1
+    assert len(logger._queue) == 0  # nothing piles up for a thread that is gone
+    assert [e.data for e in journal(logger)] == [{"x": 1.0}]
+    assert not (logger.run_dir / "ckpt" / "iteration_5.pth.tar").exists()
+
+
 CHILD = """
 import sys, rltrack
 logger = rltrack.make_logger({{"run": {{"root": {root!r}, "name": "child"}}, "backends": {{"use": ["local"]}}}})
