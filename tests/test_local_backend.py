@@ -242,6 +242,23 @@ def test_text_log_has_a_table_per_dump_with_the_values(tmp_path: Path) -> None:
         assert f"train_iter={i}" in text
 
 
+def test_namespaces_that_look_like_paths_stay_inside_log(tmp_path: Path) -> None:
+    namespaces = ["evaluation/env_runners", "../../escape", "/abs", "learners/default_policy"]
+    before = set(tmp_path.rglob("*"))
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        for i, namespace in enumerate(namespaces):
+            logger.write({"v": float(i)}, step=1, namespace=namespace)
+        logger.dump()
+    created = set(tmp_path.rglob("*")) - before - {logger.run_dir.parent}
+    assert all(p.is_relative_to(logger.run_dir) for p in created)
+    logs = sorted((logger.run_dir / "log").glob("*/*_logger.txt"))
+    assert len(logs) == len(namespaces)
+    assert sorted(float(t["v"]) for p in logs for t in parse_tables(p.read_text())) == [0.0, 1.0, 2.0, 3.0]
+    row = pd.read_csv(logger.run_dir / "progress.csv").iloc[0]
+    assert [row[f"{ns}/v"] for ns in namespaces] == [0.0, 1.0, 2.0, 3.0]
+    assert "core.errors" not in json.loads((logger.run_dir / "report.json").read_text())["counts"]
+
+
 def test_log_text_lands_in_the_namespace_text_log(tmp_path: Path) -> None:
     with rltrack.make_logger(config(tmp_path)) as logger:
         logger.log_text("note", "switched to the hard level", step=3, namespace="collector")

@@ -19,6 +19,7 @@ from rltrack.backends.csvfile import GrowingCsv
 from rltrack.backends.tables import LatestValues, Pending, format_table
 from rltrack.backends.tfevents import EventFileWriter
 from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.rundir import safe_filename
 
 DEFAULT_NAMESPACE = "main"
 
@@ -60,12 +61,14 @@ class LocalBackend(Backend):
         self._csv.write_row({"time": round(pending.time, 6), **pending.steps, **pending.values})
 
     def _text_log(self, namespace: str) -> IO[str]:
-        log = self._text_logs.get(namespace)
+        """`log/<ns>/<ns>_logger.txt`, `<ns>` made one safe path component:
+        namespaces like `evaluation/env_runners` or `../x` stay inside `log/`."""
+        name = safe_filename(namespace or DEFAULT_NAMESPACE)
+        log = self._text_logs.get(name)
         if log is None:
-            name = namespace or DEFAULT_NAMESPACE
             folder = self._log_dir / name
             folder.mkdir(parents=True, exist_ok=True)
-            log = self._text_logs[namespace] = (folder / f"{name}_logger.txt").open("a", encoding="utf-8")
+            log = self._text_logs[name] = (folder / f"{name}_logger.txt").open("a", encoding="utf-8")
         return log
 
     def dump(self) -> None:
