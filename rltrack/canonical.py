@@ -40,14 +40,14 @@ def with_canonical_names(flat: Mapping[str, Any], mapping: Mapping[str, str], mo
     return out
 
 
-def vocabulary() -> dict[str, dict[str, str]]:
-    """canonical name -> {framework: native key}, from every adapter's mapping."""
-    table: dict[str, dict[str, str]] = {}
+def vocabulary() -> dict[str, dict[str, list[str]]]:
+    """canonical name -> {framework: [native keys]}, from every adapter's mapping."""
+    table: dict[str, dict[str, list[str]]] = {}
     for framework, module in ADAPTER_MODULES.items():
         try:
             mapping = importlib.import_module(module).CANONICAL
         except (ImportError, AttributeError):  # adapter not written yet
             continue
         for native, canonical in mapping.items():
-            table.setdefault(canonical, {})[framework] = native
+            table.setdefault(canonical, {}).setdefault(framework, []).append(native)
     return dict(sorted(table.items()))

@@ -106,7 +106,7 @@ def test_namespaces_kinds_and_step_axes(tmp_path):
     assert set(scalars) == {"collector", "time", "learner"}
     assert scalars["collector"][1].data["ep_rew_mean"] == 22.0
     assert scalars["collector"][1].data["reward_mean"] == 22.0
-    assert scalars["collector"][1].data["envstep_count"] == 512  # canonical twin of time/total_timesteps
+    assert scalars["collector"][1].data["total_envstep_count"] == 512  # canonical twin of time/total_timesteps
     assert set(scalars["time"][0].data) == {"fps", "iterations", "total_timesteps"}
     assert scalars["learner"][0].data["approx_kl"] == pytest.approx(0.01)
     timing = by_namespace(events, "timing")
@@ -167,8 +167,8 @@ def test_key_excluded(tmp_path):
 @pytest.mark.parametrize(
     ("names", "collector", "learner"),
     [
-        ("both", {"ep_rew_mean", "reward_mean", "envstep_count"}, {"loss", "total_loss_avg", "learning_rate", "cur_lr_avg", "std"}),
-        ("canonical", {"reward_mean", "envstep_count"}, {"total_loss_avg", "cur_lr_avg", "std"}),
+        ("both", {"ep_rew_mean", "reward_mean", "total_envstep_count"}, {"loss", "total_loss_avg", "learning_rate", "cur_lr_avg", "std"}),
+        ("canonical", {"reward_mean", "total_envstep_count"}, {"total_loss_avg", "cur_lr_avg", "std"}),
         ("native", {"ep_rew_mean"}, {"loss", "learning_rate", "std"}),
     ],
 )
@@ -182,7 +182,7 @@ def test_canonical_name_modes(tmp_path, names, collector, learner):
     scalars = by_namespace(sb3_events(logger))
     assert set(scalars["collector"][0].data) == collector
     assert set(scalars["learner"][0].data) == learner
-    assert ("time" in scalars) == (names != "canonical")  # time/total_timesteps is replaced by collector/envstep_count
+    assert ("time" in scalars) == (names != "canonical")  # time/total_timesteps is replaced by collector/total_envstep_count
     if names != "native":
         assert scalars["collector"][0].data["reward_mean"] == 9.5
     # an explicit override beats the config
@@ -195,7 +195,7 @@ def test_canonical_table_is_well_formed():
         assert canonical.split("/")[0] in ("collector", "evaluator", "learner"), canonical
     assert CANONICAL["rollout/ep_rew_mean"] == "collector/reward_mean"
     assert CANONICAL["eval/mean_reward"] == "evaluator/reward_mean"
-    assert CANONICAL["time/total_timesteps"] == "collector/envstep_count"
+    assert CANONICAL["time/total_timesteps"] == "collector/total_envstep_count"
     assert CANONICAL["train/policy_gradient_loss"] == "learner/policy_loss_avg"
 
 
@@ -320,7 +320,7 @@ def test_module_imports_without_sb3():
         "import rltrack.adapters.sb3 as m\n"
         "assert m.CANONICAL['rollout/ep_rew_mean'] == 'collector/reward_mean'\n"
         "from rltrack.canonical import vocabulary\n"
-        "assert vocabulary()['collector/reward_mean']['sb3'] == 'rollout/ep_rew_mean'\n"
+        "assert vocabulary()['collector/reward_mean']['sb3'] == ['rollout/ep_rew_mean']\n"
         "try:\n"
         "    from rltrack.adapters.sb3 import RLTrackWriter\n"
         "except ImportError as exc:\n"
@@ -521,7 +521,7 @@ def test_eval_callback_gives_evaluator_metrics_and_best_checkpoint(ppo_runs):
     events = list(rltrack.read_journal(logger.run_dir))
     evaluator = [e for e in events if e.namespace == "evaluator" and e.kind == "scalars"]
     assert [(e.steps["env_steps"], e.data["reward_mean"]) for e in evaluator] == evals
-    assert all({"mean_reward", "mean_ep_length", "reward_mean", "episode_length_mean"} <= set(e.data) for e in evaluator)
+    assert all({"mean_reward", "mean_ep_length", "reward_mean", "avg_envstep_per_episode"} <= set(e.data) for e in evaluator)
     # EvalCallback's dumps (mid-rollout, no time/iterations) keep PPO's iteration count as train_iter
     collector = [e for e in events if e.namespace == "collector" and "reward_mean" in e.data]
     for e in evaluator:

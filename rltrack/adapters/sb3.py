@@ -99,12 +99,12 @@ NAMESPACES = {"rollout": "collector", "eval": "evaluator", "train": "learner", "
 #: SB3 native flat key -> canonical (DI-engine/LightZero) flat key.
 CANONICAL: dict[str, str] = {
     "rollout/ep_rew_mean": "collector/reward_mean",
-    "rollout/ep_len_mean": "collector/episode_length_mean",
-    "time/total_timesteps": "collector/envstep_count",
+    "rollout/ep_len_mean": "collector/avg_envstep_per_episode",
+    "time/total_timesteps": "collector/total_envstep_count",
     "time/episodes": "collector/episode_count",
     "time/fps": "collector/avg_envstep_per_sec",
     "eval/mean_reward": "evaluator/reward_mean",
-    "eval/mean_ep_length": "evaluator/episode_length_mean",
+    "eval/mean_ep_length": "evaluator/avg_envstep_per_episode",
     "train/loss": "learner/total_loss_avg",
     "train/policy_gradient_loss": "learner/policy_loss_avg",  # PPO
     "train/policy_loss": "learner/policy_loss_avg",  # A2C
