@@ -166,3 +166,14 @@ def test_runs_sharing_a_tensorboard_logdir_get_separate_files(tmp_path: Path) ->
         (tag,) = acc.Tags()["scalars"]
         found[tag] = scalars(acc, tag)
     assert found == {"first": [(i, float(i)) for i in range(200)], "second": [(i, float(-i)) for i in range(200)]}
+
+
+def test_c_crc32c_agrees_with_the_pure_python_fallback():
+    import os
+
+    from rltrack.backends.tfevents import crc32c, crc32c_python
+
+    assert crc32c_python(b"123456789") == 0xE3069283  # the CRC-32C check value
+    for size in (0, 1, 7, 100, 4096):
+        data = os.urandom(size)
+        assert crc32c(data) == crc32c_python(data)

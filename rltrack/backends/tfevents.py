@@ -33,12 +33,19 @@ def _crc32c_table() -> list[int]:
 _TABLE = _crc32c_table()
 
 
-def crc32c(data: bytes) -> int:
+def crc32c_python(data: bytes) -> int:
+    """CRC-32C in pure Python (~50 us a record): the fallback when google-crc32c is missing."""
     crc = 0xFFFFFFFF
     table = _TABLE
     for byte in data:
         crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
+
+
+try:  # a C implementation, a dependency of rltrack; ~40x faster on the pipeline thread
+    from google_crc32c import value as crc32c
+except ImportError:  # pragma: no cover - only when installed without dependencies
+    crc32c = crc32c_python
 
 
 def _masked_crc(data: bytes) -> bytes:
