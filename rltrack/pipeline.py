@@ -215,7 +215,9 @@ class Logger:
 
     def flush(self, timeout: float | None = None) -> bool:
         """Waits until everything written so far is in the journal and the
-        backends' files. Returns False if `timeout` passed first."""
+        backends' files. Returns False if `timeout` passed first. Tables
+        (text logs, console, progress.csv rows) are still completed at the
+        next `dump`, new step or close, so that a row never holds half a step."""
         if not self._thread.is_alive():
             return True
         barrier = _Barrier()

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 class MemoryBackend(Backend):
     """`events`: every event; `metrics[tag]`: the values of each scalar, in order;
-    `steps[tag]`: their primary steps; `df`: one row per scalar record."""
+    `steps[tag]`: their primary steps; `df`: one row per scalar record.
+    The pipeline thread fills them: read them after `Logger.flush()` or `close()`."""
 
     name = "memory"
 
