@@ -114,6 +114,16 @@ def test_non_finite_scalars_reach_tensorboard(tmp_path: Path) -> None:
     assert {a.step, b.step, c.step, d.step} == {3}
 
 
+def test_steps_beyond_int64_do_not_corrupt_the_file(tmp_path: Path) -> None:
+    with make(tmp_path, ["local"]) as logger:
+        logger.write({"a": 1.0}, step=2**70)
+        logger.write({"a": 2.0}, step=-(2**70))
+        logger.write({"a": 3.0}, step=-5)
+        logger.write({"a": 4.0}, step=7)
+    got = scalars(accumulate(logger.run_dir / "log" / "serial"), "a")
+    assert got == [(2**63 - 1, 1.0), (-(2**63), 2.0), (-5, 3.0), (7, 4.0)]
+
+
 def test_tensorboard_backend_writes_under_its_logdir(tmp_path: Path) -> None:
     logdir = tmp_path / "tensorboard"
     with make(tmp_path, ["tensorboard"], tensorboard={"logdir": str(logdir)}) as logger:

@@ -71,7 +71,11 @@ def _field_bytes(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def _event(wall_time: float, step: int, *, summary: bytes = b"", file_version: str = "") -> bytes:
+    step = min(max(step, _INT64[0]), _INT64[1])  # Event.step is an int64: a larger varint corrupts the file for readers
     out = b"\x09" + struct.pack("<d", wall_time) + b"\x10" + _varint(step)
     if file_version:
         out += _field_bytes(3, file_version.encode())
