@@ -24,7 +24,10 @@ the ~100 per-connector timers RLlib 2.60 really reports):
 
 The Trials are real Trial objects with a real StorageContext; Ray is
 initialised (num_cpus=1, no dashboard) only because a Trial's local path lives
-in the Ray session directory. Systems alternate in rounds; between blocks each
+in the Ray session directory. When Ray cannot start (on a loaded machine its
+raylet gives up after ~15 s, ray-project/ray#65983) or with --no-ray, the
+StorageContext's one session-dependent method is overridden to stage trial
+files under a temporary directory instead; the header line says which ran. Systems alternate in rounds; between blocks each
 is settled untimed (rltrack `flush()`), as in the other bench scripts. The
 last line measures how fast rltrack's pipeline thread drains a burst.
 
@@ -114,11 +117,25 @@ def count_leaves(result: dict[str, Any]) -> int:
     return n
 
 
+#: Set when Ray could not start (or --no-ray): the driver staging directory then
+#: lives under this path instead of the Ray session directory (see make_trial).
+STAGING_ROOT: Path | None = None
+
+
 def make_trial(storage_root: Path, name: str) -> Any:
     from ray.train._internal.storage import StorageContext
     from ray.tune.experiment import Trial
 
-    storage = StorageContext(storage_path=str(storage_root), experiment_dir_name="bench", trial_dir_name=name)
+    cls = StorageContext
+    if STAGING_ROOT is not None:
+        staging = STAGING_ROOT
+
+        class LocalStaging(StorageContext):  # the one substitution: no Ray session directory needed
+            def _get_session_path(self) -> str:
+                return (staging / self.experiment_dir_name).as_posix()
+
+        cls = LocalStaging
+    storage = cls(storage_path=str(storage_root), experiment_dir_name="bench", trial_dir_name=name)
     trial = Trial("PPO", config=results(1, "40")[0]["config"], trial_id=f"{name}_00000", storage=storage, experiment_tag="0")
     trial.init_local_path()
     return trial
@@ -227,18 +244,24 @@ def table(results: dict[str, dict[str, float]], reference: str) -> str:
     return "\n".join(lines)
 
 
-def init_ray() -> None:
+def init_ray(tmp: Path) -> str:
+    """Starts Ray for the Trials' session directory; if it cannot start, stages
+    trial files under `tmp` instead. Returns which of the two happened."""
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    for attempt in (1, 2):
-        try:
-            ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-            return
-        except Exception as exc:  # Ray gives its raylet a fixed time to register; a loaded machine can miss it
-            ray.shutdown()
-            if attempt == 2 or "timed out during startup" not in str(exc):
-                raise
+    try:
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        return "Trials staged in the Ray session directory (ray.init)"
+    except Exception as exc:  # Ray gives its raylet ~15 s to see its agents start (ray-project/ray#65983)
+        ray.shutdown()
+        return stage_locally(tmp, f"ray.init failed ({str(exc)[:60]}...)")
+
+
+def stage_locally(tmp: Path, why: str) -> str:
+    global STAGING_ROOT
+    STAGING_ROOT = tmp / "staging"
+    return f"{why}: Trials staged under a temporary directory"
 
 
 def main() -> None:
@@ -246,18 +269,19 @@ def main() -> None:
     parser.add_argument("--results", type=int, default=2_000, help="timed results per system and size")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="400 results")
+    parser.add_argument("--no-ray", action="store_true", help="do not start Ray: stage trial files under a temporary directory")
     args = parser.parse_args()
     if args.quick:
         args.results = 400
     started = time.time()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    init_ray()
     import ray
 
-    ray_started = time.time()
     tables = {}
     with tempfile.TemporaryDirectory(prefix="rltrack-bench-tune-") as tmp_name:
         tmp = Path(tmp_name)
+        how = stage_locally(tmp, "--no-ray") if args.no_ray else init_ray(tmp)
+        ray_started = time.time()
         warmup = 200
         for size in ("40", "150"):
             items = results(args.results + warmup, size)
@@ -268,7 +292,7 @@ def main() -> None:
     ref = "Tune CSVLoggerCallback.log_trial_result"
     print(f"## Ray Tune / RLlib adapter: calling-thread cost per result ({time.strftime('%Y-%m-%d')})\n")
     print(f"Command: `python bench/bench_tune.py{' --quick' if args.quick else ''}` (took {time.time() - started:.0f} s, "
-          f"{ray_started - started:.0f} s of it ray.init); {os.cpu_count()} CPUs, load average {load} at start, "
+          f"{ray_started - started:.0f} s of it starting Ray; {how}); {os.cpu_count()} CPUs, load average {load} at start, "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at end; Python {sys.version.split()[0]}, ray {ray.__version__}.\n")  # fmt: skip
     for size, (leaves, res) in tables.items():
         print(f"### {leaves} metric leaves + 13 Tune bookkeeping keys + config (20 keys); {args.results:,} timed results per system, "

@@ -87,6 +87,7 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections import abc
 import time
 import traceback
 import weakref
@@ -222,15 +223,30 @@ def _classify(key: str, mode: str, rllib: bool) -> Any:
     return tuple(out)
 
 
-_CACHES: dict[tuple[str, bool], dict[str, Any]] = {}
-_CACHE_LIMIT = 100_000  # keys per cache; beyond it (keys made of ever-new ids) nothing more is cached
+class _Node:
+    """The cached decisions for the keys of one nested dict of a result (its
+    path is fixed by where the node hangs), so a key's full flat name is built
+    and classified once per process, not once per result."""
+
+    __slots__ = ("children", "leaves")
+
+    def __init__(self) -> None:
+        self.children: dict[Any, Any] = {}
+        self.leaves: dict[Any, Any] = {}
 
 
-def _decisions(mode: str, rllib: bool) -> dict[str, Any]:
-    cache = _CACHES.get((mode, rllib))
-    if cache is None:
-        cache = _CACHES[(mode, rllib)] = {}
-    return cache
+_HPARAMS = object()  # the root's `config` entry: hyperparameters, not metrics
+_TREES: dict[tuple[str, bool], _Node] = {}
+_CACHED = [0]
+_CACHE_LIMIT = 100_000  # cached keys in all; beyond it (keys made of ever-new ids) decisions are recomputed
+
+
+def _tree(mode: str, rllib: bool) -> _Node:
+    root = _TREES.get((mode, rllib))
+    if root is None:
+        root = _TREES[(mode, rllib)] = _Node()
+        root.children[_HPARAMS_KEY] = _HPARAMS
+    return root
 
 
 #: Value types the pipeline thread's normaliser takes as they are; grows with
@@ -246,13 +262,74 @@ def _passes(value: Any) -> bool:
     return False
 
 
-def _flatten(mapping: Mapping[Any, Any], prefix: str, out: dict[str, Any]) -> None:
-    for key, value in mapping.items():
-        full = f"{prefix}{key}" if type(key) is str else f"{prefix}{key!s}"
-        if isinstance(value, Mapping):
-            _flatten(value, full + "/", out)
-        else:
-            out[full] = value
+def _is_mapping(value: Any) -> bool:
+    kind = type(value)
+    return kind is dict or (kind not in _PASS_TYPES and isinstance(value, abc.Mapping))
+
+
+class _Walk:
+    """One result's trip through the decision tree."""
+
+    __slots__ = ("mode", "rllib", "known", "groups", "info", "hparams")
+
+    def __init__(self, mode: str, rllib: bool, known: dict[str, Any]) -> None:
+        self.mode = mode
+        self.rllib = rllib
+        self.known = known  # bookkeeping values already sent for this run
+        self.groups: dict[tuple[str, str], dict[str, Any]] = {}
+        self.info: dict[str, Any] = {}
+        self.hparams: Any = None
+
+    def walk(self, mapping: Mapping[Any, Any], node: _Node, prefix: str) -> None:
+        children, leaves, groups = node.children, node.leaves, self.groups
+        for key, value in mapping.items():
+            kind = type(value)
+            if kind is dict or (kind not in _PASS_TYPES and isinstance(value, abc.Mapping)):
+                child = children.get(key)
+                if child is _HPARAMS:
+                    self.hparams = value
+                    continue
+                if child is None:
+                    child = _Node()
+                    if _CACHED[0] < _CACHE_LIMIT:
+                        children[key] = child
+                        _CACHED[0] += 1
+                self.walk(value, child, f"{prefix}{key}/")
+                continue
+            decision = leaves.get(key)
+            if decision is None:
+                decision = _classify(f"{prefix}{key}", self.mode, self.rllib)
+                if _CACHED[0] < _CACHE_LIMIT:
+                    leaves[key] = decision
+                    _CACHED[0] += 1
+            if decision is _INFO:
+                if self.known.get(key, _MISSING) != value:
+                    self.info[key] = self.known[key] = value
+                continue
+            if decision is _STEP:
+                continue
+            if kind not in _PASS_TYPES and not _passes(value):
+                value = str(value)  # an object no tracker can take: keep its text
+            for group, short in decision:
+                data = groups.get(group)
+                if data is None:
+                    data = groups[group] = {}
+                data[short] = value
+
+
+_MISSING = object()
+_ENV_STEP_PATHS = tuple(tuple(key.split("/")) for key in ENV_STEP_KEYS)
+
+
+def _lookup(result: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = result
+    for part in path:
+        if not _is_mapping(value):
+            return None
+        value = value.get(part)
+        if value is None:
+            return None
+    return value
 
 
 # ---- one result ---------------------------------------------------------------
@@ -280,70 +357,40 @@ def _send(logger: Any, state: _RunState, result: Mapping[str, Any], *, hparams_f
     now = time.time()
     rllib = is_rllib_result(result)
     source = SOURCE_RLLIB if rllib else SOURCE_TUNE
-    flat: dict[str, Any] = {}
-    hparams = None
-    for key, value in result.items():
-        if key == _HPARAMS_KEY and isinstance(value, Mapping):
-            hparams = value
-        elif isinstance(value, Mapping):
-            _flatten(value, f"{key}/", flat)
-        else:
-            flat[key if type(key) is str else str(key)] = value
-    if hparams is not None and hparams_from_result and not state.hparams_logged:
-        logger.log_hparams(hparams)
+    walk = _Walk(state.mode, rllib, state.info)
+    walk.walk(result, _tree(state.mode, rllib), "")
+    if walk.hparams is not None and hparams_from_result and not state.hparams_logged:
+        logger.log_hparams(walk.hparams)
         state.hparams_logged = True
 
     steps: dict[str, int] = {}
-    for key in ENV_STEP_KEYS:
-        value = flat.get(key)
+    for path in _ENV_STEP_PATHS:
+        value = _lookup(result, path)
         if value is not None:
             try:
                 steps["env_steps"] = int(value)
             except (TypeError, ValueError, OverflowError):
                 continue
             break
-    iteration = flat.get(ITERATION_KEY)
+    iteration = result.get(ITERATION_KEY)
     if iteration is not None:
         try:
             steps["train_iter"] = int(iteration)
         except (TypeError, ValueError, OverflowError):
             pass
 
-    cache = _decisions(state.mode, rllib)
-    groups: dict[tuple[str, str], dict[str, Any]] = {}
-    info: dict[str, Any] = {}
-    for key, value in flat.items():
-        decision = cache.get(key)
-        if decision is None:
-            decision = _classify(key, state.mode, rllib)
-            if len(cache) < _CACHE_LIMIT:
-                cache[key] = decision
-        if decision is _INFO:
-            if state.info.get(key, _MISSING) != value:
-                info[key] = state.info[key] = value
-            continue
-        if decision is _STEP:
-            continue
-        if type(value) not in _PASS_TYPES and not _passes(value):
-            value = str(value)  # an object no tracker can take: keep its text
-        for group, short in decision:
-            data = groups.get(group)
-            if data is None:
-                data = groups[group] = {}
-            data[short] = value
-
+    info = walk.info
     if not state.framework_sent:
         info.setdefault("framework", source)
         state.framework_sent = True
     if info:
         logger.set_run_info(info)
     run = state.run
-    for (namespace, kind), data in groups.items():
+    for (namespace, kind), data in walk.groups.items():
         logger.emit(Event(now, data, kind, namespace, dict(steps), source, "0", run, rllib))
     logger.dump(steps or None)
 
 
-_MISSING = object()
 _LOG_RESULT_STATES: weakref.WeakKeyDictionary[Any, _RunState] = weakref.WeakKeyDictionary()
 
 
@@ -354,7 +401,7 @@ def log_result(logger: Logger, result: Mapping[str, Any]) -> None:
     logger sees one; the rest is handled as the module docstring says. Returns
     in tens of microseconds: the work is done on the logger's pipeline thread.
     """
-    if not isinstance(result, Mapping):
+    if not _is_mapping(result):
         raise TypeError(f"log_result expects the result dict (e.g. algo.train()), got {type(result).__name__}")
     state = _LOG_RESULT_STATES.get(logger)
     if state is None:
