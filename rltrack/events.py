@@ -50,6 +50,29 @@ class Event:
             return value
         return None
 
+    def derive(
+        self,
+        data: dict[str, Any],
+        *,
+        kind: str | None = None,
+        time: float | None = None,
+        steps: dict[str, int] | None = None,
+    ) -> Event:
+        """A copy with other data (and optionally kind, time, steps). Filters call
+        this per record, so it is a plain constructor call, not `dataclasses.replace`."""
+        return Event(
+            self.time if time is None else time,
+            data,
+            self.kind if kind is None else kind,
+            self.namespace,
+            self.steps if steps is None else steps,
+            self.source,
+            self.worker,
+            self.run,
+            self.preaggregated,
+            self.schema,
+        )
+
     def tag(self, key: str) -> str:
         """`<namespace>/<key>`, the name a key carries in flat trackers."""
         return f"{self.namespace}/{key}" if self.namespace else key

@@ -12,7 +12,6 @@ It runs on the pipeline thread, never on the caller's.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any, Callable
 
 from rltrack.events import NUMERIC_KINDS, Event
@@ -27,7 +26,7 @@ def normalize(event: Event, report: Report) -> list[Event]:
     event (if any) comes first and holds only ints, floats and None.
     """
     if event.kind in ("hparams", "text"):
-        return [replace(event, data=literal(flatten(event.data) if event.kind == "text" else event.data))]
+        return [event.derive(literal(flatten(event.data) if event.kind == "text" else event.data))]
     if event.kind == "histogram":
         return _histograms(event, report)
     if event.kind not in NUMERIC_KINDS:
@@ -60,11 +59,11 @@ def normalize(event: Event, report: Report) -> list[Event]:
             report.count("dropped", f"{key}: no numeric conversion for {name}")
     out = []
     if scalars:
-        out.append(replace(event, data=scalars))
+        out.append(event.derive(scalars))
     if histograms:
-        out.append(replace(event, data=histograms, kind="histogram"))
+        out.append(event.derive(histograms, kind="histogram"))
     if texts:
-        out.append(replace(event, data=texts, kind="text"))
+        out.append(event.derive(texts, kind="text"))
     return out
 
 
@@ -84,7 +83,7 @@ def _histograms(event: Event, report: Report) -> list[Event]:
             data[key] = kept
         else:
             report.count("dropped", f"{key}: no histogram values in {type(value).__name__}")
-    return [replace(event, data=data)] if data else []
+    return [event.derive(data)] if data else []
 
 
 def _classify(value: Any) -> tuple[str, Any]:

@@ -7,7 +7,7 @@ from typing import TextIO
 
 from rltrack.backends.base import Backend
 from rltrack.backends.local import DEFAULT_NAMESPACE
-from rltrack.backends.tables import LatestValues, Pending, format_table
+from rltrack.backends.tables import TABLE_SECONDS, LatestValues, Pending, format_table
 from rltrack.events import NUMERIC_KINDS, Event
 
 
@@ -16,7 +16,7 @@ class ConsoleBackend(Backend):
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream
-        self._tables = LatestValues()
+        self._tables = LatestValues(min_seconds=TABLE_SECONDS)
 
     def write(self, events: list[Event]) -> None:
         for event in events:

@@ -16,7 +16,7 @@ from typing import IO
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.backends.csvfile import GrowingCsv
-from rltrack.backends.tables import LatestValues, Pending, format_table
+from rltrack.backends.tables import TABLE_SECONDS, LatestValues, Pending, format_table
 from rltrack.backends.tfevents import EventFileWriter
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.rundir import safe_filename
@@ -31,7 +31,7 @@ class LocalBackend(Backend):
         super().open(run)
         self._log_dir = run.run_dir / "log"
         self._text_logs: dict[str, IO[str]] = {}
-        self._tables = LatestValues()
+        self._tables = LatestValues(min_seconds=TABLE_SECONDS)
         self._row = LatestValues()
         self._tb = EventFileWriter(self._log_dir / "serial")
         self._csv = GrowingCsv(run.run_dir / "progress.csv")

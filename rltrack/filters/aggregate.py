@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from rltrack.events import Event
@@ -118,7 +117,7 @@ class AggregateFilter(Filter):
                 window.last[key] = value
                 held = True
         if rest:
-            out.append(replace(event, data=rest))
+            out.append(event.derive(rest))
         if held:
             if window.records == 0:
                 window.opened = event.time
@@ -151,4 +150,4 @@ class AggregateFilter(Filter):
                 data[f"{key}_{stat}"] = STATS[stat](xs)
         if not data:
             return []
-        return [replace(window.template, data=data, time=now, steps=dict(steps) if steps else window.template.steps)]
+        return [window.template.derive(data, time=now, steps=dict(steps) if steps else window.template.steps)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from rltrack.events import Event
 from rltrack.filters.base import Filter, compile_regex
@@ -27,4 +26,4 @@ class KeyFilter(Filter):
         }
         if len(data) == len(event.data):
             return [event]
-        return [replace(event, data=data)] if data else []
+        return [event.derive(data)] if data else []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 from rltrack.events import Event
 from rltrack.filters.base import Filter
@@ -15,4 +14,4 @@ class NoneFilter(Filter):
         if all(value is not None for value in event.data.values()):
             return [event]
         data = {key: value for key, value in event.data.items() if value is not None}
-        return [replace(event, data=data)] if data else []
+        return [event.derive(data)] if data else []

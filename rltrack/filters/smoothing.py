@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from rltrack.events import Event
 from rltrack.filters.base import Filter, compile_regex
@@ -42,7 +41,7 @@ class SmoothingFilter(Filter):
             smoothed[f"{key}_smoothed"] = self._update((event.namespace, key), float(value))
         if not smoothed:
             return [event]
-        return [replace(event, data={**event.data, **smoothed})]
+        return [event.derive({**event.data, **smoothed})]
 
     def _update(self, slot: tuple[str, str], x: float) -> float:
         a, b = self._state.get(slot, (0.0, 0.0))
