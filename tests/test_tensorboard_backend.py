@@ -105,13 +105,28 @@ def test_histogram_of_equal_values_and_of_non_finite_values(tmp_path: Path) -> N
     assert (mixed.num, mixed.min, mixed.max, mixed.sum) == (2, 1.0, 3.0, 4.0)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # TensorBoard's compressor on the infinite limits
+def test_histograms_of_values_near_the_double_limit(tmp_path: Path) -> None:
+    with make(tmp_path, ["local"]) as logger:
+        logger.write({"wide": np.array([-1e308, 0.0, 1e308]), "huge": np.array([1e308, 1e308])}, step=1)
+    acc = accumulate(logger.run_dir / "log" / "serial")
+    wide, huge = acc.Histograms("wide")[0].histogram_value, acc.Histograms("huge")[0].histogram_value
+    assert (wide.num, wide.min, wide.max, wide.sum, sum(wide.bucket)) == (3, -1e308, 1e308, 0.0, 3)
+    assert (huge.num, huge.sum, huge.sum_squares) == (2, math.inf, math.inf)
+    assert "core.errors" not in (logger.run_dir / "report.json").read_text()
+
+
 def test_non_finite_scalars_reach_tensorboard(tmp_path: Path) -> None:
     with make(tmp_path, ["local"]) as logger:
         logger.write({"a": math.nan, "b": math.inf, "c": -math.inf, "d": 2.5}, step=3)
+        logger.write({"e": 1e300, "f": -1e39, "g": 10**400, "h": 3.0e38}, step=4)  # beyond float32, and a double
     acc = accumulate(logger.run_dir / "log" / "serial")
     (a,), (b,), (c,), (d,) = (acc.Scalars(t) for t in "abcd")
     assert math.isnan(a.value) and b.value == math.inf and c.value == -math.inf and d.value == 2.5
     assert {a.step, b.step, c.step, d.step} == {3}
+    assert [acc.Scalars(t)[0].value for t in "efg"] == [math.inf, -math.inf, math.inf]
+    assert acc.Scalars("h")[0].value == pytest.approx(3.0e38, rel=1e-6)
+    assert "core.errors" not in (logger.run_dir / "report.json").read_text()
 
 
 def test_steps_beyond_int64_do_not_corrupt_the_file(tmp_path: Path) -> None:

@@ -84,7 +84,12 @@ def _event(wall_time: float, step: int, *, summary: bytes = b"", file_version: s
     return out
 
 
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
 def _scalar_value(tag: str, value: float) -> bytes:
+    if abs(value) > _FLOAT32_MAX:  # struct refuses to pack these as "f" (and float() a huge int); float32 has +-inf
+        value = math.inf if value > 0 else -math.inf
     return _scalar_prefix(tag) + struct.pack("<f", value)
 
 
@@ -104,19 +109,28 @@ def _histogram_value(tag: str, values: Sequence[float], bins: int = 30) -> bytes
     width = (hi - lo) / bins or 1.0
     counts = [0.0] * bins
     for v in finite:
-        counts[min(int((v - lo) / width), bins - 1)] += 1
+        x = (v - lo) / width  # NaN when the range overflows a double (inf / inf): last bucket, no crash
+        counts[int(x) if x < bins - 1 else bins - 1] += 1
     limits = [lo + width * (i + 1) for i in range(bins)]
     limits[-1] = max(limits[-1], hi)  # rounding may leave the largest value above lo + width * bins
     histo = (
         b"\x09" + struct.pack("<d", lo)
         + b"\x11" + struct.pack("<d", hi)
         + b"\x19" + struct.pack("<d", len(finite))
-        + b"\x21" + struct.pack("<d", math.fsum(finite))
-        + b"\x29" + struct.pack("<d", math.fsum(v * v for v in finite))
+        + b"\x21" + struct.pack("<d", _sum(finite))
+        + b"\x29" + struct.pack("<d", _sum([v * v for v in finite]))
         + _field_bytes(6, struct.pack(f"<{bins}d", *limits))
         + _field_bytes(7, struct.pack(f"<{bins}d", *counts))
     )
     return _field_bytes(1, _field_bytes(1, tag.encode()) + _field_bytes(5, histo))
+
+
+def _sum(values: list[float]) -> float:
+    """Exact sum, or +-inf where `math.fsum` raises on an intermediate overflow."""
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return sum(values)
 
 
 class EventFileWriter:
@@ -148,7 +162,7 @@ class EventFileWriter:
             self.histograms(event.time, step, ((event.tag(k), v) for k, v in event.data.items()))
 
     def scalars(self, wall_time: float, step: int, values: Iterable[tuple[str, float]]) -> None:
-        summary = b"".join(_scalar_value(tag, float(v)) for tag, v in values)
+        summary = b"".join(_scalar_value(tag, v) for tag, v in values)
         if summary:
             self._record(_event(wall_time, step, summary=summary))
 
