@@ -83,7 +83,7 @@ def _deliver(backend: RemoteBackend, run_dir: Path, status: str, out: IO[str]) -
     if worker.cursor.offset >= total:
         print(
             f"{backend.name}: nothing pending ({worker.cursor.path} is at the end of the journal; "
-            "delete it to replay the whole run)",
+            "to replay the whole run into another store, delete that file first)",
             file=out,
         )
     thread = threading.Thread(target=worker.run_until_caught_up, args=(status,), name=f"rltrack-sync-{backend.name}", daemon=True)

@@ -50,7 +50,7 @@ from typing import Any, Iterator
 
 from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend
-from rltrack.delivery import CURSOR_DIR
+from rltrack.delivery import CURSOR_DIR, Cursor
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import require
 from rltrack.values import flatten
@@ -206,14 +206,27 @@ class MlflowBackend(RemoteBackend):
                     self._run_id = found.info.run_id
                     self._params = dict(found.data.params)
                     return found.info.run_id
-        tags = {mlflow_key(k): v[:MAX_TAG_VALUE] for k, v in self.tags.items()}
+        tags = {self._tag_key(k): v[:MAX_TAG_VALUE] for k, v in self.tags.items()}
         tags["rltrack.run_dir"] = str(self.run.run_dir.resolve())
         created = client.create_run(
             self._experiment_id(), start_time=int(first.time * 1000), tags=tags, run_name=self.run_name or self.run.name
         )
         self._run_id = created.info.run_id
         self._save_state()
+        if Cursor(self.run.run_dir, self.name).offset > 0:  # the cursor belongs to a run in another store, or a deleted one
+            self.run.report.count(
+                "incomplete",
+                f"MLflow run {self._run_id} starts where an earlier {self.name} delivery stopped; to give it the "
+                f"whole run, delete {CURSOR_DIR}/{self.name}.json and run rltrack sync again",
+                section=self.name,
+            )
         return created.info.run_id
+
+    def _tag_key(self, key: str) -> str:
+        new = mlflow_key(key)
+        if new != key:
+            self.run.report.rename(self.name, key, new)
+        return new
 
     def _experiment_id(self) -> str:
         client = self._mlflow_client()
