@@ -88,7 +88,8 @@ def full_run(tmp_path):
     frames[0].save(logger.run_dir / "clip.gif", save_all=True, append_images=frames[1:])
     logger.write({"frame": "frame.png", "pixels": np.arange(24, dtype=np.uint8).reshape(4, 6).tolist()}, step={"env_steps": 12}, namespace="evaluator", kind="image")
     logger.write({"clip": "clip.gif", "missing": "nope.gif"}, step={"env_steps": 13}, namespace="evaluator", kind="video")
-    logger.log_checkpoint(b"weights", iteration=3, metric=1.0)
+    (logger.run_dir / "weights.bin").write_bytes(b"weights")  # a path is copied as is (no torch.save)
+    logger.log_checkpoint(logger.run_dir / "weights.bin", iteration=3, metric=1.0)
     assert logger.close(timeout=120)
     return logger
 

@@ -25,9 +25,12 @@ Why it is built this way:
   `wandb sync <run_dir>/wandb/offline-run-*`). `mode = "online"` needs an
   API key (`WANDB_API_KEY` or `wandb login`). Files go to `dir`, by default
   the run directory, so a run directory holds everything of its run.
-* **One W&B run per rltrack run**: its id is derived from the run's name and
-  start time (meta.json), with `resume="allow"`, so `rltrack sync` after a
-  crash continues the same run instead of starting another.
+* **One W&B run per rltrack run**: the id of the W&B run, once created, is
+  kept in `cursors/wandb_run.json` and resumed (`resume="allow"`), so
+  `rltrack sync` after a crash continues the same run. A failed `wandb.init`
+  leaves its id reserved in the process ("run ID is in use" on every retry):
+  a new run is then tried with a fresh id, but a saved run is not, and waits
+  for `rltrack sync` in a new process.
 * System metrics, console capture, git and code saving are off: the W&B run
   may be created long after training (`rltrack sync` replays journals), when
   they would describe the sync, not the training; rltrack keeps git info in
@@ -36,17 +39,19 @@ Why it is built this way:
 
 from __future__ import annotations
 
-import hashlib
 import html
 import importlib.util
 import json
 import math
+import os
 import re
+import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
 from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend
+from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import require
 
@@ -92,10 +97,12 @@ class WandbBackend(RemoteBackend):
         self._run: Any = None
         self._defined: set[str] = set()
         self._partial: tuple[str, int] | None = None  # (first event of a batch, rows already logged from it)
+        self._failed_id: str | None = None  # W&B keeps this id reserved in this process
 
     def open(self, run: RunContext) -> None:
         super().open(run)
         self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
+        self._state = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
 
     def deliver(self, events: list[Event]) -> None:
         first = events[0].to_json()
@@ -103,7 +110,10 @@ class WandbBackend(RemoteBackend):
         if self._run is None:
             self._run = self._init([e for e in events if e.kind == "hparams"])
         for index in range(done, len(events)):
-            self._send(events[index])
+            try:
+                self._send(events[index])
+            except (ValueError, TypeError) as exc:  # W&B refuses this event: count it, keep going
+                self.run.report.count("dropped", f"{events[index].kind} event: {type(exc).__name__}: {exc}", section=self.name)
             self._partial = (first, index + 1)
 
     def close(self, status: str) -> None:
@@ -128,16 +138,37 @@ class WandbBackend(RemoteBackend):
             save_code=False,
             disable_job_creation=True,
         )
-        return wandb.init(
-            **{k: v for k, v in self.settings.items() if k != "name"},
-            name=self.settings["name"] or self.run.name,
-            id=_run_id(self.run),
-            resume="allow",
-            reinit="create_new",
-            dir=str(self._dir),
-            config=config,
-            settings=settings,
-        )
+        run_id = self._run_id()
+        try:
+            run = wandb.init(
+                **{k: v for k, v in self.settings.items() if k != "name"},
+                name=self.settings["name"] or self.run.name,
+                id=run_id,
+                resume="allow",
+                reinit="create_new",
+                dir=str(self._dir),
+                config=config,
+                settings=settings,
+            )
+        except Exception:
+            self._failed_id = run_id
+            raise
+        self._state.parent.mkdir(exist_ok=True)
+        tmp = self._state.with_name(self._state.name + ".tmp")
+        tmp.write_text(json.dumps({"id": run_id}))
+        os.replace(tmp, self._state)
+        return run
+
+    def _run_id(self) -> str:
+        """The saved run's id, else a fresh one. A saved id whose `init` failed
+        in this process cannot be retried here (W&B holds it as "in use")."""
+        saved = json.loads(self._state.read_text())["id"] if self._state.is_file() else None
+        if saved is not None and saved == self._failed_id:
+            raise RuntimeError(
+                f"wandb.init of W&B run {saved} failed earlier in this process, and W&B keeps the id reserved "
+                f"until the process ends; deliver the rest with: rltrack sync {self.run.run_dir} --to {self.name}"
+            )
+        return str(saved or uuid.uuid4().hex[:16])
 
     def _send(self, event: Event) -> None:
         if event.kind == "hparams":
@@ -225,13 +256,3 @@ class WandbBackend(RemoteBackend):
         aliases = ["latest"] + ([f"iteration_{iteration}"] if iteration is not None else []) + (["best"] if event.data.get("best") else [])
         self._run.log_artifact(artifact, aliases=aliases)
 
-
-def _run_id(run: RunContext) -> str:
-    """A W&B run id that stays the same for one rltrack run (name + start time
-    from meta.json), so a later `rltrack sync` resumes the same W&B run."""
-    try:
-        meta = json.loads((run.run_dir / "meta.json").read_text())
-        seed = f"{meta['name']}|{meta['start_unix']}"
-    except (OSError, ValueError, KeyError):
-        seed = str(run.run_dir.resolve())
-    return hashlib.sha256(seed.encode()).hexdigest()[:16]
