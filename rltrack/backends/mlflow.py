@@ -10,7 +10,7 @@ Why it looks the way it does:
   `rltrack sync` after a crash), so everything it sends is idempotent: metric
   timestamps are the events' capture times (the store ignores an identical
   (key, value, step, timestamp)), params are only ever sent with their first
-  value, artifact files are named by their content's place in the run. Counts
+  value, artifact files are named after the first event they hold. Counts
   for the report are kept aside and added only once a batch is acknowledged.
 * The MLflow run is created on the first delivery and its id kept in
   `cursors/mlflow_run.json`, so `rltrack sync` continues the same run.
@@ -20,9 +20,9 @@ Why it looks the way it does:
 Mapping (what users see in MLflow):
 
 * scalars and timings: metric `<namespace>/<key>` at step = the primary step
-  axis; every other axis is logged as metric `steps/<axis>` at that step,
-  whenever its value there changes. None is dropped, ±inf is stored by
-  MLflow as ±1.8e308 (both counted); NaN is kept.
+  axis; every other axis is logged as metric `steps/<axis>` at that step
+  (once per step and value, however many namespaces carry it). None is
+  dropped, ±inf is stored by MLflow as ±1.8e308 (both counted); NaN is kept.
 * hparams: params, flattened to `a/b`; values longer than 6000 characters are
   truncated. Params cannot change in MLflow: a later, different value keeps
   the first one as the param and puts the new one in tag `changed_param/<key>`.
