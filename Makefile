@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) examples/demo.py
+	$(PY) examples/sb3_ppo_cartpole.py
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -26,6 +26,11 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--root", default="runs", help="directory holding run directories (default ./runs)")
     parser.add_argument("--name", default="sb3_ppo_cartpole", help="run name (a timestamp is added if it is taken)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--backends",
+        default="local,console,mlflow,wandb",
+        help="comma-separated rltrack backends (default: local run dir, console, MLflow on <root>/mlflow.db, W&B offline)",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -36,7 +41,7 @@ def main(argv: list[str] | None = None) -> Path:
     torch.set_num_threads(1)  # a small MLP: threads cost more than they bring
     logger = rltrack.make_logger(
         run={"root": args.root, "name": args.name, "tracked": ["algo", "env_id", "learning_rate", "n_steps", "seed"]},
-        backends={"use": ["local", "console"]},
+        backends={"use": [b.strip() for b in args.backends.split(",") if b.strip()]},
     )
     n_envs = 4
     model = PPO(
@@ -70,6 +75,10 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"\nrun directory: {run_dir}")
     print(f"best model:    {run_dir / 'ckpt' / 'ckpt_best.pth.tar'} (PPO.load reads it)")
     print(f"TensorBoard:   tensorboard --logdir {run_dir / 'log' / 'serial'}")
+    if "mlflow" in logger.backends:
+        print(f"MLflow:        mlflow ui --backend-store-uri sqlite:///{Path(args.root).resolve() / 'mlflow.db'}")
+    if "wandb" in logger.backends:
+        print(f"W&B (offline): wandb sync {run_dir / 'wandb'}/offline-run-*")
     return run_dir
 
 
