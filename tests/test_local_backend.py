@@ -242,6 +242,23 @@ def test_text_log_has_a_table_per_dump_with_the_values(tmp_path: Path) -> None:
         assert f"train_iter={i}" in text
 
 
+def test_text_log_tables_without_dump_never_mix_two_steps(tmp_path: Path) -> None:
+    """A tight loop that never calls dump gets fewer tables (at most one a
+    second), but each one holds the values of the step in its heading only."""
+    with rltrack.make_logger(config(tmp_path)) as logger:
+        for i in range(300):
+            logger.write({"a": float(i)}, step=i, namespace="learner")
+            if i % 2 == 0:  # "b" only on even steps: merging would show an old b under an odd step
+                logger.write({"b": float(i)}, step=i, namespace="learner")
+    text = (logger.run_dir / "log" / "learner" / "learner_logger.txt").read_text()
+    steps = [int(s) for s in re.findall(r"step=(\d+)", text)]
+    tables = parse_tables(text)
+    assert tables and len(steps) == len(tables)
+    for step, table in zip(steps, tables):
+        assert {float(v) for v in table.values()} == {float(step)}, (step, table)
+    assert steps[-1] == 299  # the last values are never lost
+
+
 def test_namespaces_that_look_like_paths_stay_inside_log(tmp_path: Path) -> None:
     namespaces = ["evaluation/env_runners", "../../escape", "/abs", "learners/default_policy"]
     before = set(tmp_path.rglob("*"))

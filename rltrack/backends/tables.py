@@ -70,13 +70,13 @@ class LatestValues:
     def add(self, event: Event) -> list[tuple[str, Pending]]:
         due = []
         current = self.pending.get(event.namespace)
-        if (
-            current is not None
-            and (not current.values.keys().isdisjoint(event.data) or current.other_step(event.steps))
-            and event.time - current.opened >= self.min_seconds
-        ):
-            due.append((event.namespace, current))
-            current = None
+        new_step = current is not None and current.other_step(event.steps)
+        if current is not None and (new_step or not current.values.keys().isdisjoint(event.data)):
+            if event.time - current.opened >= self.min_seconds:
+                due.append((event.namespace, current))
+                current = None
+            elif new_step:  # throttled: the newer step replaces the older one instead of mixing with it
+                current = self.pending[event.namespace] = Pending(current.opened)
         if current is None:
             current = self.pending[event.namespace] = Pending(event.time)
         current.values.update(event.data)
