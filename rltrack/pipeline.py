@@ -41,6 +41,9 @@ FLUSH_EVERY = 0.5
 #: a producer faster than the pipeline would keep everything in one batch, off
 #: disk, until it paused.
 MAX_BATCH = 1000
+#: Events journaled but not yet handed to the local backends, at most; beyond
+#: it the backends are fed even while the queue is still behind.
+MAX_BACKLOG = 50_000
 
 T = TypeVar("T")
 
@@ -95,6 +98,7 @@ class Logger:
         remote = [b for b in backends if isinstance(b, RemoteBackend)]
         self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends]), *local]
         self._queue: deque[Any] = deque()
+        self._backlog: list[Event] = []  # journaled, not yet given to the local backends
         self._wake = threading.Event()
         self._closed = False
         self._warned_closed = False
@@ -278,6 +282,7 @@ class Logger:
                     batch.extend(self._safely("pipeline", "process", lambda: self._process(item, namespace_counts), []))
                     continue
                 self._deliver(batch)
+                self._feed_sinks()  # control items see every record written before them
                 batch = []
                 if isinstance(item, _Close):
                     self._finish(item.status)
@@ -285,6 +290,11 @@ class Logger:
                 self._control(item)
             batch.extend(self._safely("pipeline", "tick", lambda: self._chain.tick(time.time()), []))
             self._deliver(batch)
+            caught_up = not self._queue
+            if caught_up:
+                self._safely("journal", "flush", self._journal.flush, None)
+            if caught_up or len(self._backlog) >= MAX_BACKLOG:
+                self._feed_sinks()
             if time.monotonic() - last_flush >= FLUSH_EVERY:
                 self._flush_all()
                 last_flush = time.monotonic()
@@ -322,20 +332,30 @@ class Logger:
             if item.steps:
                 steps = self._last_steps = self._clean_steps(item.steps)
             self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(steps, time.time()), []))
+            self._feed_sinks()
             self._each_sink("dump", lambda sink: sink.dump())
         elif isinstance(item, _Barrier):
             self._flush_all()
             item.done.set()
         elif isinstance(item, _Record):
             self._deliver([item.event])
+            self._feed_sinks()
         elif isinstance(item, _RunInfo):
             self._each_sink("info", lambda sink: sink.set_run_info(item.info))
 
     def _deliver(self, events: list[Event]) -> None:
+        """Journal first: the backends get the events at `_feed_sinks`, once the
+        queue is drained (or the backlog is large), so a burst reaches the
+        journal on disk without waiting for text tables and event files."""
         if not events:
             return
         self._safely("journal", "append", lambda: self._journal.append(events), None)
-        self._each_sink("write", lambda sink: sink.write(events))
+        self._backlog.extend(events)
+
+    def _feed_sinks(self) -> None:
+        if self._backlog:
+            events, self._backlog = self._backlog, []
+            self._each_sink("write", lambda sink: sink.write(events))
 
     def _flush_all(self) -> None:
         self._safely("journal", "flush", self._journal.flush, None)
@@ -343,6 +363,7 @@ class Logger:
 
     def _finish(self, status: str) -> None:
         self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(None, time.time()), []))
+        self._feed_sinks()
         self._each_sink("dump", lambda sink: sink.dump())
         self._flush_all()
         self._safely("journal", "close", self._journal.close, None)
