@@ -45,6 +45,8 @@ def payloads(path: Path) -> Iterator[bytes]:
             pos += left_in_block
             continue
         body = data[pos + RECORD_HEADER.size : pos + RECORD_HEADER.size + length]
+        if len(body) < length:
+            return  # the writer is still at it: the last record is not all there yet
         if zlib.crc32(body, zlib.crc32(bytes([kind]))) != crc:
             raise ValueError(f"{path}: bad checksum at byte {pos}")
         pos += RECORD_HEADER.size + length
@@ -103,11 +105,15 @@ def wait_complete(path: Path, timeout: float = 30.0) -> Path:
     return before wandb-core has written the file out (seen with the first run
     of a process: 7 bytes right after finish, everything a moment later)."""
     deadline = time.monotonic() + timeout
-    while not any(r.WhichOneof("record_type") == "exit" for r in records(path)):
+    while True:
+        try:
+            if any(r.WhichOneof("record_type") == "exit" for r in records(path)):
+                return Path(path)
+        except ValueError:  # a block caught half-written; read again
+            pass
         if time.monotonic() > deadline:
             raise AssertionError(f"{path} has no exit record after {timeout} s")
         time.sleep(0.05)
-    return Path(path)
 
 
 def run_files(run_dir: Path) -> list[Path]:
