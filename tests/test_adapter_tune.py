@@ -79,7 +79,8 @@ def test_log_result_maps_rllib_keys_steps_bookkeeping_and_kinds(tmp_path: Path) 
     logger.close()
     memory = logger.backends["memory"]
     scalars = [e for e in memory.events if e.kind in ("scalars", "timing")]
-    assert {e.source for e in scalars} == {"rllib"} and all(e.preaggregated for e in scalars)
+    assert {e.source for e in scalars} == {"rllib"}
+    assert all(e.preaggregated == ("time_this_iter_s" not in e.data) for e in scalars)  # Tune's own timing is raw
     assert memory.metrics["collector/reward_mean"] == [10.0, 20.0]
     assert memory.metrics["env_runners/episode_return_mean"] == [10.0, 20.0]  # native kept ("both")
     assert memory.steps["collector/reward_mean"] == [200, 400]  # env_steps is the primary axis
@@ -343,7 +344,9 @@ def test_rllib_ppo_cartpole_train_through_log_result(tmp_path: Path, ray_session
     assert {"learner/total_loss_avg", "learner/policy_loss_avg", "learner/value_loss_avg"} <= learner
     assert memory.steps["evaluator/reward_mean"] == sampled[1:]  # evaluation ran at iteration 2 only
     numeric = [e for e in memory.events if e.kind in ("scalars", "timing")]
-    assert all(e.source == "rllib" and e.preaggregated for e in numeric)
+    assert all(e.source == "rllib" for e in numeric)
+    assert all(e.preaggregated for e in numeric if "time_this_iter_s" not in e.data)
+    assert [e.preaggregated for e in numeric if "time_this_iter_s" in e.data] == [False, False]
     assert all(e.steps == {"env_steps": s, "train_iter": i + 1} for e in numeric
                for i, s in enumerate(sampled) if e.steps["train_iter"] == i + 1)
     assert any(e.kind == "timing" and "training_iteration" in e.data for e in numeric)

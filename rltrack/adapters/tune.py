@@ -61,20 +61,26 @@ What one result dict becomes (the same for both ways in):
   (`learners/p0/total_loss` -> `learner/p0/total_loss_avg`);
 * source = "rllib" when the result is an RLlib one (it has `env_runners` or
   `learners`), with `preaggregated=True` (RLlib reports smoothed, windowed
-  values), else "tune";
+  values and lifetime sums) on all its events except the one holding Tune's
+  own per-iteration durations; else "tune", not preaggregated;
 * values: numbers, numpy/torch scalars, strings, sequences and arrays are passed
   as they are and sorted out on rltrack's pipeline thread (strings -> `text`,
-  arrays and sequences of numbers -> `histogram`); objects of any other type
-  are turned into their `str()` here, so they arrive as text rather than being
-  dropped.
+  arrays and sequences of numbers -> `histogram`; what the core cannot convert,
+  e.g. a list of strings, it drops and counts in report.json); objects of any
+  other type are turned into their `str()` here, so they arrive as text rather
+  than being dropped.
 
-The calling thread (Tune's driver loop, or your training loop) flattens the
-dict, looks each key up in a per-key cache, and appends a few events to the
-logger's queue; see bench/bench_tune.py for what that costs.
+The calling thread (Tune's driver loop, or your training loop) walks the
+nested dict once, looks each key up in a cache of decisions kept per path (a
+key's flat name is built and classified once per process), and appends one
+event per namespace and kind to the logger's queue; see bench/bench_tune.py
+for what that costs.
 
 Ray need not be installed to import this module. `RLTrackCallback` must be a
-real subclass of `ray.tune.logger.LoggerCallback` (Tune checks callbacks with
-`isinstance`), and that base class exists only when Ray does, so the class is
+real subclass of `ray.tune.logger.LoggerCallback` (Tune calls the `on_trial_*`
+hooks that base class defines, which route to `log_trial_*`; users and Tune
+tell callbacks apart with `isinstance`), and that base class exists only when
+Ray does, so the class is
 built on first access through a module-level `__getattr__` (PEP 562): `from
 rltrack.adapters.tune import RLTrackCallback` imports Ray then, and raises
 `rltrack.MissingExtraError` naming the `tune` extra when Ray is missing. The
@@ -87,10 +93,10 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections import abc
 import time
 import traceback
 import weakref
+from collections import abc
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -199,11 +205,13 @@ _STEP = "step"
 
 def _classify(key: str, mode: str, rllib: bool) -> Any:
     """What a flat key becomes: `_INFO`, `_STEP`, or a tuple of
-    ((namespace, kind), key-within-namespace) destinations."""
+    ((namespace, kind, preaggregated), key-within-namespace) destinations.
+    Every RLlib value is preaggregated except Tune's own durations."""
     if key in RUN_INFO_KEYS:
         return _INFO
     if key == ITERATION_KEY:
         return _STEP
+    preaggregated = rllib and key not in TIMING_KEYS
     if key in TIMING_KEYS:
         kind = "timing"
     elif rllib:
@@ -219,7 +227,7 @@ def _classify(key: str, mode: str, rllib: bool) -> Any:
     out = []
     for name in with_canonical_names({key: None}, mapping, mode):
         namespace, _, short = name.partition("/") if "/" in name else ("", "", name)
-        out.append(((namespace, kind), short))
+        out.append(((namespace, kind, preaggregated), short))
     return tuple(out)
 
 
@@ -276,7 +284,7 @@ class _Walk:
         self.mode = mode
         self.rllib = rllib
         self.known = known  # bookkeeping values already sent for this run
-        self.groups: dict[tuple[str, str], dict[str, Any]] = {}
+        self.groups: dict[tuple[str, str, bool], dict[str, Any]] = {}
         self.info: dict[str, Any] = {}
         self.hparams: Any = None
 
@@ -386,8 +394,8 @@ def _send(logger: Any, state: _RunState, result: Mapping[str, Any], *, hparams_f
     if info:
         logger.set_run_info(info)
     run = state.run
-    for (namespace, kind), data in walk.groups.items():
-        logger.emit(Event(now, data, kind, namespace, dict(steps), source, "0", run, rllib))
+    for (namespace, kind, preaggregated), data in walk.groups.items():
+        logger.emit(Event(now, data, kind, namespace, dict(steps), source, "0", run, preaggregated))
     logger.dump(steps or None)
 
 
