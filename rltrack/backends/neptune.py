@@ -32,7 +32,9 @@ Why it is built this way:
   histograms series of their min, max, mean and std (Neptune has no histogram
   type), hyperparameters fields under `parameters/` (lists and None as text).
   A value Neptune refuses (a key that changes type, a path that is already a
-  field) is counted as dropped and the batch goes on.
+  field) is counted as dropped and the batch goes on. A batch that fails (a
+  server or disk error) is offered again; its counts and the series' last
+  steps are recorded only once it has gone through, so a retry repeats nothing.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import math
 import os
 import statistics
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -91,6 +94,7 @@ class NeptuneBackend(RemoteBackend):
         self._run: Any = None
         self._last: dict[str, tuple[int, Any]] = {}  # series path -> (step, value) of its last point
         self._kinds: dict[str, str] = {}  # series path -> "float" | "string" | "file"
+        self._counts: Counter[tuple[str, str]] = Counter()  # this batch's, reported once it is written
 
     def open(self, run: RunContext) -> None:
         super().open(run)
@@ -104,7 +108,8 @@ class NeptuneBackend(RemoteBackend):
     def deliver(self, events: list[Event]) -> None:
         if self._run is None:
             self._run = self._init()
-        last = dict(self._last)  # committed only once the whole batch is written
+        last = dict(self._last)  # committed, with the counts, only once the whole batch is written
+        self._counts.clear()
         series: dict[str, tuple[list[Any], list[int], list[float]]] = {}
         for event in events:
             for path, value in self._values(event):
@@ -112,6 +117,8 @@ class NeptuneBackend(RemoteBackend):
         for path, (values, steps, times) in series.items():
             self._call(f"{path} ({len(values)} values)", lambda: self._run[path].extend(values, steps=steps, timestamps=times))
         self._last = last
+        for (category, reason), n in self._counts.items():
+            self.run.report.count(category, reason, n, section=self.name)
 
     def close(self, status: str) -> None:
         if self._run is not None:
@@ -151,7 +158,7 @@ class NeptuneBackend(RemoteBackend):
         if event.kind in NUMERIC_KINDS:
             points = [(event.tag(k), v) for k, v in event.data.items()]
             if any(v is None for _, v in points):
-                self.run.report.count("dropped", "None value", sum(v is None for _, v in points), section=self.name)
+                self._count("dropped", "None value", sum(v is None for _, v in points))
             axes = list(event.steps.items())[1:]
             return points + [(event.tag(a), v) for a, v in axes if a not in event.data]
         if event.kind == "text":
@@ -175,21 +182,21 @@ class NeptuneBackend(RemoteBackend):
         step = event.primary_step
         if isinstance(value, (int, float)):
             if not math.isfinite(value):
-                self.run.report.count("dropped", "non-finite value (Neptune takes finite floats only)", section=self.name)
+                self._count("dropped", "non-finite value (Neptune takes finite floats only)")
                 return
             kind = "float"
         else:
             kind = "string" if isinstance(value, str) else "file"
         if step is None:
-            self.run.report.count("dropped", "event without a step", section=self.name)
+            self._count("dropped", "event without a step")
             return
         if self._kinds.setdefault(path, kind) != kind:
-            self.run.report.count("dropped", f"{path}: a {self._kinds[path]} series cannot take a {kind} value", section=self.name)
+            self._count("dropped", f"{path}: a {self._kinds[path]} series cannot take a {kind} value")
             return
         previous = last.get(path)
         if previous is not None and step <= previous[0]:
             if (step, value) != previous:
-                self.run.report.count("dropped", "step not above the series' last step (Neptune needs increasing steps)", section=self.name)
+                self._count("dropped", "step not above the series' last step (Neptune needs increasing steps)")
             return
         last[path] = (step, value)
         values, steps, times = series.setdefault(path, ([], [], []))
@@ -197,12 +204,15 @@ class NeptuneBackend(RemoteBackend):
         steps.append(step)
         times.append(event.time)
 
+    def _count(self, category: str, reason: str, n: int = 1) -> None:
+        self._counts[category, reason] += n
+
     def _text(self, value: Any) -> str:
         from neptune.types.series.string_series import MAX_STRING_SERIES_VALUE_LENGTH as limit
 
         text = str(value)
         if len(text) > limit:
-            self.run.report.count("converted", f"text cut to Neptune's {limit} characters", section=self.name)
+            self._count("converted", f"text cut to Neptune's {limit} characters")
         return text[:limit]
 
     def _image(self, value: Any) -> Any:
@@ -216,12 +226,12 @@ class NeptuneBackend(RemoteBackend):
         try:
             return File.as_image(numpy.asarray(value))
         except Exception as exc:  # noqa: BLE001 - pixels the client cannot read are counted, not retried
-            self.run.report.count("dropped", f"image: {type(exc).__name__}: {exc}", section=self.name)
+            self._count("dropped", f"image: {type(exc).__name__}: {exc}")
             return None
 
     def _upload(self, path: str, value: Any) -> None:
         if not isinstance(value, str):
-            self.run.report.count("dropped", "video that is not a file (Neptune takes videos as files)", section=self.name)
+            self._count("dropped", "video that is not a file (Neptune takes videos as files)")
             return
         file = self._file(value)
         if file is not None:
@@ -238,7 +248,7 @@ class NeptuneBackend(RemoteBackend):
     def _file(self, value: str) -> Path | None:
         path = self.run.run_dir / value
         if not path.is_file():
-            self.run.report.count("dropped", "file missing", section=self.name)
+            self._count("dropped", "file missing")
             return None
         return path
 
@@ -250,7 +260,7 @@ class NeptuneBackend(RemoteBackend):
         try:
             return call()
         except (ValueError, TypeError, MetadataInconsistency) as exc:
-            self.run.report.count("dropped", f"{what}: {type(exc).__name__}: {exc}", section=self.name)
+            self._count("dropped", f"{what}: {type(exc).__name__}: {exc}")
             return None
 
 
