@@ -267,7 +267,7 @@ class Logger:
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        self.close(status=_status(exc))
+        self.close(status=exit_status(exc))
 
     # ---- the pipeline thread's side --------------------------------------
 
@@ -391,7 +391,7 @@ class Logger:
             print(f"rltrack: {reason} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
 
 
-def _status(exc: BaseException | None) -> str:
+def exit_status(exc: BaseException | None) -> str:
     """The status a run ends with when `exc` (None: nothing) ended it;
     `sys.exit(0)` is a normal end."""
     if exc is None or (isinstance(exc, SystemExit) and exc.code in (0, None)):
@@ -429,6 +429,6 @@ def _watch_uncaught() -> None:
 @atexit.register
 def _close_open_loggers() -> None:
     """Loggers left open at interpreter exit are drained and closed."""
-    status = _status(_WATCHER.exc if _WATCHER else None)
+    status = exit_status(_WATCHER.exc if _WATCHER else None)
     for logger in list(_OPEN_LOGGERS):
         logger.close(timeout=30, status=status)

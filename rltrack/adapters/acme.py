@@ -56,6 +56,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
+from rltrack.pipeline import exit_status
 from rltrack.events import DEFAULT_STEP_AXIS, Event
 
 SOURCE = "acme"
@@ -313,11 +314,8 @@ class RLTrackLoggerFactory:
     def __enter__(self) -> RLTrackLoggerFactory:
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.close(status="killed" if issubclass(exc_type, KeyboardInterrupt) else "failed")
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.close(status=exit_status(exc))
 
 
 def make_logger_factory(config: Any = None, *, acme_factory: Callable[..., Any] | None = None, **overrides: Any) -> RLTrackLoggerFactory:

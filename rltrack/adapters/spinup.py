@@ -166,7 +166,7 @@ def convert_json(obj: Any, _active: frozenset[int] = frozenset()) -> Any:
 
 
 def _is_rltrack_logger(obj: Any) -> bool:
-    from rltrack.pipeline import Logger
+    from rltrack.pipeline import Logger, exit_status
 
     return isinstance(obj, Logger)
 
@@ -388,11 +388,8 @@ class EpochLogger:
     def __enter__(self) -> EpochLogger:
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.close(status="killed" if issubclass(exc_type, KeyboardInterrupt) else "failed")
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.close(status=exit_status(exc))
 
     def _close_file(self) -> None:
         if self.output_file is not None and not self.output_file.closed:
