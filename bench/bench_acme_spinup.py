@@ -39,7 +39,6 @@ import argparse
 import contextlib
 import gc
 import importlib.util
-import math
 import os
 import sys
 import tempfile
@@ -59,6 +58,7 @@ if importlib.util.find_spec("launchpad") is None:
 import rltrack  # noqa: E402
 from rltrack.adapters.acme import RLTrackLogger, tee  # noqa: E402
 from rltrack.adapters.spinup import EpochLogger  # noqa: E402
+from timing import percentile, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
 
 System = tuple[Callable[[Any], None], Callable[[], None], Callable[[], None]]  # call, settle, close
 
@@ -103,25 +103,6 @@ def acme_systems(tmp: Path) -> dict[str, System]:
         "Acme CSVLogger, None+Time 0.5 s": (csv05.write, nothing, csv05.close),
         "tee(Acme CSV None+Time 0 s, RLTrackLogger)": (both.write, tee_logger.flush, lambda: (both.close(), tee_logger.close())),
     }
-
-
-def time_calls(call: Callable[[Any], None], items: list[Any], samples: list[int]) -> None:
-    clock = time.perf_counter_ns
-    for item in items:
-        t0 = clock()
-        call(item)
-        samples.append(clock() - t0)
-
-
-def percentile(sorted_ns: list[int], q: float) -> float:
-    index = min(len(sorted_ns) - 1, max(0, math.ceil(q / 100 * len(sorted_ns)) - 1))
-    return sorted_ns[index] / 1000
-
-
-def summary(samples: list[int], round_medians: list[float]) -> dict[str, float]:
-    s = sorted(samples)
-    return {"n": len(s), "median": percentile(s, 50), "p90": percentile(s, 90), "p99": percentile(s, 99),
-            "mean": sum(s) / len(s) / 1000, "lo": min(round_medians), "hi": max(round_medians)}  # fmt: skip
 
 
 def run_rounds(systems: dict[str, System], items: list[Any], rounds: int, warmup: int) -> dict[str, dict[str, float]]:

@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from bench_write import KEYS, REPO, load_average, median_us, records, summarise, time_block
 

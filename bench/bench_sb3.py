@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import os
 import sys
 import tempfile
@@ -50,6 +49,7 @@ sys.path.insert(0, str(REPO))
 
 import rltrack  # noqa: E402
 from rltrack.adapters.sb3 import RLTrackWriter  # noqa: E402
+from timing import percentile, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
 
 System = tuple[Callable[[Any], None], Callable[[], None], Callable[[], None]]  # call, settle, close
 
@@ -121,25 +121,6 @@ def as_sb3_dicts(items: list[tuple[int, list[tuple[str, Any]]]]) -> list[tuple[i
         (step, dict(values), {key: ("tensorboard",) if key in EXCLUDED else ("",) for key, _ in values})
         for step, values in items
     ]
-
-
-def time_calls(call: Callable[[Any], None], items: list[Any], samples: list[int]) -> None:
-    clock = time.perf_counter_ns
-    for item in items:
-        t0 = clock()
-        call(item)
-        samples.append(clock() - t0)
-
-
-def percentile(sorted_ns: list[int], q: float) -> float:
-    index = min(len(sorted_ns) - 1, max(0, math.ceil(q / 100 * len(sorted_ns)) - 1))
-    return sorted_ns[index] / 1000
-
-
-def summary(samples: list[int], round_medians: list[float]) -> dict[str, float]:
-    s = sorted(samples)
-    return {"n": len(s), "median": percentile(s, 50), "p90": percentile(s, 90), "p99": percentile(s, 99),
-            "mean": sum(s) / len(s) / 1000, "lo": min(round_medians), "hi": max(round_medians)}  # fmt: skip
 
 
 def run_rounds(all_systems: dict[str, tuple[System, bool]], items: list[Any], rounds: int, warmup: int) -> dict[str, dict[str, float]]:

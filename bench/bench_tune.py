@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import os
 import sys
 import tempfile
@@ -54,6 +53,7 @@ sys.path.insert(0, str(REPO))
 
 import rltrack  # noqa: E402
 from rltrack.adapters.tune import log_result  # noqa: E402
+from timing import percentile, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
 
 System = tuple[Callable[[Any], None], Callable[[], None], Callable[[], None]]  # call, settle, close
 
@@ -191,25 +191,6 @@ def systems(tmp: Path) -> dict[str, System]:
 
     out["Tune's 3 default logger callbacks (CSV+JSON+TBX)"] = (all_three, nothing, lambda: [cb.log_trial_end(t) for cb, t in defaults])
     return out
-
-
-def time_calls(call: Callable[[Any], None], items: list[Any], samples: list[int]) -> None:
-    clock = time.perf_counter_ns
-    for item in items:
-        t0 = clock()
-        call(item)
-        samples.append(clock() - t0)
-
-
-def percentile(sorted_ns: list[int], q: float) -> float:
-    index = min(len(sorted_ns) - 1, max(0, math.ceil(q / 100 * len(sorted_ns)) - 1))
-    return sorted_ns[index] / 1000
-
-
-def summary(samples: list[int], round_medians: list[float]) -> dict[str, float]:
-    s = sorted(samples)
-    return {"n": len(s), "median": percentile(s, 50), "p90": percentile(s, 90), "p99": percentile(s, 99),
-            "mean": sum(s) / len(s) / 1000, "lo": min(round_medians), "hi": max(round_medians)}  # fmt: skip
 
 
 def run_rounds(systems: dict[str, System], items: list[Any], rounds: int, warmup: int) -> dict[str, dict[str, float]]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from pathlib import Path
 
 from rltrack.backends.remote import RemoteBackend

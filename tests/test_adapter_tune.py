@@ -212,6 +212,46 @@ def test_callback_config_mistakes_fail_when_built(tmp_path: Path) -> None:
         RLTrackCallback(run={"root": str(tmp_path), "names": "all"})
 
 
+def _idle_trainable(config):
+    """Named by the Trials below; never run."""
+
+
+def _trial(tmp_path: Path, index: int, config: dict):
+    """A real Tune Trial (no Ray session needed until a trial runs)."""
+    from ray import tune
+    from ray.train._internal.storage import StorageContext
+    from ray.tune.experiment import Trial
+
+    tune.register_trainable("rltrack_idle", _idle_trainable)
+    storage = StorageContext(storage_path=str(tmp_path / "ray_results"), experiment_dir_name="direct", trial_dir_name=f"t{index}")
+    return Trial("rltrack_idle", config=config, trial_id=f"abc_0000{index}", storage=storage, experiment_tag=f"{index}_x={index}")
+
+
+def test_experiment_end_closes_open_trials_and_new_configs_are_relogged(tmp_path: Path) -> None:
+    from ray.tune.experiment import Trial
+
+    from rltrack.adapters.tune import RLTrackCallback
+
+    callback = RLTrackCallback(run={"root": str(tmp_path / "runs")}, backends={"use": []})
+    done, interrupted, errored = (_trial(tmp_path, i, {"x": i}) for i in range(3))
+    for trial in (done, interrupted):
+        callback.log_trial_start(trial)
+        callback.log_trial_result(1, trial, {"loss": 1.0, "training_iteration": 1})
+    interrupted.set_config({"x": 10})  # as PBT does: a new config object
+    callback.log_trial_result(2, interrupted, {"loss": 0.5, "training_iteration": 2})
+    callback.log_trial_end(errored, failed=True)  # failed before it ever started
+    done.set_status(Trial.TERMINATED)
+    callback.on_experiment_end(trials=[done, interrupted, errored])
+    assert callback.loggers == {}
+    status = {t.trial_id: _meta(callback.run_dirs[t.trial_id])["status"] for t in (done, interrupted, errored)}
+    assert status == {done.trial_id: "finished", interrupted.trial_id: "killed", errored.trial_id: "failed"}
+    assert _hparams(callback.run_dirs[interrupted.trial_id]) == {"x": 10}
+    hparams_events = [e.data for e in rltrack.read_journal(callback.run_dirs[interrupted.trial_id]) if e.kind == "hparams"]
+    assert hparams_events == [{"x": 1}, {"x": 10}]
+    assert callback.run_dirs[done.trial_id].name == "rltrack_idle_abc_00000_0_x_0"
+    assert _meta(callback.run_dirs[done.trial_id])["info"]["trial_path"].endswith("ray_results/direct/t0")
+
+
 # ---- with a real Ray session ------------------------------------------------------
 
 

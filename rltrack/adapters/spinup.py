@@ -83,6 +83,7 @@ import numpy as np
 
 from rltrack.canonical import with_canonical_names
 from rltrack.events import DEFAULT_STEP_AXIS, Event
+from rltrack.pipeline import Logger, exit_status
 
 SOURCE = "spinup"
 
@@ -166,8 +167,6 @@ def convert_json(obj: Any, _active: frozenset[int] = frozenset()) -> Any:
 
 
 def _is_rltrack_logger(obj: Any) -> bool:
-    from rltrack.pipeline import Logger, exit_status
-
     return isinstance(obj, Logger)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.events import Event
 from rltrack.report import Report
 
 

@@ -11,7 +11,6 @@ written by `rltrack.rundir` for every run, whichever backends are chosen.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import IO
 
 from rltrack.backends.base import Backend, RunContext
