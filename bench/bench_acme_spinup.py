@@ -44,7 +44,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -58,9 +58,8 @@ if importlib.util.find_spec("launchpad") is None:
 import rltrack  # noqa: E402
 from rltrack.adapters.acme import RLTrackLogger, tee  # noqa: E402
 from rltrack.adapters.spinup import EpochLogger  # noqa: E402
-from timing import percentile, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
+from timing import System, percentile, run_rounds, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
 
-System = tuple[Callable[[Any], None], Callable[[], None], Callable[[], None]]  # call, settle, close
 
 
 def acme_records(n: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -103,29 +102,6 @@ def acme_systems(tmp: Path) -> dict[str, System]:
         "Acme CSVLogger, None+Time 0.5 s": (csv05.write, nothing, csv05.close),
         "tee(Acme CSV None+Time 0 s, RLTrackLogger)": (both.write, tee_logger.flush, lambda: (both.close(), tee_logger.close())),
     }
-
-
-def run_rounds(systems: dict[str, System], items: list[Any], rounds: int, warmup: int) -> dict[str, dict[str, float]]:
-    for call, settle, _ in systems.values():
-        time_calls(call, items[:warmup], [])
-        settle()
-    per_round = (len(items) - warmup) // rounds
-    samples: dict[str, list[int]] = {name: [] for name in systems}
-    medians: dict[str, list[float]] = {name: [] for name in systems}
-    names = list(systems)
-    for r in range(rounds):
-        block_items = items[warmup + r * per_round: warmup + (r + 1) * per_round]
-        for name in names[r % len(names):] + names[: r % len(names)]:
-            call, settle, _ = systems[name]
-            block: list[int] = []
-            gc.collect()
-            time_calls(call, block_items, block)
-            settle()
-            samples[name] += block
-            medians[name].append(percentile(sorted(block), 50))
-    for _, _, close in systems.values():
-        close()
-    return {name: summary(samples[name], medians[name]) for name in names}
 
 
 # ---- SpinningUp ------------------------------------------------------------

@@ -38,13 +38,12 @@ last line measures how fast rltrack's pipeline thread drains a burst.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,9 +52,8 @@ sys.path.insert(0, str(REPO))
 
 import rltrack  # noqa: E402
 from rltrack.adapters.tune import log_result  # noqa: E402
-from timing import percentile, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
+from timing import System, run_rounds  # noqa: E402  (bench/ is sys.path[0])
 
-System = tuple[Callable[[Any], None], Callable[[], None], Callable[[], None]]  # call, settle, close
 
 
 def results(n: int, size: str, seed: int = 0) -> list[dict[str, Any]]:
@@ -191,29 +189,6 @@ def systems(tmp: Path) -> dict[str, System]:
 
     out["Tune's 3 default logger callbacks (CSV+JSON+TBX)"] = (all_three, nothing, lambda: [cb.log_trial_end(t) for cb, t in defaults])
     return out
-
-
-def run_rounds(systems: dict[str, System], items: list[Any], rounds: int, warmup: int) -> dict[str, dict[str, float]]:
-    for call, settle, _ in systems.values():
-        time_calls(call, items[:warmup], [])
-        settle()
-    per_round = (len(items) - warmup) // rounds
-    samples: dict[str, list[int]] = {name: [] for name in systems}
-    medians: dict[str, list[float]] = {name: [] for name in systems}
-    names = list(systems)
-    for r in range(rounds):
-        block_items = items[warmup + r * per_round : warmup + (r + 1) * per_round]
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            call, settle, _ = systems[name]
-            block: list[int] = []
-            gc.collect()
-            time_calls(call, block_items, block)
-            settle()
-            samples[name] += block
-            medians[name].append(percentile(sorted(block), 50))
-    for _, _, close in systems.values():
-        close()
-    return {name: summary(samples[name], medians[name]) for name in names}
 
 
 def drain(tmp: Path, items: list[dict[str, Any]]) -> tuple[float, float]:

@@ -3,9 +3,13 @@ thread (perf_counter_ns) and their median/p90/p99/mean summary in µs."""
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from typing import Any, Callable
+
+#: (call one item, settle after a block, close at the end)
+System = tuple[Callable[[Any], None], Callable[[], Any], Callable[[], Any]]
 
 
 def time_calls(call: Callable[[Any], None], items: list[Any], samples: list[int]) -> None:
@@ -25,3 +29,28 @@ def summary(samples: list[int], round_medians: list[float]) -> dict[str, float]:
     s = sorted(samples)
     return {"n": len(s), "median": percentile(s, 50), "p90": percentile(s, 90), "p99": percentile(s, 99),
             "mean": sum(s) / len(s) / 1000, "lo": min(round_medians), "hi": max(round_medians)}  # fmt: skip
+
+
+def run_rounds(systems: dict[str, System], items: list[Any], rounds: int, warmup: int) -> dict[str, dict[str, float]]:
+    """Warm each system up, then time `rounds` blocks of items per system,
+    rotating the order each round so no system always runs first."""
+    for call, settle, _ in systems.values():
+        time_calls(call, items[:warmup], [])
+        settle()
+    per_round = (len(items) - warmup) // rounds
+    samples: dict[str, list[int]] = {name: [] for name in systems}
+    medians: dict[str, list[float]] = {name: [] for name in systems}
+    names = list(systems)
+    for r in range(rounds):
+        block_items = items[warmup + r * per_round: warmup + (r + 1) * per_round]
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            call, settle, _ = systems[name]
+            block: list[int] = []
+            gc.collect()
+            time_calls(call, block_items, block)
+            settle()
+            samples[name] += block
+            medians[name].append(percentile(sorted(block), 50))
+    for _, _, close in systems.values():
+        close()
+    return {name: summary(samples[name], medians[name]) for name in names}

@@ -12,6 +12,7 @@ whole group is stopped, because `mlflow server` starts uvicorn as a child.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from mlflow import MlflowClient
 
 START_TIMEOUT = 300.0  # seconds; a loaded CI machine can take minutes to import the server
 
@@ -92,3 +94,14 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
     server.start()
     yield server
     server.stop()
+
+
+def tracker(run_dir: Path) -> tuple[MlflowClient, str]:
+    """The MLflow store and run a run directory was delivered to."""
+    state = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())
+    return MlflowClient(state["tracking_uri"]), state["run_id"]
+
+
+def history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
+    metrics = sorted(client.get_metric_history(run_id, key), key=lambda m: (m.step, m.timestamp))
+    return [(m.step, m.value) for m in metrics]

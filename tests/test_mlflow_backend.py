@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from mlflow import MlflowClient
 from mlflow.utils.validation import _validate_metric_name, _validate_param_name
 
 import rltrack
+from mlflow_server import history, tracker
 from rltrack.backends.base import RunContext
 from rltrack.backends.mlflow import MlflowBackend, mlflow_key
 from rltrack.delivery import Cursor
@@ -58,17 +58,6 @@ def make(store: Store, name: str, **settings: Any) -> rltrack.Logger:
     return rltrack.make_logger(
         {"run": {"root": str(store.root), "name": name}, "backends": {"use": ["mlflow"], "mlflow": {**store.settings, **settings}}}
     )
-
-
-def tracker(run_dir: Path) -> tuple[MlflowClient, str]:
-    """The MLflow store and run a run directory was delivered to."""
-    state = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())
-    return MlflowClient(state["tracking_uri"]), state["run_id"]
-
-
-def history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
-    metrics = sorted(client.get_metric_history(run_id, key), key=lambda m: (m.step, m.timestamp))
-    return [(m.step, m.value) for m in metrics]
 
 
 def report_of(run_dir: Path) -> dict[str, Any]:

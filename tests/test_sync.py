@@ -12,12 +12,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
-from mlflow import MlflowClient
 
 import rltrack
+from mlflow_server import history, tracker
 from rltrack import cli
 from rltrack.delivery import Cursor
 
@@ -27,15 +26,6 @@ pytest_plugins = ["mlflow_server"]
 def sync_command(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rltrack.cli", "sync", *args], capture_output=True, text=True, timeout=600)
 
-
-def tracker(run_dir: Path) -> tuple[MlflowClient, str]:
-    state = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())
-    return MlflowClient(state["tracking_uri"]), state["run_id"]
-
-
-def history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, float]]:
-    metrics = sorted(client.get_metric_history(run_id, key), key=lambda m: (m.step, m.timestamp))
-    return [(m.step, m.value) for m in metrics]
 
 
 @pytest.mark.slow
