@@ -55,7 +55,6 @@ from rltrack.adapters.tune import log_result  # noqa: E402
 from timing import System, run_rounds  # noqa: E402  (bench/ is sys.path[0])
 
 
-
 def results(n: int, size: str, seed: int = 0) -> list[dict[str, Any]]:
     """n RLlib-like results as Tune passes them to callbacks."""
     rng = np.random.default_rng(seed)
