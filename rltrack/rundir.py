@@ -69,6 +69,7 @@ class RunFiles(Backend):
         self._tracked = tracked
         self._hparams: dict[str, Any] = {}
         self._meta: dict[str, Any] = {}
+        self._info_changed = False
         self._backends = backends
 
     def open(self, run: RunContext) -> None:
@@ -111,8 +112,14 @@ class RunFiles(Backend):
             self._save_config()
 
     def set_run_info(self, info: dict[str, Any]) -> None:
+        """Saved at the next flush (at least twice a second) rather than per call:
+        Tune sends its bookkeeping with every result."""
         self._meta["info"].update(literal(info))
-        self._save_meta()
+        self._info_changed = True
+
+    def flush(self) -> None:
+        if self._info_changed:
+            self._save_meta()
 
     def close(self, status: str) -> None:
         self._meta["status"] = status
@@ -120,6 +127,7 @@ class RunFiles(Backend):
         self._save_meta()
 
     def _save_meta(self) -> None:
+        self._info_changed = False
         _atomic_write(self.run.run_dir / "meta.json", json.dumps(self._meta, indent=2) + "\n")
 
     def _save_config(self) -> None:
