@@ -111,12 +111,16 @@ class DeliveryWorker:
     def _loop(self) -> None:
         backoff = BACKOFF_START
         while not self._stop.is_set():
+            # Read "done" before the journal: if it was already set, an empty
+            # read means everything is delivered; if it gets set after the
+            # read, the loop reads once more before ending.
+            journal_complete = self._journal_done.is_set()
             events, offset = read_batch(self.journal, self.cursor.offset, self.backend.max_batch)
             if not events:
                 if offset != self.cursor.offset:  # only blank lines
                     self.cursor.advance(offset, 0)
                     continue
-                if self._journal_done.is_set():
+                if journal_complete:
                     self._close_backend()
                     return
                 self._stop.wait(POLL)

@@ -100,3 +100,30 @@ def test_a_new_worker_resumes_from_the_saved_cursor(tmp_path):
     DeliveryWorker(again, logger.run_dir).run_until_caught_up("finished")
     assert again.received == []  # nothing delivered twice
     down.hang.set()
+
+
+def test_the_last_lines_are_delivered_when_the_journal_completes_right_after_an_empty_read(tmp_path):
+    """The worker reads an empty journal, then the journal gets its last line and
+    is marked complete before the worker checks: it must read once more."""
+    tracker = ListTracker()
+    run_dir = create_run_dir(tmp_path, "race")
+    tracker.open(RunContext(run_dir, "race", {}, Report()))
+    worker = DeliveryWorker(tracker, run_dir)
+    journal = run_dir / "journal.jsonl"
+    journal.touch()
+    original = worker._journal_done.is_set
+    calls = {"n": 0}
+
+    def is_set_after_the_line_lands() -> bool:
+        calls["n"] += 1
+        if calls["n"] == 2:  # between the worker's empty read and its check
+            journal.write_text(Event(1.0, {"x": 1}).to_json() + "\n")
+            worker._journal_done.set()
+        return original()
+
+    worker._journal_done.is_set = is_set_after_the_line_lands  # type: ignore[method-assign]
+    worker.start()
+    worker._thread.join(10)  # the patched check marks the journal complete; the worker then ends by itself
+    assert not worker._thread.is_alive()
+    assert [e.data for e in tracker.received] == [{"x": 1}]
+    assert tracker.status == "finished"
