@@ -58,7 +58,7 @@ if importlib.util.find_spec("launchpad") is None:
 import rltrack  # noqa: E402
 from rltrack.adapters.acme import RLTrackLogger, tee  # noqa: E402
 from rltrack.adapters.spinup import EpochLogger  # noqa: E402
-from timing import System, percentile, run_rounds, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
+from timing import System, percentile, ratio_table, run_rounds, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
 
 
 
@@ -171,15 +171,6 @@ def spinup_bench(tmp: Path, epochs: int, rounds: int) -> dict[str, dict[str, flo
     }
 
 
-def table(results: dict[str, dict[str, float]], unit: str, reference: str) -> str:
-    ref = results[reference]["median"]
-    lines = [f"| system | median µs | p90 µs | p99 µs | mean µs | round medians µs | ÷ {unit} |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for name, r in results.items():
-        lines.append(f"| {name} | {r['median']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['mean']:.1f} "
-                     f"| {r['lo']:.1f}–{r['hi']:.1f} | {r['median'] / ref:.2f}× |")  # fmt: skip
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=10_000, help="timed Acme writes per system")
@@ -202,11 +193,11 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load average {load} at start, "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at end; Python {sys.version.split()[0]}.\n")  # fmt: skip
     print(f"Acme: {args.records:,} timed `write`s of a 10-value record (numpy scalars) per system, {args.rounds} alternating rounds.\n")
-    print(table(acme_results, "Acme CSV", ref))
+    print(ratio_table(acme_results, ref, unit="Acme CSV"))
     print(f"\nSpinningUp: {args.epochs} timed epochs per variant (21 columns per row), {args.rounds} alternating rounds; "
           "SpinningUp is not importable here, so the baseline is rltrack's EpochLogger with `send_to_rltrack=False` "
           "(SpinningUp's code path without MPI); the printed table goes to /dev/null.\n")
-    print(table(spinup_results, "baseline", "log_tabular x14 + dump_tabular, rltrack disabled (SpinningUp-equivalent baseline)"))
+    print(ratio_table(spinup_results, "log_tabular x14 + dump_tabular, rltrack disabled (SpinningUp-equivalent baseline)", unit="baseline"))
     extra = spinup_results["log_tabular x14 + dump_tabular, sending to rltrack (local backend)"]["median"] - \
         spinup_results["log_tabular x14 + dump_tabular, rltrack disabled (SpinningUp-equivalent baseline)"]["median"]
     ours = acme_results["RLTrackLogger.write (local backend)"]["median"]

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from bench_write import KEYS, REPO, load_average, median_us, records, summarise, time_block
+from bench_write import KEYS, REPO, calls_table, load_average, median_us, records, summarise, time_block
 
 import rltrack  # from this checkout: bench_write puts the repository first on sys.path
 from rltrack.delivery import pending_bytes
@@ -155,19 +155,6 @@ def delivery_direct(uri: str, m: int) -> dict[str, float]:
     elapsed = time.perf_counter() - start
     close()
     return {"n": m, "seconds": elapsed, "rps": m / elapsed}
-
-
-def calls_table(results: dict[str, dict[str, float]]) -> str:
-    lines = [
-        "| system | records timed | median µs | p90 µs | p99 µs | max µs | round medians µs |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, r in results.items():
-        lines.append(
-            f"| {name} | {r['n']:,} | {r['median']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['max']:,.0f} "
-            f"| {r['round_lo']:.1f}–{r['round_hi']:.1f} |"
-        )
-    return "\n".join(lines)
 
 
 def delivery_table(paths: dict[str, dict[str, float]], direct: dict[str, float]) -> str:

@@ -49,7 +49,7 @@ sys.path.insert(0, str(REPO))
 
 import rltrack  # noqa: E402
 from rltrack.adapters.sb3 import RLTrackWriter  # noqa: E402
-from timing import percentile, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
+from timing import percentile, ratio_table, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
 
 System = tuple[Callable[[Any], None], Callable[[], None], Callable[[], None]]  # call, settle, close
 
@@ -165,16 +165,6 @@ def pipeline_per_dump(tmp: Path, n: int) -> tuple[float, float]:
     return (t1 - t0) / n * 1e6, (t2 - t0) / n * 1e6
 
 
-def table(results: dict[str, dict[str, float]], reference: str) -> str:
-    ref = results[reference]["median"]
-    lines = ["| system (per dump of 10 keys) | median µs | p90 µs | p99 µs | mean µs | round medians µs | ÷ SB3 native |",
-             "|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    for name, r in results.items():
-        lines.append(f"| {name} | {r['median']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['mean']:.1f} "
-                     f"| {r['lo']:.1f}–{r['hi']:.1f} | {r['median'] / ref:.2f}× |")  # fmt: skip
-    return "\n".join(lines)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dumps", type=int, default=10_000, help="timed dumps per system")
@@ -198,7 +188,7 @@ def main() -> None:
           f"{os.cpu_count()} CPUs, load average {load} at start, {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end; "
           f"Python {sys.version.split()[0]}, stable-baselines3 {stable_baselines3.__version__}. "
           f"{args.dumps:,} timed dumps per system, {args.rounds} alternating rounds; rltrack with the local backend, no filters.\n")  # fmt: skip
-    print(table(results, native))
+    print(ratio_table(results, native, per="system (per dump of 10 keys)", unit="SB3 native"))
     added = results[both]["median"] - results[native]["median"]
     alone = results["RLTrackWriter.write alone"]["median"]
     print(f"\n- Attaching rltrack to SB3's csv+json+tensorboard logger adds {added:.1f} µs per dump (median, "

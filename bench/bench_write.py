@@ -423,6 +423,20 @@ def write_results(text: str) -> None:
     RESULTS.write_text(new, encoding="utf-8")
 
 
+def calls_table(results: dict[str, dict[str, float]]) -> str:
+    """Markdown table of `summarise` results (the tracker benchmarks share it)."""
+    lines = [
+        "| system | records timed | median µs | p90 µs | p99 µs | max µs | round medians µs |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} | {r['n']:,} | {r['median']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['max']:,.0f} "
+            f"| {r['round_lo']:.1f}–{r['round_hi']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=None, help="timed records per system (default 10000, quick 2000)")

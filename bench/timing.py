@@ -54,3 +54,13 @@ def run_rounds(systems: dict[str, System], items: list[Any], rounds: int, warmup
     for _, _, close in systems.values():
         close()
     return {name: summary(samples[name], medians[name]) for name in names}
+
+
+def ratio_table(results: dict[str, dict[str, float]], reference: str, per: str = "system", unit: str | None = None) -> str:
+    """Markdown table of `summary` results with each median divided by `reference`'s."""
+    ref = results[reference]["median"]
+    lines = [f"| {per} | median µs | p90 µs | p99 µs | mean µs | round medians µs | ÷ {unit or reference} |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, r in results.items():
+        lines.append(f"| {name} | {r['median']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['mean']:.1f} "
+                     f"| {r['lo']:.1f}–{r['hi']:.1f} | {r['median'] / ref:.2f}× |")  # fmt: skip
+    return "\n".join(lines)
