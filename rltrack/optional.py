@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from types import ModuleType
 
 
 class MissingExtraError(ImportError):
     """An optional package is not installed; the message says what to install."""
+
+
+def ensure_installed(module: str, extra: str, purpose: str) -> None:
+    """Fails now, naming the extra, if `module` is missing, without importing it:
+    backends check at config time and import on their delivery thread, because
+    importing a tracker client takes seconds."""
+    if importlib.util.find_spec(module) is None:
+        require(module, extra, purpose)
 
 
 def require(module: str, extra: str, purpose: str) -> ModuleType:

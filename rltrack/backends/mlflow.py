@@ -37,7 +37,6 @@ Mapping (what users see in MLflow):
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -52,7 +51,7 @@ from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend
 from rltrack.delivery import CURSOR_DIR, Cursor
 from rltrack.events import NUMERIC_KINDS, Event
-from rltrack.optional import require
+from rltrack.optional import ensure_installed, require
 from rltrack.values import flatten
 
 # MLflow's limits (mlflow.utils.validation, 3.17).
@@ -116,8 +115,7 @@ class MlflowBackend(RemoteBackend):
             raise ValueError(f"run_name = {run_name!r} must be a non-empty string (or left out: the run directory's name)")
         if tags is not None and not isinstance(tags, dict):
             raise ValueError(f"tags = {tags!r} must be a table of tag names to values, e.g. tags = {{team = \"rl\"}}")
-        if importlib.util.find_spec("mlflow") is None:
-            require("mlflow", "mlflow", PURPOSE)  # raises the error that names the extra
+        ensure_installed("mlflow", "mlflow", PURPOSE)
         self._tracking_uri = tracking_uri
         self.experiment = experiment
         self.run_name = run_name

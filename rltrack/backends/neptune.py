@@ -39,7 +39,6 @@ Why it is built this way:
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import statistics
@@ -51,7 +50,7 @@ from typing import Any, Sequence
 from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend
 from rltrack.events import NUMERIC_KINDS, Event
-from rltrack.optional import require
+from rltrack.optional import ensure_installed, require
 
 MODES = ("offline", "debug", "async", "sync")
 #: `init_run` reads where to put its files from this variable; it is process-wide.
@@ -83,8 +82,7 @@ class NeptuneBackend(RemoteBackend):
                 raise ValueError(f"{key} = {value!r} must be a non-empty string")
         if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
             raise ValueError(f'tags = {tags!r} must be a list of strings, e.g. tags = ["ppo", "cartpole"]')
-        if importlib.util.find_spec("neptune") is None:  # fail at config time, import later off the training thread
-            require("neptune", "neptune", "The neptune backend")
+        ensure_installed("neptune", "neptune", "The neptune backend")
         self.project = project
         self.mode = mode
         self.run_name = name

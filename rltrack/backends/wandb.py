@@ -40,7 +40,6 @@ Why it is built this way:
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import math
 import os
@@ -53,7 +52,7 @@ from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
-from rltrack.optional import require
+from rltrack.optional import ensure_installed, require
 
 MODES = ("offline", "online", "disabled", "shared")
 #: `finish(exit_code=...)` per final status; "killed" and anything else get 255.
@@ -88,8 +87,7 @@ class WandbBackend(RemoteBackend):
             raise ValueError(f'tags = {tags!r} must be a list of strings, e.g. tags = ["ppo", "cartpole"]')
         if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
             raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
-        if importlib.util.find_spec("wandb") is None:  # fail at config time, import later off the training thread
-            require("wandb", "wandb", "The wandb backend")
+        ensure_installed("wandb", "wandb", "The wandb backend")
         self.settings = {"project": project, "entity": entity, "group": group, "name": name, "mode": mode, "tags": list(tags)}
         self.dir = dir
         self.init_timeout = float(init_timeout)
