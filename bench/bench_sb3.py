@@ -49,10 +49,11 @@ sys.path.insert(0, str(REPO))
 
 import rltrack  # noqa: E402
 from rltrack.adapters.sb3 import RLTrackWriter  # noqa: E402
-from timing import percentile, ratio_table, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
+from timing import System, ratio_table, run_rounds  # noqa: E402  (bench/ is sys.path[0])
 
-System = tuple[Callable[[Any], None], Callable[[], None], Callable[[], None]]  # call, settle, close
 
+#: The system fed pre-built SB3 dicts (what Logger.dump hands each writer) instead of record() calls.
+WRITER_ALONE = "RLTrackWriter.write alone"
 EXCLUDED = {"time/iterations", "time/time_elapsed", "time/total_timesteps"}
 
 
@@ -91,7 +92,7 @@ def writer_alone(writer: Any) -> Callable[[Any], None]:
     return call
 
 
-def systems(tmp: Path) -> dict[str, tuple[System, bool]]:
+def systems(tmp: Path) -> dict[str, System]:
     from stable_baselines3.common.logger import configure
 
     formats = ["csv", "json", "tensorboard"]
@@ -106,12 +107,11 @@ def systems(tmp: Path) -> dict[str, tuple[System, bool]]:
     alone_logger = rltrack.make_logger(run={"root": str(tmp / "runs"), "name": "alone"}, backends={"use": ["local"]})
     alone = RLTrackWriter(alone_logger)
     nothing = lambda: None  # noqa: E731
-    # (system, takes pre-built SB3 dicts instead of record() calls)
     return {
-        "SB3 csv+json+tensorboard (native)": ((record_and_dump(native), nothing, native.close), False),
-        "SB3 csv+json+tensorboard + RLTrackWriter": ((record_and_dump(with_ours), ours_logger.flush, lambda: (with_ours.close(), ours_logger.close())), False),
-        "SB3 Logger with only RLTrackWriter": ((record_and_dump(only), only_logger.flush, only_logger.close), False),
-        "RLTrackWriter.write alone": ((writer_alone(alone), alone_logger.flush, alone_logger.close), True),
+        "SB3 csv+json+tensorboard (native)": (record_and_dump(native), nothing, native.close),
+        "SB3 csv+json+tensorboard + RLTrackWriter": (record_and_dump(with_ours), ours_logger.flush, lambda: (with_ours.close(), ours_logger.close())),
+        "SB3 Logger with only RLTrackWriter": (record_and_dump(only), only_logger.flush, only_logger.close),
+        WRITER_ALONE: (writer_alone(alone), alone_logger.flush, alone_logger.close),
     }
 
 
@@ -121,30 +121,6 @@ def as_sb3_dicts(items: list[tuple[int, list[tuple[str, Any]]]]) -> list[tuple[i
         (step, dict(values), {key: ("tensorboard",) if key in EXCLUDED else ("",) for key, _ in values})
         for step, values in items
     ]
-
-
-def run_rounds(all_systems: dict[str, tuple[System, bool]], items: list[Any], rounds: int, warmup: int) -> dict[str, dict[str, float]]:
-    prebuilt = as_sb3_dicts(items)
-    for (call, settle, _), raw in all_systems.values():
-        time_calls(call, (prebuilt if raw else items)[:warmup], [])
-        settle()
-    per_round = (len(items) - warmup) // rounds
-    samples: dict[str, list[int]] = {name: [] for name in all_systems}
-    medians: dict[str, list[float]] = {name: [] for name in all_systems}
-    names = list(all_systems)
-    for r in range(rounds):
-        lo, hi = warmup + r * per_round, warmup + (r + 1) * per_round
-        for name in names[r % len(names):] + names[: r % len(names)]:
-            (call, settle, _), raw = all_systems[name]
-            block: list[int] = []
-            gc.collect()
-            time_calls(call, (prebuilt if raw else items)[lo:hi], block)
-            settle()
-            samples[name] += block
-            medians[name].append(percentile(sorted(block), 50))
-    for (_, _, close), _ in all_systems.values():
-        close()
-    return {name: summary(samples[name], medians[name]) for name in names}
 
 
 def pipeline_per_dump(tmp: Path, n: int) -> tuple[float, float]:
@@ -177,7 +153,8 @@ def main() -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     warmup = 200
     with tempfile.TemporaryDirectory(prefix="rltrack-bench-sb3-") as tmp_name:
-        results = run_rounds(systems(Path(tmp_name)), sb3_records(args.dumps + warmup), args.rounds, warmup)
+        items = sb3_records(args.dumps + warmup)
+        results = run_rounds(systems(Path(tmp_name)), items, args.rounds, warmup, own_items={WRITER_ALONE: as_sb3_dicts(items)})
         burst_write, burst_total = pipeline_per_dump(Path(tmp_name), args.dumps // 2)
     import stable_baselines3
 

@@ -31,23 +31,28 @@ def summary(samples: list[int], round_medians: list[float]) -> dict[str, float]:
             "mean": sum(s) / len(s) / 1000, "lo": min(round_medians), "hi": max(round_medians)}  # fmt: skip
 
 
-def run_rounds(systems: dict[str, System], items: list[Any], rounds: int, warmup: int) -> dict[str, dict[str, float]]:
+def run_rounds(
+    systems: dict[str, System], items: list[Any], rounds: int, warmup: int, own_items: dict[str, list[Any]] | None = None
+) -> dict[str, dict[str, float]]:
     """Warm each system up, then time `rounds` blocks of items per system,
-    rotating the order each round so no system always runs first."""
-    for call, settle, _ in systems.values():
-        time_calls(call, items[:warmup], [])
+    rotating the order each round so no system always runs first. A system
+    named in `own_items` is fed that list instead (aligned with `items`: the
+    same records in the form that system takes)."""
+    feed = {name: (own_items or {}).get(name, items) for name in systems}
+    for name, (call, settle, _) in systems.items():
+        time_calls(call, feed[name][:warmup], [])
         settle()
     per_round = (len(items) - warmup) // rounds
     samples: dict[str, list[int]] = {name: [] for name in systems}
     medians: dict[str, list[float]] = {name: [] for name in systems}
     names = list(systems)
     for r in range(rounds):
-        block_items = items[warmup + r * per_round: warmup + (r + 1) * per_round]
+        lo, hi = warmup + r * per_round, warmup + (r + 1) * per_round
         for name in names[r % len(names):] + names[: r % len(names)]:
             call, settle, _ = systems[name]
             block: list[int] = []
             gc.collect()
-            time_calls(call, block_items, block)
+            time_calls(call, feed[name][lo:hi], block)
             settle()
             samples[name] += block
             medians[name].append(percentile(sorted(block), 50))
