@@ -18,6 +18,7 @@ from pathlib import Path
 from rltrack.backends.remote import RemoteBackend
 from rltrack.events import Event
 from rltrack.journal import JOURNAL_NAME
+from rltrack.report import Report
 
 CURSOR_DIR = "cursors"
 BACKOFF_START = 0.5
@@ -65,6 +66,14 @@ def pending_bytes(run_dir: Path, backend: str) -> int:
     journal = run_dir / JOURNAL_NAME
     size = journal.stat().st_size if journal.is_file() else 0
     return max(0, size - Cursor(run_dir, backend).offset)
+
+
+def report_pending(report: Report, run_dir: Path, backend: str) -> int:
+    """Counts what `backend` has not received in its report section; returns the bytes."""
+    pending = pending_bytes(run_dir, backend)
+    if pending:
+        report.count("pending", f"{pending} journal bytes not delivered", section=backend)
+    return pending
 
 
 class DeliveryWorker:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.backends.remote import RemoteBackend
-from rltrack.delivery import DeliveryWorker, pending_bytes
+from rltrack.delivery import DeliveryWorker, report_pending
 from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JOURNAL_NAME, JournalWriter
@@ -254,8 +254,7 @@ class Logger:
 
     def _report_pending(self, worker: DeliveryWorker) -> None:
         name = worker.backend.name
-        pending = pending_bytes(self.run_dir, name)
-        self.report.count("pending", f"{pending} journal bytes not delivered", section=name)
+        pending = report_pending(self.report, self.run_dir, name)
         print(
             f"rltrack: {name} has not received everything ({pending} journal bytes pending"
             f"{', last error: ' + worker.last_error if worker.last_error else ''}); "

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_class
 from rltrack.config import build_backend, load_config
-from rltrack.delivery import DeliveryWorker, pending_bytes
+from rltrack.delivery import DeliveryWorker, report_pending
 from rltrack.journal import JOURNAL_NAME
 from rltrack.report import Report
 
@@ -190,9 +190,7 @@ def _update_report(run_dir: Path, report: Report, synced: list[str]) -> None:
         _add(merged, json.loads(path.read_text()), skip_pending=synced)
     _add(merged, report.as_dict(), skip_pending=[])
     for name in synced:
-        pending = pending_bytes(run_dir, name)
-        if pending:
-            merged.count("pending", f"{pending} journal bytes not delivered", section=name)
+        report_pending(merged, run_dir, name)
     merged.save(path)
 
 
