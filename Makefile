@@ -18,6 +18,8 @@ demo: $(STAMP)
 	$(PY) examples/sb3_ppo_cartpole.py
 
 test: $(STAMP)
+	# the HTML report test opens pages in a real headless Chromium (Debian's package)
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) || echo 'chromium not installed: the report test will fail'
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -2,7 +2,9 @@
 
 A config has three sections (TOML shown; YAML and dicts nest the same way):
 
-    [run]        root, name, tracked, names ("both" | "canonical" | "native", see rltrack.canonical)
+    [run]        root, name, task (a grouping for the run index, e.g. an experiment name),
+                 tracked, names ("both" | "canonical" | "native", see rltrack.canonical),
+                 backup_code (globs of source files copied into the run's code/ folder)
     [[filters]]  type = "none" | "smoothing" | "aggregate" | "time" | "keys", plus its parameters
     [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend
 
@@ -32,7 +34,7 @@ from rltrack.report import Report
 from rltrack.rundir import create_run_dir
 
 DEFAULTS: dict[str, Any] = {
-    "run": {"root": "runs", "name": None, "tracked": [], "names": "both"},
+    "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": []},
     "filters": [],
     "backends": {"use": ["local"]},
 }
@@ -124,6 +126,11 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
         raise ConfigError(f'{where}: run.root = {run["root"]!r} must be a directory path, e.g. root = "runs"')
     if run["name"] is not None and (not isinstance(run["name"], str) or not run["name"]):
         raise ConfigError(f'{where}: run.name = {run["name"]!r} must be a non-empty string, e.g. name = "cartpole_ppo"')
+    if run["task"] is not None and (not isinstance(run["task"], str) or not run["task"].strip("/")):
+        raise ConfigError(f'{where}: run.task = {run["task"]!r} must be a non-empty string, e.g. task = "cartpole_sweep"')
+    globs = run["backup_code"]
+    if not isinstance(globs, list) or not all(isinstance(g, str) and g for g in globs):
+        raise ConfigError(f'{where}: run.backup_code = {globs!r} must be a list of glob patterns, e.g. backup_code = ["src/**/*.py"]')
     tracked = run["tracked"]
     if not isinstance(tracked, list) or not all(isinstance(t, str) for t in tracked):
         raise ConfigError(f'{where}: run.tracked = {tracked!r} must be a list of hyperparameter names, e.g. tracked = ["env_id", "lr"]')

@@ -5,6 +5,7 @@
     total_config.py             config + hyperparameters as one Python literal
     formatted_total_config.py   the same, pretty-printed
     git_log.txt, git_diff.txt   when started inside a git work tree
+    code/                       copies of the files matched by config run.backup_code
     ckpt/iteration_<N>.pth.tar, ckpt/ckpt_best.pth.tar
     journal.jsonl, report.json
 
@@ -78,8 +79,10 @@ class RunFiles(Backend):
         super().open(run)
         (run.run_dir / "ckpt").mkdir(exist_ok=True)
         now = time.time()
+        settings = run.config.get("run", {})
         self._meta = {
             "name": run.name,
+            "task": settings.get("task") or run.name,
             "run_dir": str(run.run_dir.resolve()),
             "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
             "start_unix": now,
@@ -98,6 +101,7 @@ class RunFiles(Backend):
         self._save_meta()
         self._save_config()
         _save_git_info(run.run_dir)
+        _backup_code(run.run_dir, settings.get("backup_code", []))
 
     def write(self, events: list[Event]) -> None:
         changed = False
@@ -198,6 +202,25 @@ def _ip_address() -> str:
             return str(s.getsockname()[0])
     except OSError:
         return "127.0.0.1"
+
+
+def _backup_code(run_dir: Path, patterns: list[str]) -> None:
+    """Copies the files matched by `patterns` (globs relative to the working
+    directory, `**` recursing) into `code/`, keeping their relative paths, so
+    the run can be re-run as it was. Files outside the working directory are
+    skipped: their relative path would leave `code/`."""
+    cwd = Path.cwd().resolve()
+    for pattern in patterns:
+        for source in sorted(cwd.glob(pattern)):
+            if not source.is_file():
+                continue
+            try:
+                relative = source.resolve().relative_to(cwd)
+            except ValueError:
+                continue
+            target = run_dir / "code" / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
 
 
 def _save_git_info(run_dir: Path) -> None:

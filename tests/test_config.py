@@ -4,6 +4,7 @@ checking that the message names the key, the value found and the fix."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import textwrap
@@ -121,7 +122,9 @@ def test_toml_yaml_and_dict_give_the_same_config(tmp_path, root):
     from_yml = load_config(str(write(tmp_path, "rltrack.yml", YAML.format(root=root))))
     from_dict = load_config(as_dict(root))
     assert from_toml == from_yaml == from_yml == from_dict
-    assert from_dict["run"] == {"root": root, "name": "cartpole_ppo", "tracked": ["env_id", "lr"], "names": "both"}
+    assert from_dict["run"] == {
+        "root": root, "name": "cartpole_ppo", "task": None, "tracked": ["env_id", "lr"], "names": "both", "backup_code": []
+    }
     assert from_dict["filters"] == as_dict(root)["filters"]
     assert from_dict["backends"] == {"use": ["memory"]}
 
@@ -145,7 +148,7 @@ def test_a_file_config_builds_its_filters_in_order(tmp_path, root):
 def test_defaults_are_the_local_backend_under_runs():
     config = load_config()
     assert config == {
-        "run": {"root": "runs", "name": None, "tracked": [], "names": "both"},
+        "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": []},
         "filters": [],
         "backends": {"use": ["local"]},
     }
@@ -180,7 +183,7 @@ def test_rltrack_backends_overrides_backends_use(tmp_path, root, monkeypatch):
 def test_keyword_overrides_merge_tables_and_replace_lists(tmp_path, root):
     path = write(tmp_path, "c.toml", TOML.format(root=root))
     config = load_config(path, run={"name": "other", "tracked": ["gamma"]}, filters=[{"type": "keys", "drop": "time"}])
-    assert config["run"] == {"root": root, "name": "other", "tracked": ["gamma"], "names": "both"}
+    assert config["run"] == {"root": root, "name": "other", "task": None, "tracked": ["gamma"], "names": "both", "backup_code": []}
     assert config["filters"] == [{"type": "keys", "drop": "time"}]
     assert config["backends"] == {"use": ["memory"]}
     logger = make_logger(path, run={"name": "other"}, backends={"use": ["memory", "console"]})
@@ -227,7 +230,7 @@ def test_unknown_section_in_keyword_overrides(root):
 
 def test_unknown_key_in_run(root):
     message = mistake({"run": {"root": root, "nmae": "x"}})
-    assert_says(message, "unknown key 'run.nmae'", "allowed: root, name, tracked, names", "Did you mean 'name'?")
+    assert_says(message, "unknown key 'run.nmae'", "allowed: root, name, task, tracked, names, backup_code", "Did you mean 'name'?")
 
 
 def test_unknown_key_in_a_file_names_the_file(tmp_path):
@@ -307,7 +310,7 @@ def test_wrong_run_values(root, run, parts):
 @pytest.mark.parametrize(
     ("config", "parts"),
     [
-        ({"run": "cartpole"}, ["run must be a table with keys root, name, tracked, names", "got 'cartpole'"]),
+        ({"run": "cartpole"}, ["run must be a table with keys root, name, task, tracked, names, backup_code", "got 'cartpole'"]),
         ({"filters": {"type": "none"}}, ["filters = {'type': 'none'} must be a list of tables", "[[filters]] in TOML"]),
         ({"filters": ["none"]}, ["filters[0] must be a table with a 'type' key", "got 'none'"]),
         ({"backends": ["local"]}, ["backends must be a table with a 'use' list", "got ['local']"]),
@@ -459,3 +462,22 @@ def test_backend_module_importing_a_missing_package_directly(root, tmp_path, mon
 
 def test_version_is_exposed():
     assert re.fullmatch(r"\d+\.\d+\.\d+.*", rltrack.__version__)
+
+
+def test_task_and_backup_code_reach_the_run_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src" / "agent").mkdir(parents=True)
+    (tmp_path / "src" / "agent" / "ppo.py").write_text("LR = 3e-4\n")
+    (tmp_path / "notes.txt").write_text("not code\n")
+    with make_logger(run={"root": "runs", "name": "r", "task": "sweep_a", "backup_code": ["src/**/*.py"]}) as log:
+        pass
+    meta = json.loads((log.run_dir / "meta.json").read_text())
+    assert meta["task"] == "sweep_a"
+    assert (log.run_dir / "code" / "src" / "agent" / "ppo.py").read_text() == "LR = 3e-4\n"
+    assert not (log.run_dir / "code" / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("run, bad", [({"task": ""}, "run.task"), ({"backup_code": "src/*.py"}, "run.backup_code")])
+def test_bad_task_or_backup_code_names_the_key(tmp_path, run, bad):
+    with pytest.raises(ConfigError, match=bad.replace(".", r"\.")):
+        load_config({"run": {"root": str(tmp_path), **run}})
