@@ -174,13 +174,15 @@ class Logger:
         iteration: int,
         metric: float | None = None,
         higher_is_better: bool = True,
-    ) -> None:
+    ) -> str | None:
         """Saves `ckpt/iteration_<N>.pth.tar` and, if `metric` is the best so far,
         `ckpt/ckpt_best.pth.tar`, before returning (see `rundir.save_checkpoint`):
         a path is copied, any other object saved with `torch.save`. A NaN metric
-        is never the best. Write errors are counted and reported, not raised."""
+        is never the best. Returns the file's path relative to the run directory
+        (an evaluator's `ckpt_name`), or None if it was not written: write
+        errors are counted and reported, not raised."""
         if not self._accepting():
-            return
+            return None
         if isinstance(obj_or_path, (str, os.PathLike)) and not Path(obj_or_path).is_file():
             raise FileNotFoundError(
                 f"log_checkpoint: {str(obj_or_path)!r} is not a file; pass the path of a saved "
@@ -195,11 +197,13 @@ class Logger:
             path = save_checkpoint(self.run_dir, obj_or_path, iteration, best)
         except OSError as exc:
             self._failed("checkpoint", "save", exc)
-            return
+            return None
         if best:
             self._best_metric = metric
-        data = {"path": path.relative_to(self.run_dir).as_posix(), "iteration": iteration, "metric": metric, "best": best}
+        relative = path.relative_to(self.run_dir).as_posix()
+        data = {"path": relative, "iteration": iteration, "metric": metric, "best": best}
         self._queue.append(_Record(Event(time.time(), data, "artifact", "ckpt", {"iteration": iteration}, run=self.name)))
+        return relative
 
     def set_run_info(self, info: Mapping[str, Any]) -> None:
         """Adds framework bookkeeping (trial id, hostname, ...) to meta.json's

@@ -293,7 +293,7 @@ def test_checkpoint_of_a_state_dict_loads_back_unchanged(tmp_path: Path) -> None
     net = torch.nn.Linear(4, 3)
     original = {k: v.clone() for k, v in net.state_dict().items()}
     with rltrack.make_logger(config(tmp_path)) as logger:
-        logger.log_checkpoint(net.state_dict(), iteration=3)
+        assert logger.log_checkpoint(net.state_dict(), iteration=3) == "ckpt/iteration_3.pth.tar"
         with torch.no_grad():  # training goes on and changes the weights in place
             net.weight.add_(1.0)
             net.bias.zero_()
