@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import math
 import os
+import signal
 import sys
 import threading
 import time
@@ -423,10 +424,24 @@ _WATCHER: _UncaughtWatcher | None = None
 
 
 def _watch_uncaught() -> None:
-    """Installs the watcher once, when the first logger opens (not at import)."""
+    """Installs the watcher, and the SIGTERM handler where the program has none
+    of its own, once, when the first logger opens (not at import)."""
     global _WATCHER
     if _WATCHER is None:
         _WATCHER = sys.excepthook = _UncaughtWatcher(sys.excepthook)
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _close_on_sigterm)
+
+
+def _close_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (a scheduler's stop, `kill`, a container stopping) would end the
+    process without atexit hooks: close the open loggers as `killed` first (their
+    journals complete, the trackers given up to 30 s), then let the signal do
+    what it would have done."""
+    for logger in list(_OPEN_LOGGERS):
+        logger.close(timeout=30, status="killed")
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 @atexit.register
