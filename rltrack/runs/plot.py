@@ -1,0 +1,347 @@
+"""Plots of runs: one run's metrics and stage timings, and a metric across runs.
+
+A single run (`plot_metrics`, `plot_timelog`, behind `Run.plot_metrics()` and
+`Run.plot_timelog()` and the HTML report) is drawn as it was logged. Across
+runs (`plot_runs`, behind `rltrack plot`), runs are put into groups by
+hyperparameters, and each group is drawn as the mean over its runs (seeds) with
+a shaded 95% confidence band, computed as `group_band` says:
+
+1. each run's series is sorted by x (a repeated x keeps its last value) and,
+   with `smooth=N`, replaced by its trailing moving average over N points;
+2. the group's x grid is the union of its runs' x values (or, when that has
+   more than `max_points` values, `max_points` evenly spaced x over the range);
+3. each run is linearly interpolated onto the grid inside its own x range and
+   left out outside it (no extrapolation): at each x, n = the runs covering it;
+4. mean = the mean of those n values; the band is the Student-t interval of the
+   mean, mean ± t(0.975, n-1) · s / √n with s the sample standard deviation
+   (ddof=1). Where n = 1 there is no band (NaN).
+
+Runs from different frameworks share the axes because their metrics carry the
+canonical names (`collector/reward_mean`, ...). The figures are plain
+`matplotlib.figure.Figure` objects, never pyplot ones: they need no GUI,
+render with Agg when saved, and do not change the backend of the caller's
+session (a notebook still shows them). numpy and matplotlib come with the
+`runs` extra; matplotlib is imported only when a figure is drawn.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from rltrack.runs import Run
+
+#: Confidence of the band around each group's mean.
+CONFIDENCE = 0.95
+#: Most x values a group's grid gets (more are replaced by an even grid over the same range).
+MAX_POINTS = 1000
+#: Default size of a cross-run plot, in pixels.
+PLOT_SIZE = (960, 600)
+DPI = 100
+#: Hyperparameters that tell seeds apart: never a default grouping key.
+SEED_NAME = re.compile(r"(^|[_./])seed$", re.IGNORECASE)
+#: Run attributes that can be used as grouping keys besides hyperparameters.
+RUN_ATTRIBUTES = ("source", "task", "host")
+#: Subplots per row in a single run's metrics figure.
+COLUMNS = 3
+
+
+class PlotError(ValueError):
+    """The plot cannot be drawn as asked (no run has the metric, bad option value)."""
+
+
+@lru_cache(maxsize=None)
+def t_quantile(dof: int, confidence: float = CONFIDENCE) -> float:
+    """The two-sided Student-t quantile q with P(|T| <= q) = `confidence` for
+    `dof` degrees of freedom (q = t(0.975, dof) for 95%).
+
+    Bisection on θ = atan(q/√dof) of the exact finite series for P(|T| <= q)
+    (Abramowitz & Stegun 26.7.3 and 26.7.4), so no scipy is needed."""
+    if dof < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {dof}")
+    low, high = 0.0, math.pi / 2
+    for _ in range(100):
+        theta = (low + high) / 2
+        if _t_coverage(theta, dof) < confidence:
+            low = theta
+        else:
+            high = theta
+    return math.sqrt(dof) * math.tan((low + high) / 2)
+
+
+def _t_coverage(theta: float, dof: int) -> float:
+    """P(|T| <= √dof · tan θ) for Student's t with `dof` degrees of freedom."""
+    cos2 = math.cos(theta) ** 2
+    term, total = 1.0, 1.0
+    if dof % 2 == 0:  # sin θ (1 + 1/2 cos²θ + 1·3/(2·4) cos⁴θ + ... up to cos^(dof-2) θ)
+        for k in range(2, dof, 2):
+            term *= (k - 1) / k * cos2
+            total += term
+        return math.sin(theta) * total
+    if dof == 1:
+        return 2 * theta / math.pi
+    # 2/π (θ + sin θ cos θ (1 + 2/3 cos²θ + 2·4/(3·5) cos⁴θ + ... up to cos^(dof-3) θ))
+    for k in range(3, dof - 1, 2):
+        term *= (k - 1) / k * cos2
+        total += term
+    return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+
+
+def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
+    """The mean of each value and the `window - 1` before it (fewer at the start)."""
+    if window <= 1:
+        return values.astype(float)
+    sums = np.cumsum(np.insert(values.astype(float), 0, 0.0))
+    ends = np.arange(1, len(values) + 1)
+    starts = np.maximum(ends - window, 0)
+    return (sums[ends] - sums[starts]) / (ends - starts)
+
+
+def clean_series(x: Iterable[float], y: Iterable[float], smooth: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Finite points sorted by x, the last value kept for a repeated x, smoothed."""
+    xs, ys = np.asarray(list(x), dtype=float), np.asarray(list(y), dtype=float)
+    keep = np.isfinite(xs) & np.isfinite(ys)
+    xs, ys = xs[keep], ys[keep]
+    order = np.argsort(xs, kind="stable")
+    xs, ys = xs[order], ys[order]
+    last = np.append(xs[1:] != xs[:-1], True) if len(xs) else np.zeros(0, dtype=bool)
+    return xs[last], trailing_mean(ys[last], smooth)
+
+
+@dataclass
+class GroupCurve:
+    """One group's mean and confidence band on its x grid; `count[i]` runs cover `x[i]`."""
+
+    label: str
+    runs: list[str]
+    x: np.ndarray
+    mean: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    count: np.ndarray
+
+
+def group_band(
+    series: Sequence[tuple[np.ndarray, np.ndarray]], *, confidence: float = CONFIDENCE, max_points: int = MAX_POINTS
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x, mean, lower, upper, count) of cleaned series, as the module docstring says."""
+    series = [(x, y) for x, y in series if len(x)]
+    if not series:
+        empty = np.zeros(0)
+        return empty, empty, empty, empty, np.zeros(0, dtype=int)
+    grid = np.unique(np.concatenate([x for x, _ in series]))
+    if len(grid) > max_points:
+        grid = np.linspace(grid[0], grid[-1], max_points)
+    values = np.full((len(series), len(grid)), np.nan)
+    for row, (x, y) in enumerate(series):
+        inside = (grid >= x[0]) & (grid <= x[-1])
+        values[row, inside] = np.interp(grid[inside], x, y)
+    count = np.isfinite(values).sum(axis=0)
+    covered = count > 0  # an even grid can fall in a gap between runs that do not overlap
+    grid, values, count = grid[covered], values[:, covered], count[covered]
+    mean = np.nansum(values, axis=0) / count
+    deviation = np.sqrt(np.nansum((values - mean) ** 2, axis=0) / np.maximum(count - 1, 1))
+    quantiles = np.array([t_quantile(int(n) - 1, confidence) if n > 1 else np.nan for n in count])
+    half = quantiles * deviation / np.sqrt(count)
+    return grid, mean, mean - half, mean + half, count
+
+
+@dataclass
+class CrossRunPlot:
+    """What `plot_runs` drew: the figure, one curve per group, and the runs left out with why."""
+
+    figure: Figure
+    curves: list[GroupCurve]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    def save(self, path: str, *, dpi: int = DPI) -> None:
+        self.figure.savefig(path, format="png", dpi=dpi)
+
+
+def run_series(run: Run, metric: str, x_axis: str | None) -> tuple[list[float], list[float]]:
+    """The metric's (x values, values): on the primary step axis, or against `x_axis`
+    (a step axis column of `run.df`, or `time` for seconds since the run's first record)."""
+    if x_axis is None:
+        points = run.metrics.get(metric, [])
+        return [step for step, _ in points], [value for _, value in points]
+    frame = run.df
+    if frame.empty:
+        return [], []
+    rows = frame[frame["key"] == metric]
+    if x_axis == "time":
+        start = frame["time"].min()
+        return list(rows["time"] - start), list(rows["value"])
+    if x_axis not in rows.columns:
+        return [], []
+    rows = rows[rows[x_axis].notna()]
+    return list(rows[x_axis]), list(rows["value"])
+
+
+def group_value(run: Run, key: str) -> Any:
+    """A run's value for a grouping key: a hyperparameter, or `source`/`task`/`host`."""
+    if key in run.hparams:
+        return run.hparams[key]
+    if key in RUN_ATTRIBUTES:
+        return getattr(run, key)
+    return None
+
+
+def default_group_keys(runs: Sequence[Run]) -> list[str]:
+    """The hyperparameters (and `source`) whose values differ between runs, seeds left out."""
+    names = sorted({name for run in runs for name in run.hparams} | {"source"})
+    keys = []
+    for name in names:
+        if SEED_NAME.search(name):
+            continue
+        if len({repr(group_value(run, name)) for run in runs}) > 1:
+            keys.append(name)
+    return keys
+
+
+def group_values(run: Run, keys: Sequence[str]) -> tuple[str, ...]:
+    """The run's grouping values as text, `?` where it has none."""
+    return tuple("?" if (value := group_value(run, key)) is None else str(value) for key in keys)
+
+
+def group_label(keys: Sequence[str], values: Sequence[str]) -> str:
+    return ", ".join(f"{key}={value}" for key, value in zip(keys, values)) or "all runs"
+
+
+def plot_runs(
+    runs: Sequence[Run],
+    metric: str,
+    *,
+    x_axis: str | None = None,
+    group_by: Sequence[str] | None = None,
+    smooth: int = 1,
+    size: tuple[int, int] = PLOT_SIZE,
+    max_points: int = MAX_POINTS,
+) -> CrossRunPlot:
+    """`metric` across `runs`: one line per group of runs with equal `group_by` values
+    (default: `default_group_keys`), the mean over the group's runs and its 95% band.
+
+    Runs without the metric (or without the x axis) are left out and listed in
+    `skipped`; if no run has it, `PlotError` names the metric and what the runs have."""
+    if smooth < 1:
+        raise PlotError(f"smoothing window must be a number of points >= 1, got {smooth}; use --smooth 1 for none")
+    keys = list(group_by) if group_by else default_group_keys(runs)
+    groups: dict[tuple[str, ...], list[tuple[Run, tuple[np.ndarray, np.ndarray]]]] = {}
+    skipped: dict[str, str] = {}
+    for run in runs:
+        x, y = clean_series(*run_series(run, metric, x_axis), smooth=smooth)
+        if not len(x):
+            skipped[run.id] = f"no finite {metric!r}" + (f" against {x_axis!r}" if x_axis else "")
+            continue
+        groups.setdefault(group_values(run, keys), []).append((run, (x, y)))
+    if not groups:
+        raise PlotError(_missing_metric_message(runs, metric, x_axis))
+    curves = []
+    for values, members in sorted(groups.items()):
+        x, mean, lower, upper, count = group_band([s for _, s in members], max_points=max_points)
+        curves.append(GroupCurve(group_label(keys, values), [run.id for run, _ in members], x, mean, lower, upper, count))
+    return CrossRunPlot(draw_curves(curves, metric, x_axis or "step", size), curves, skipped)
+
+
+def _missing_metric_message(runs: Sequence[Run], metric: str, x_axis: str | None) -> str:
+    available = Counter(key for run in runs for key in run.metrics)
+    near = [key for key, _ in available.most_common() if key.rsplit("/", 1)[-1] in metric or metric in key][:8]
+    shown = near or [key for key, _ in available.most_common(12)]
+    where = f" against x axis {x_axis!r}" if x_axis else ""
+    return (
+        f"none of the {len(runs)} runs has metric {metric!r}{where}; "
+        f"metrics they have include: {', '.join(shown) or 'none'}; pass one of them to --metric"
+        + ("" if not x_axis else " or leave out --x to use each run's primary step axis")
+    )
+
+
+def new_figure(width_px: int, height_px: int) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI, layout="constrained")
+
+
+def draw_curves(curves: Sequence[GroupCurve], metric: str, x_label: str, size: tuple[int, int]) -> Figure:
+    figure = new_figure(*size)
+    axes = figure.add_subplot()
+    for curve in curves:
+        (line,) = axes.plot(curve.x, curve.mean, label=f"{curve.label} (n={len(curve.runs)})")
+        axes.fill_between(curve.x, curve.lower, curve.upper, color=line.get_color(), alpha=0.25, linewidth=0)
+    axes.set_xlabel(x_label)
+    axes.set_ylabel(metric)
+    axes.set_title(f"{metric}: mean over runs, {CONFIDENCE:.0%} confidence band")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="best", fontsize="small")
+    return figure
+
+
+def plot_metrics(run: Run, keys: Sequence[str] | None = None) -> Figure:
+    """One subplot per metric key (default: all of the run's metrics), against the primary step axis."""
+    chosen = list(keys) if keys is not None else sorted(run.metrics)
+    rows = max(1, math.ceil(len(chosen) / COLUMNS))
+    figure = new_figure(320 * min(max(len(chosen), 1), COLUMNS), 240 * rows)
+    for index, key in enumerate(chosen, start=1):
+        axes = figure.add_subplot(rows, min(len(chosen), COLUMNS), index)
+        points = run.metrics.get(key, [])
+        axes.plot([step for step, _ in points], [value for _, value in points], linewidth=1)
+        axes.set_title(key, fontsize="small")
+        axes.tick_params(labelsize="x-small")
+        axes.grid(alpha=0.3)
+    if not chosen:
+        figure.text(0.5, 0.5, "no metrics", ha="center", va="center")
+    return figure
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """Summary of one stage's durations in seconds."""
+
+    stage: str
+    count: int
+    total: float
+    mean: float
+    std: float
+    minimum: float
+    maximum: float
+
+
+def stage_times(timelog: Mapping[str, Sequence[float]]) -> list[StageTimes]:
+    """Per stage: count, total, mean, sample std, min and max of its finite durations, by total time."""
+    summaries = []
+    for stage, durations in timelog.items():
+        values = np.asarray([d for d in durations if math.isfinite(d)], dtype=float)
+        if not len(values):
+            continue
+        std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        summaries.append(
+            StageTimes(stage, len(values), float(values.sum()), float(values.mean()), std, float(values.min()), float(values.max()))
+        )
+    return sorted(summaries, key=lambda s: -s.total)
+
+
+def plot_timelog(run: Run) -> Figure:
+    """Total seconds per stage as horizontal bars, labelled with calls and mean ± std."""
+    summaries = stage_times(run.timelog)
+    figure = new_figure(720, 120 + 40 * max(len(summaries), 1))
+    axes = figure.add_subplot()
+    if not summaries:
+        axes.text(0.5, 0.5, "no stage timings", ha="center", va="center", transform=axes.transAxes)
+        axes.set_axis_off()
+        return figure
+    positions = np.arange(len(summaries))
+    bars = axes.barh(positions, [s.total for s in summaries], color="tab:blue")
+    axes.bar_label(bars, labels=[f"{s.count}× {s.mean:.3g} ± {s.std:.2g} s" for s in summaries], fontsize="small", padding=3)
+    axes.set_yticks(positions, labels=[s.stage for s in summaries])
+    axes.invert_yaxis()
+    axes.set_xlabel("total seconds")
+    axes.margins(x=0.3)
+    return figure
