@@ -4,7 +4,8 @@ A config has three sections (TOML shown; YAML and dicts nest the same way):
 
     [run]        root, name, task (a grouping for the run index, e.g. an experiment name),
                  tracked, names ("both" | "canonical" | "native", see rltrack.canonical),
-                 backup_code (globs of source files copied into the run's code/ folder)
+                 backup_code (globs of source files copied into the run's code/ folder),
+                 redact (extra regexes of key words that mark credentials, see rltrack.redact)
     [[filters]]  type = "none" | "smoothing" | "aggregate" | "time" | "keys", plus its parameters
     [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend
 
@@ -20,6 +21,7 @@ import copy
 import difflib
 import inspect
 import os
+import re
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -30,11 +32,12 @@ from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, backend_clas
 from rltrack.filters import FILTER_TYPES, Filter, FilterChain
 from rltrack.optional import MissingExtraError
 from rltrack.pipeline import Logger
+from rltrack.redact import Redactor
 from rltrack.report import Report
 from rltrack.rundir import create_run_dir
 
 DEFAULTS: dict[str, Any] = {
-    "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": []},
+    "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": []},
     "filters": [],
     "backends": {"use": ["local"]},
 }
@@ -131,6 +134,16 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     globs = run["backup_code"]
     if not isinstance(globs, list) or not all(isinstance(g, str) and g for g in globs):
         raise ConfigError(f'{where}: run.backup_code = {globs!r} must be a list of glob patterns, e.g. backup_code = ["src/**/*.py"]')
+    for index, pattern in enumerate(run["redact"] if isinstance(run["redact"], list) else [run["redact"]]):
+        try:
+            re.compile(pattern)
+        except (re.error, TypeError) as exc:
+            raise ConfigError(
+                f'{where}: run.redact[{index}] = {pattern!r} is not a regular expression ({exc}); '
+                'give key words to redact as a list of regexes, e.g. redact = ["session[_-]?id"]'
+            ) from None
+    if not isinstance(run["redact"], list):
+        raise ConfigError(f'{where}: run.redact = {run["redact"]!r} must be a list of regexes, e.g. redact = ["session[_-]?id"]')
     tracked = run["tracked"]
     if not isinstance(tracked, list) or not all(isinstance(t, str) for t in tracked):
         raise ConfigError(f'{where}: run.tracked = {tracked!r} must be a list of hyperparameter names, e.g. tracked = ["env_id", "lr"]')
@@ -222,10 +235,21 @@ def make_logger(config: str | Path | Mapping[str, Any] | None = None, **override
     where = _describe(config)
     report = Report()
     chain = FilterChain([build_filter(spec, f"{where}: filters[{i}]") for i, spec in enumerate(cfg["filters"])], report)
-    backends = [build_backend(name, cfg["backends"].get(name, {}), where) for name in cfg["backends"]["use"]]
     run = cfg["run"]
+    redactor = Redactor(run["redact"])
+    backends = [build_backend(name, _tags_redacted(cfg["backends"].get(name, {}), redactor), where) for name in cfg["backends"]["use"]]
     run_dir = create_run_dir(Path(run["root"]).expanduser(), run["name"] or _default_run_name())
-    return Logger(run_dir, cfg, chain, backends, report, run["tracked"])
+    # the backends were built from the real settings (a tracking URI may hold a
+    # password the client needs); everything that writes the config gets it redacted
+    return Logger(run_dir, redactor.mapping(cfg), chain, backends, report, run["tracked"], redactor)
+
+
+def _tags_redacted(settings: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """A backend's settings with its `tags` redacted: trackers store tags verbatim."""
+    settings = dict(settings)
+    if "tags" in settings:
+        settings["tags"] = redactor.value("tags", settings["tags"])
+    return settings
 
 
 def _default_run_name() -> str:

@@ -30,6 +30,7 @@ from rltrack.delivery import DeliveryWorker, report_pending
 from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JOURNAL_NAME, JournalWriter
+from rltrack.redact import Redactor
 from rltrack.report import Report
 from rltrack.rundir import RunFiles, save_checkpoint
 from rltrack.values import normalize
@@ -45,6 +46,10 @@ MAX_BATCH = 1000
 #: Events journaled but not yet handed to the local backends, at most; beyond
 #: it the backends are fed even while the queue is still behind.
 MAX_BACKLOG = 50_000
+
+#: The kinds whose values can be strings once normalised (scalars and timings
+#: are numbers by then): these pass the `Redactor` before the journal.
+REDACTED_KINDS = ("text", "hparams")
 
 T = TypeVar("T")
 
@@ -88,6 +93,7 @@ class Logger:
         backends: list[Backend | RemoteBackend],
         report: Report,
         tracked: list[str],
+        redactor: Redactor | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.name = run_dir.name
@@ -95,9 +101,10 @@ class Logger:
         self.report = report
         self.backends = {b.name: b for b in backends}
         self._chain = chain
+        self._redactor = redactor or Redactor()
         local = [b for b in backends if isinstance(b, Backend)]
         remote = [b for b in backends if isinstance(b, RemoteBackend)]
-        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends]), *local]
+        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends], self._redactor), *local]
         self._queue: deque[Any] = deque()
         self._backlog: list[Event] = []  # journaled, not yet given to the local backends
         self._wake = threading.Event()
@@ -318,6 +325,8 @@ class Logger:
             event.steps = {DEFAULT_STEP_AXIS: count}
         out = []
         for clean in normalize(event, self.report):
+            if clean.kind in REDACTED_KINDS:
+                clean.data = self._redactor.mapping(clean.data)
             out.extend(self._chain.process(clean))
         return out
 
@@ -345,7 +354,8 @@ class Logger:
             self._deliver([item.event])
             self._feed_sinks()
         elif isinstance(item, _RunInfo):
-            self._each_sink("info", lambda sink: sink.set_run_info(item.info))
+            info = self._redactor.mapping(item.info)
+            self._each_sink("info", lambda sink: sink.set_run_info(info))
 
     def _deliver(self, events: list[Event]) -> None:
         """Journal first: the backends get the events at `_feed_sinks`, once the

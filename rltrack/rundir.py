@@ -30,6 +30,7 @@ from typing import IO, Any
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.events import Event
+from rltrack.redact import Redactor
 from rltrack.values import flatten, literal
 
 _UNSAFE = re.compile(r"[^\w.\-]+")  # \w keeps letters of every script: "倒立摆_ppo" stays readable
@@ -66,8 +67,9 @@ class RunFiles(Backend):
 
     name = "run"
 
-    def __init__(self, tracked: list[str], backends: list[str]) -> None:
+    def __init__(self, tracked: list[str], backends: list[str], redactor: Redactor) -> None:
         self._tracked = tracked
+        self._redactor = redactor
         self._hparams: dict[str, Any] = {}
         self._meta: dict[str, Any] = {}
         self._info_changed = False
@@ -89,7 +91,7 @@ class RunFiles(Backend):
             "host": socket.gethostname(),
             "ip": _ip_address(),
             "pid": os.getpid(),
-            "argv": sys.argv,
+            "argv": self._redactor.argv(sys.argv),
             "python": sys.version.split()[0],
             "rltrack_version": __version__,
             "backends": self._backends,
