@@ -1,0 +1,290 @@
+"""Run directories written without rltrack, read where they lie, never converted.
+
+    sb3        SB3's own logger: `progress.csv` (columns `rollout/ep_rew_mean`, `time/total_timesteps`, ...)
+    tune       a Ray Tune trial: `result.json` (one result per line) + `params.json`
+    spinup     SpinningUp: `progress.txt` (tab-separated) + `config.json`
+    di-engine  DI-engine / LightZero: `log/serial/events.out.tfevents.*` + `total_config.py`
+
+Values keep their native names (namespace = the part before the first `/`)
+and get canonical twins through the shared vocabulary (`with_canonical`), so
+an SB3 dir and an rltrack run plot on one axis. Step axes follow the adapters:
+`env_steps` (primary when known), `train_iter`, `epoch`.
+
+What a format does not record is said plainly rather than guessed: host
+"unknown", status "unknown" (Tune: "finished" when its last result says
+done, "failed" when the trial left `error.txt`). The start time is the first
+recorded time, else the time the first file was written.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from rltrack.runs.records import RunInfo, Sample, as_number, config_literal, scalar_hparams, with_canonical
+
+UNKNOWN = "unknown"
+
+
+def _namespace_and_key(tag: str) -> tuple[str, str]:
+    namespace, _, key = tag.partition("/")
+    return (namespace, key) if key else ("", tag)
+
+
+def _task(path: Path, config: dict[str, Any]) -> str:
+    """The config's `exp_name`, else the experiment folder holding the run, else the run's own name."""
+    name = config.get("exp_name")
+    if isinstance(name, str) and name:
+        return name
+    return path.parent.name or path.name
+
+
+def _earliest_mtime(files: Iterable[Path]) -> float:
+    return min(f.stat().st_mtime for f in files if f.exists())
+
+
+def _columns(rows: list[dict[str, str]], step_columns: dict[str, str], namespace_of: Callable[[str], tuple[str, str]], steps_are_metrics: bool) -> list[Sample]:
+    """Tabular rows (csv/tsv) to samples: `step_columns` maps a column to its step axis;
+    with `steps_are_metrics` those columns are values too."""
+    samples: list[Sample] = []
+    for index, row in enumerate(rows):
+        steps = {axis: int(v) for column, axis in step_columns.items() if (v := as_number(row.get(column))) is not None}
+        for column, cell in row.items():
+            value = as_number(cell)
+            if value is None or column is None or (column in step_columns and not steps_are_metrics):
+                continue
+            namespace, key = namespace_of(column.strip())
+            samples.append(Sample(namespace, key, value, steps or {"step": index}))
+    return list(with_canonical(samples))
+
+
+class SB3Format:
+    """A folder SB3's `configure(folder, ["csv", ...])` wrote: progress.csv with `prefix/key` columns."""
+
+    name = "sb3"
+    STEP_COLUMNS = {"time/total_timesteps": "env_steps", "time/iterations": "train_iter"}
+
+    def detect(self, path: Path) -> bool:
+        progress = path / "progress.csv"
+        if not progress.is_file():
+            return False
+        with progress.open(newline="", encoding="utf-8") as f:
+            header = next(csv.reader(f), [])
+        return any(column.split("/")[0] in ("rollout", "time", "train", "eval") for column in header)
+
+    def info(self, path: Path) -> RunInfo:
+        rows = self._rows(path)
+        elapsed = max((v for r in rows if (v := as_number(r.get("time/time_elapsed"))) is not None), default=0.0)
+        progress = path / "progress.csv"
+        return RunInfo(path, self.name, self.name, _task(path, {}), UNKNOWN, "", progress.stat().st_mtime - elapsed, UNKNOWN)
+
+    def samples(self, path: Path) -> list[Sample]:
+        return _columns(self._rows(path), self.STEP_COLUMNS, _namespace_and_key, steps_are_metrics=True)
+
+    def signature_files(self, path: Path) -> list[Path]:
+        return [path / "progress.csv"]
+
+    @staticmethod
+    def _rows(path: Path) -> list[dict[str, str]]:
+        with (path / "progress.csv").open(newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+
+
+class SpinupFormat:
+    """A SpinningUp output dir: `progress.txt` (tab-separated, header row) and `config.json`."""
+
+    name = "spinup"
+
+    def detect(self, path: Path) -> bool:
+        return (path / "progress.txt").is_file() and (path / "config.json").is_file()
+
+    def info(self, path: Path) -> RunInfo:
+        config = self._config(path)
+        files = [path / "config.json", path / "progress.txt"]
+        return RunInfo(path, self.name, self.name, _task(path, config), UNKNOWN, "", _earliest_mtime(files), UNKNOWN, config, scalar_hparams(config))
+
+    def samples(self, path: Path) -> list[Sample]:
+        from rltrack.adapters.spinup import STEP_COLUMNS
+
+        with (path / "progress.txt").open(newline="", encoding="utf-8") as f:
+            rows = [{(column or "").strip(): cell for column, cell in row.items()} for row in csv.DictReader(f, delimiter="\t")]
+        return _columns(rows, STEP_COLUMNS, _spinup_namespace, steps_are_metrics=False)
+
+    def signature_files(self, path: Path) -> list[Path]:
+        return [path / "config.json", path / "progress.txt"]
+
+    @staticmethod
+    def _config(path: Path) -> dict[str, Any]:
+        try:
+            config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        except ValueError:
+            return {}
+        return config if isinstance(config, dict) else {}
+
+
+def _spinup_namespace(column: str) -> tuple[str, str]:
+    """SpinningUp columns by the adapter's rule (`AverageEpRet` -> collector, `LossPi` -> learner)."""
+    from rltrack.adapters.spinup import _namespace
+
+    base = re.sub(r"^(Average|Std|Max|Min)(?=[A-Z])", "", column)
+    return _namespace(base), column
+
+
+class TuneFormat:
+    """A Ray Tune trial dir: `result.json` (JSON lines, nested results) and `params.json` (the trial's config)."""
+
+    name = "tune"
+    _TAG_NAME = re.compile(r"(?:^|,)([^=,]+)=")
+
+    def detect(self, path: Path) -> bool:
+        return (path / "result.json").is_file() and (path / "params.json").is_file()
+
+    def info(self, path: Path) -> RunInfo:
+        from rltrack.adapters.tune import is_rllib_result
+
+        results = self._results(path)
+        first = results[0] if results else {}
+        last = results[-1] if results else {}
+        config = self._params(path)
+        hparams = scalar_hparams(config)
+        tag = str(first.get("experiment_tag", ""))
+        searched = set(self._TAG_NAME.findall(tag.partition("_")[2]))
+        tracked = {k: v for k, v in hparams.items() if k.split("/")[-1] in searched}
+        if (path / "error.txt").is_file() or (path / "error.pkl").is_file():
+            status = "failed"
+        else:
+            status = "finished" if last.get("done") else UNKNOWN
+        start = as_number(first.get("timestamp"))
+        start = start - (as_number(first.get("time_total_s")) or 0.0) if start is not None else _earliest_mtime([path / "params.json"])
+        return RunInfo(
+            path, "rllib" if is_rllib_result(first) else self.name, self.name, _task(path, {}),
+            str(first.get("hostname") or UNKNOWN), str(first.get("node_ip") or ""), start, status, config, hparams, tracked,
+        )
+
+    def samples(self, path: Path) -> list[Sample]:
+        from rltrack.adapters.tune import ENV_STEP_KEYS, ITERATION_KEY, RUN_INFO_KEYS, TIMING_KEYS
+        from rltrack.values import flatten
+
+        samples: list[Sample] = []
+        for result in self._results(path):
+            flat = flatten({k: v for k, v in result.items() if k != "config" and k not in RUN_INFO_KEYS})
+            steps: dict[str, int] = {}
+            env_steps = next((v for k in ENV_STEP_KEYS if (v := as_number(flat.get(k))) is not None), None)
+            if env_steps is not None:
+                steps["env_steps"] = int(env_steps)
+            iteration = as_number(flat.pop(ITERATION_KEY, None))
+            if iteration is not None:
+                steps["train_iter"] = int(iteration)
+            when = as_number(result.get("timestamp"))
+            for tag, raw in flat.items():
+                value = as_number(raw) if not isinstance(raw, str) else None
+                if value is not None:
+                    namespace, key = _namespace_and_key(tag)
+                    samples.append(Sample(namespace, key, value, steps, when, "timing" if tag in TIMING_KEYS else "scalars"))
+        return list(with_canonical(samples))
+
+    def signature_files(self, path: Path) -> list[Path]:
+        return [path / "params.json", path / "result.json", path / "error.txt"]
+
+    @staticmethod
+    def _results(path: Path) -> list[dict[str, Any]]:
+        results = []
+        with (path / "result.json").open(encoding="utf-8") as f:
+            for line in f:
+                try:
+                    result = json.loads(line)
+                except ValueError:  # a line torn by a killed trial
+                    continue
+                if isinstance(result, dict):
+                    results.append(result)
+        return results
+
+    @staticmethod
+    def _params(path: Path) -> dict[str, Any]:
+        try:
+            params = json.loads((path / "params.json").read_text(encoding="utf-8"))
+        except ValueError:
+            return {}
+        return params if isinstance(params, dict) else {}
+
+
+class DIEngineFormat:
+    """A DI-engine / LightZero experiment dir: TensorBoard files under `log/serial`, `total_config.py`.
+
+    DI-engine writes each value twice, as `<ns>_iter/<key>` (x = training
+    iterations) and `<ns>_step/<key>` (x = env steps). Both are kept as they
+    are; the canonical `<ns>/<key>` takes the env steps as its primary axis and
+    the iterations beside them when the two series line up."""
+
+    name = "di-engine"
+    _AXIS_SUFFIXES = {"_step": "env_steps", "_iter": "train_iter"}
+
+    def detect(self, path: Path) -> bool:
+        return (path / "total_config.py").is_file() and any((path / "log" / "serial").glob("events.out.tfevents.*"))
+
+    def info(self, path: Path) -> RunInfo:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        try:
+            config = config_literal(path / "total_config.py")
+        except ValueError:
+            config = {}
+        files = sorted((path / "log" / "serial").glob("events.out.tfevents.*"))
+        accumulator = EventAccumulator(str(files[0]), size_guidance={"scalars": 1})
+        accumulator.Reload()
+        try:
+            start = accumulator.FirstEventTimestamp()
+        except ValueError:  # an empty event file
+            start = _earliest_mtime(files)
+        return RunInfo(path, self.name, self.name, _task(path, config), _tfevents_host(files[0]), "", start, UNKNOWN, config, scalar_hparams(config))
+
+    def samples(self, path: Path) -> list[Sample]:
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        accumulator = EventAccumulator(str(path / "log" / "serial"), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        series = {tag: accumulator.Scalars(tag) for tag in accumulator.Tags().get("scalars", [])}
+        samples: list[Sample] = []
+        for tag, points in series.items():
+            namespace, key = _namespace_and_key(tag)
+            axis = next((a for suffix, a in self._AXIS_SUFFIXES.items() if namespace.endswith(suffix)), "step")
+            samples += [Sample(namespace, key, float(p.value), {axis: int(p.step)}, float(p.wall_time)) for p in points]
+            canonical = self._canonical_steps(namespace, key, series)
+            if canonical is not None:
+                base = namespace.rsplit("_", 1)[0]
+                samples += [Sample(base, key, float(p.value), steps, float(p.wall_time)) for p, steps in zip(points, canonical)]
+        return samples
+
+    def _canonical_steps(self, namespace: str, key: str, series: dict[str, list[Any]]) -> list[dict[str, int]] | None:
+        """Steps of the canonical twin of `<namespace>/<key>`: made from the `_step`
+        series (with the `_iter` one's steps beside it), or from `_iter` when there is no `_step`."""
+        base, _, suffix = namespace.rpartition("_")
+        if not base or f"_{suffix}" not in self._AXIS_SUFFIXES:
+            return None
+        by_env = series.get(f"{base}_step/{key}")
+        by_iter = series.get(f"{base}_iter/{key}")
+        if suffix == "step" and by_env is not None:
+            if by_iter is not None and len(by_iter) == len(by_env):
+                return [{"env_steps": int(e.step), "train_iter": int(i.step)} for e, i in zip(by_env, by_iter)]
+            return [{"env_steps": int(e.step)} for e in by_env]
+        if suffix == "iter" and by_env is None and by_iter is not None:
+            return [{"train_iter": int(i.step)} for i in by_iter]
+        return None
+
+    def signature_files(self, path: Path) -> list[Path]:
+        return [path / "total_config.py", *sorted((path / "log" / "serial").glob("events.out.tfevents.*"))]
+
+
+def _tfevents_host(path: Path) -> str:
+    """The host in `events.out.tfevents.<time>.<host>[.<pid>.<n>]` (TensorBoardX, torch, TensorFlow)."""
+    parts = path.name.split(".")[4:]
+    while parts and parts[-1].isdigit():
+        parts.pop()
+    return ".".join(parts) or UNKNOWN
+
+
+#: Tried after rltrack's own format; Tune before SB3 (a Tune trial dir holds a progress.csv too).
+FOREIGN_FORMATS = (TuneFormat(), SpinupFormat(), DIEngineFormat(), SB3Format())
