@@ -305,13 +305,17 @@ def emit_block(
     preaggregated: bool = False,
     info_lines: Sequence[str] = (),
     model: Any = None,
+    dump: bool = True,
 ) -> None:
     """Sends one stage's block (see the module docstring for how its values
     travel) and ends it with `Logger.dump(steps)`. Before the block:
     `info_lines` (the evaluator's episode lines) as one `INFO_KEY` text event,
     and `str(model)` as the `MODEL_KEY` text event the first time a model is
     given to this logger. Non-numeric, non-list, non-string values are left
-    to the logger's normaliser, which converts or drops and counts them."""
+    to the logger's normaliser, which converts or drops and counts them.
+    `dump=False` leaves the `Logger.dump(steps)` to the caller: an adapter
+    that sends a whole row (other namespaces, other blocks) at the same steps
+    dumps once, so progress.csv gets one row for it."""
     now = time.time()
     steps = dict(steps)
 
@@ -336,4 +340,5 @@ def emit_block(
     send(numbers, "scalars")  # the parts of one block share one time
     send(lists, "histogram")
     send(texts, "text")
-    logger.dump(steps)
+    if dump:
+        logger.dump(steps)
