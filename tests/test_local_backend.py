@@ -24,6 +24,7 @@ import pytest
 import torch
 
 import rltrack
+from stage_reader import read_blocks
 
 
 def config(tmp_path: Path, name: str = "run", **run: Any) -> dict[str, Any]:
@@ -228,10 +229,10 @@ def test_text_log_has_a_table_per_dump_with_the_values(tmp_path: Path) -> None:
     with rltrack.make_logger(config(tmp_path)) as logger:
         for i in range(4):
             values = {"total_loss": float(rng.normal()), "grad_norm": float(rng.uniform(0, 1e4))}
-            logger.write(values, step={"train_iter": i}, namespace="learner")
+            logger.write(values, step={"train_iter": i}, namespace="optimizer")  # a user's own namespace: boxed tables
             logger.dump()
             dumps.append(values)
-    text = (logger.run_dir / "log" / "learner" / "learner_logger.txt").read_text()
+    text = (logger.run_dir / "log" / "optimizer" / "optimizer_logger.txt").read_text()
     tables = parse_tables(text)
     assert len(tables) == len(dumps)
     for table, values in zip(tables, dumps):
@@ -252,7 +253,7 @@ def test_text_log_tables_without_dump_never_mix_two_steps(tmp_path: Path) -> Non
                 logger.write({"b": float(i)}, step=i, namespace="learner")
     text = (logger.run_dir / "log" / "learner" / "learner_logger.txt").read_text()
     steps = [int(s) for s in re.findall(r"step=(\d+)", text)]
-    tables = parse_tables(text)
+    tables = [block.values for block in read_blocks(logger.run_dir / "log" / "learner" / "learner_logger.txt")]
     assert tables and len(steps) == len(tables)
     for step, table in zip(steps, tables):
         assert {float(v) for v in table.values()} == {float(step)}, (step, table)
@@ -392,3 +393,67 @@ def test_names_keep_letters_of_any_script_and_fit_the_file_system(tmp_path: Path
         logger.close()
         assert len(logger.run_dir.name.encode()) <= 255 and (logger.run_dir / "meta.json").exists()
     assert long.run_dir != again.run_dir
+
+
+# ---- DI-engine stage blocks (rltrack.stages) --------------------------------------
+
+
+def test_stage_blocks_read_back_equal_the_tfevents_on_both_axes(tmp_path: Path) -> None:
+    """Collector and evaluator blocks, text parsed back: the numbers equal the
+    tfevents' `<ns>_iter/<key>` at train_iter and `<ns>_step/<key>` at env_steps;
+    each_reward and ckpt_name appear in the table; [INFO] lines per episode;
+    the learner's model once."""
+    from rltrack import stages
+    from stage_reader import read_blocks, read_info_lines, read_tfevents
+
+    rng = np.random.default_rng(3)
+    collector = stages.CollectorStats()
+    sent: dict[str, list[dict[str, Any]]] = {"collector": [], "evaluator": [], "learner": []}
+    logger = rltrack.make_logger({**config(tmp_path), "backends": {"use": ["local"], "local": {"tb_axes": ["iter", "step"]}}})
+    env_steps = 0
+    for it in range(1, 4):
+        rewards = rng.normal(20, 5, size=int(rng.integers(1, 6))).tolist()
+        lengths = rng.integers(5, 40, size=len(rewards)).tolist()
+        env_steps += 128
+        steps = {"env_steps": env_steps, "train_iter": it}
+        block = collector.stage(episode_rewards=rewards, episode_lengths=lengths, envstep_count=128, duration=0.1 * it)
+        stages.emit_block(logger, "collector", block, steps)
+        learner = {"cur_lr_avg": 1e-3 / it, "total_loss_avg": float(rng.normal())}
+        stages.emit_block(logger, "learner", learner, steps, model=torch.nn.Linear(4, 2))
+        ckpt = logger.log_checkpoint({"it": it}, iteration=it, metric=float(np.mean(rewards)))
+        evaluation = stages.evaluator_block(episode_rewards=rewards, episode_lengths=lengths, duration=0.5, train_iter=it, ckpt_name=ckpt)
+        stages.emit_block(logger, "evaluator", evaluation, steps, info_lines=stages.evaluator_info_lines(rewards))
+        for namespace, values in (("collector", block), ("learner", learner), ("evaluator", evaluation)):
+            sent[namespace].append({"steps": steps, "values": values})
+    logger.close()
+    tfevents = read_tfevents(logger.run_dir / "log" / "serial")
+    for namespace, blocks in sent.items():
+        text_log = logger.run_dir / "log" / namespace / f"{namespace}_logger.txt"
+        read = read_blocks(text_log)
+        assert len(read) == len(blocks)
+        for got, expected in zip(read, blocks):
+            assert got.steps == expected["steps"]
+            assert list(got.values) == list(expected["values"])  # every key, in DI-engine's order
+            for key, value in got.values.items():
+                if isinstance(value, (int, float)):
+                    assert tfevents[f"{namespace}_iter/{key}"][got.steps["train_iter"]] == pytest.approx(value, rel=1e-5)
+                    assert tfevents[f"{namespace}_step/{key}"][got.steps["env_steps"]] == pytest.approx(value, rel=1e-5)
+                    assert value == pytest.approx(expected["values"][key], rel=1e-5)
+            if "each_reward" in got.values:
+                assert got.values["each_reward"] == pytest.approx(expected["values"]["each_reward"], rel=1e-5)
+    assert not any(tag.startswith("collector/") for tag in tfevents)  # every value on the two named axes only
+    evaluator_log = logger.run_dir / "log" / "evaluator" / "evaluator_logger.txt"
+    finished = [r for b in sent["evaluator"] for r in b["values"]["each_reward"]]
+    info = read_info_lines(evaluator_log)
+    assert [float(re.search(r"final reward: (\S+),", line).group(1)) for line in info] == pytest.approx(finished, abs=1e-4)
+    assert [b.values["ckpt_name"] for b in read_blocks(evaluator_log)] == [f"ckpt/iteration_{i}.pth.tar" for i in (1, 2, 3)]
+    best = max(sent["evaluator"], key=lambda b: b["values"]["reward_mean"])["values"]["ckpt_name"]
+    assert (logger.run_dir / "ckpt" / "ckpt_best.pth.tar").read_bytes() == (logger.run_dir / best).read_bytes()
+    learner_text = (logger.run_dir / "log" / "learner" / "learner_logger.txt").read_text()
+    assert learner_text.count("[INFO] model:") == 1 and str(torch.nn.Linear(4, 2)) in learner_text
+
+
+@pytest.mark.parametrize("bad", [["iter", "iter"], ["steps"], [], "iter", [1]])
+def test_bad_tb_axes_is_a_config_error_naming_the_value_and_the_fix(tmp_path: Path, bad: Any) -> None:
+    with pytest.raises(rltrack.ConfigError, match=r"backends\.local: tb_axes = .* is not allowed.*\"iter\" \(train_iter\), \"step\" \(env_steps\).*e\.g\. tb_axes"):
+        rltrack.make_logger({**config(tmp_path), "backends": {"use": ["local"], "local": {"tb_axes": bad}}})

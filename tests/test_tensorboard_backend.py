@@ -202,3 +202,28 @@ def test_c_crc32c_agrees_with_the_pure_python_fallback():
     for size in (0, 1, 7, 100, 4096):
         data = os.urandom(size)
         assert crc32c(data) == crc32c_python(data)
+
+
+def test_tb_axes_write_each_value_against_both_axes_in_the_tensorboard_backend(tmp_path: Path) -> None:
+    """`tb_axes = ["iter", "step"]`: `<ns>_iter/<key>` at train_iter, `<ns>_step/<key>`
+    at env_steps, histograms too; a record on neither axis keeps `<ns>/<key>` at its primary step."""
+    logdir = tmp_path / "tensorboard"
+    rng = np.random.default_rng(11)
+    with make(tmp_path, ["tensorboard"], tensorboard={"logdir": str(logdir), "tb_axes": ["iter", "step"]}) as logger:
+        expected = write_random_run(logger, rng)
+        logger.write({"weights": [1.0, 2.0, 3.0]}, step={"train_iter": 7, "env_steps": 448}, namespace="learner", kind="histogram")
+    acc = accumulate(next((logdir / logger.run_dir.name).glob("events.out.tfevents.*")))
+    axes = {"learner/": ("train_iter", "env_steps"), "collector/": (None, "env_steps")}
+    renamed: dict[str, list[tuple[int, float]]] = {}
+    for tag, points in expected.items():
+        namespace, key = tag.split("/")
+        if tag.startswith("evaluator/"):  # a plain "step" axis: neither iter nor step
+            renamed[tag] = points
+            continue
+        iter_axis, step_axis = axes[namespace + "/"]
+        if iter_axis:  # learner points are (train_iter, value) with env_steps = 64 * train_iter
+            renamed[f"{namespace}_iter/{key}"] = points
+        renamed[f"{namespace}_step/{key}"] = [(s * 64 if iter_axis else s, v) for s, v in points]
+    assert_scalars_equal(acc, renamed)
+    assert {"learner_iter/weights", "learner_step/weights"} <= set(acc.Tags()["histograms"])
+    assert [e.step for e in acc.Histograms("learner_step/weights")] == [448]

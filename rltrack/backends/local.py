@@ -4,6 +4,18 @@
     log/serial/events.out.tfevents.*         TensorBoard, tag "<namespace>/<key>"
     progress.csv                             every scalar, late keys kept
 
+The collector, evaluator, learner and buffer logs read as DI-engine's (see
+`rltrack.stages`): their tables are DI-engine's horizontal `Name`/`Value`
+grids, keys in DI-engine's order; the histogram and text parts of a record
+(a block's `each_reward` and `ckpt_name`: same namespace, time and steps as the
+numbers just tabled) join its table; `INFO` text is printed as
+`[time][INFO] <line>` per line, a learner's `model` as `[time][INFO] model:`
+and the structure under it. Other text records are `[time] key: value` lines.
+`tb_axes = ["iter", "step"]` writes each value as `<namespace>_iter/<key>`
+against `train_iter` and `<namespace>_step/<key>` against `env_steps`
+(`rltrack.backends.tfevents.check_tb_axes`); by default tags are
+`<namespace>/<key>` at the primary step.
+
 The rest of the directory (journal, meta.json, total_config.py, ckpt/) is
 written by `rltrack.rundir` for every run, whichever backends are chosen.
 """
@@ -11,14 +23,15 @@ written by `rltrack.rundir` for every run, whichever backends are chosen.
 from __future__ import annotations
 
 import time
-from typing import IO
+from typing import IO, Any, Sequence
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.backends.csvfile import GrowingCsv
-from rltrack.backends.tables import TABLE_SECONDS, LatestValues, Pending, format_table
-from rltrack.backends.tfevents import EventFileWriter
+from rltrack.backends.tables import TABLE_SECONDS, LatestValues, Pending, format_grids, format_table
+from rltrack.backends.tfevents import EventFileWriter, check_tb_axes
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.rundir import safe_filename
+from rltrack.stages import BLOCK_KEYS, INFO_KEY, MODEL_KEY
 
 DEFAULT_NAMESPACE = "main"
 
@@ -26,13 +39,16 @@ DEFAULT_NAMESPACE = "main"
 class LocalBackend(Backend):
     name = "local"
 
+    def __init__(self, tb_axes: Sequence[str] | None = None) -> None:
+        self.tb_axes = check_tb_axes(tb_axes)
+
     def open(self, run: RunContext) -> None:
         super().open(run)
         self._log_dir = run.run_dir / "log"
         self._text_logs: dict[str, IO[str]] = {}
         self._tables = LatestValues(min_seconds=TABLE_SECONDS)
         self._row = LatestValues()
-        self._tb = EventFileWriter(self._log_dir / "serial")
+        self._tb = EventFileWriter(self._log_dir / "serial", self.tb_axes)
         self._csv = GrowingCsv(run.run_dir / "progress.csv")
 
     def write(self, events: list[Event]) -> None:
@@ -40,9 +56,32 @@ class LocalBackend(Backend):
             self._tb.write(event)
             if event.kind in NUMERIC_KINDS:
                 self._numeric(event)
-            elif event.kind == "text":
-                stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
-                self._text_log(event.namespace).writelines(f"[{stamp}] {k}: {v}\n" for k, v in event.data.items())
+            elif event.kind in ("text", "histogram") and not self._joined_table(event):
+                if event.kind == "text":
+                    self._text_lines(event)
+
+    def _joined_table(self, event: Event) -> bool:
+        """Adds `event` to its namespace's pending table if it is another part of
+        the record tabled last (same time and steps); True if it did."""
+        pending = self._tables.pending.get(event.namespace)
+        if pending is None or pending.time != event.time or pending.other_step(event.steps):
+            return False
+        if event.kind == "text" and not event.data.keys().isdisjoint((INFO_KEY, MODEL_KEY)):
+            return False
+        pending.values.update(event.data)
+        return True
+
+    def _text_lines(self, event: Event) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
+        lines = []
+        for key, value in event.data.items():
+            if key == INFO_KEY:
+                lines += [f"[{stamp}][INFO] {line}\n" for line in str(value).splitlines()]
+            elif key == MODEL_KEY:
+                lines.append(f"[{stamp}][INFO] model:\n{value}\n")
+            else:
+                lines.append(f"[{stamp}] {key}: {value}\n")
+        self._text_log(event.namespace).writelines(lines)
 
     def _numeric(self, event: Event) -> None:
         numbers = {k: v for k, v in event.data.items() if v is not None}
@@ -53,8 +92,12 @@ class LocalBackend(Backend):
             self._write_row(pending)
 
     def _write_table(self, namespace: str, pending: Pending) -> None:
-        title = namespace or DEFAULT_NAMESPACE
-        self._text_log(namespace).write(f"{pending.heading()}\n{format_table(title, pending.values)}\n")
+        order = BLOCK_KEYS.get(namespace)
+        if order is None:
+            table = format_table(namespace or DEFAULT_NAMESPACE, pending.values)
+        else:
+            table = format_grids(_in_block_order(pending.values, order))
+        self._text_log(namespace).write(f"{pending.heading()}\n{table}\n")
 
     def _write_row(self, pending: Pending) -> None:
         self._csv.write_row({"time": round(pending.time, 6), **pending.steps, **pending.values})
@@ -88,3 +131,9 @@ class LocalBackend(Backend):
         self._csv.close()
         for log in self._text_logs.values():
             log.close()
+
+
+def _in_block_order(values: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:
+    """The block's canonical keys in DI-engine's order, then the others as they came."""
+    known = {key: values[key] for key in order if key in values}
+    return {**known, **{k: v for k, v in values.items() if k not in known}}

@@ -26,6 +26,8 @@ TABLE_SECONDS = 1.0
 def format_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
+    if isinstance(value, list):  # a block's each_reward
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
     return str(value)
 
 
@@ -39,6 +41,25 @@ def format_table(title: str, values: dict[str, Any]) -> str:
     lines += [f"| {k:<{left}} | {v:<{right}} |" for k, v in rows]
     lines.append(rule)
     return "\n".join(lines)
+
+
+#: Keys per grid in `format_grids`, as DI-engine's `get_tabulate_vars_hor`.
+GRID_KEYS = 4
+
+
+def format_grids(values: dict[str, Any]) -> str:
+    """DI-engine's horizontal tables: a `Name` row of keys over a `Value` row,
+    `GRID_KEYS` keys per grid, grids one under the other."""
+    items = [(key, format_value(value)) for key, value in values.items()]
+    grids = []
+    for start in range(0, len(items), GRID_KEYS):
+        columns = [("Name", "Value"), *items[start : start + GRID_KEYS]]
+        widths = [max(len(name), len(value)) for name, value in columns]
+        rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+        names = "|" + "|".join(f" {name:<{w}} " for (name, _), w in zip(columns, widths)) + "|"
+        cells = "|" + "|".join(f" {value:<{w}} " for (_, value), w in zip(columns, widths)) + "|"
+        grids.append("\n".join([rule, names, rule, cells, rule]))
+    return "\n".join(grids)
 
 
 class Pending:

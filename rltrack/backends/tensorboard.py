@@ -4,30 +4,33 @@ The local backend already writes `log/serial/` inside the run directory; this
 backend is for users who keep all their event files under one `logdir`
 (`<logdir>/<run name>/`), with the same writer. Without a `logdir` it is
 `tensorboard/` beside the run directories (`<run.root>/tensorboard`), so a run
-root moved elsewhere takes its TensorBoard files along.
+root moved elsewhere takes its TensorBoard files along. `tb_axes` works as
+in the local backend (`rltrack.backends.tfevents.check_tb_axes`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 from rltrack.backends.base import Backend, RunContext
-from rltrack.backends.tfevents import EventFileWriter
+from rltrack.backends.tfevents import EventFileWriter, check_tb_axes
 from rltrack.events import Event
 
 
 class TensorBoardBackend(Backend):
     name = "tensorboard"
 
-    def __init__(self, logdir: str | None = None) -> None:
+    def __init__(self, logdir: str | None = None, tb_axes: Sequence[str] | None = None) -> None:
         if logdir is not None and (not isinstance(logdir, str) or not logdir):
             raise ValueError(f'logdir must be a directory path, e.g. logdir = "runs/tensorboard", got {logdir!r}')
         self.logdir = None if logdir is None else Path(logdir)
+        self.tb_axes = check_tb_axes(tb_axes)
 
     def open(self, run: RunContext) -> None:
         super().open(run)
         logdir = self.logdir or run.run_dir.parent / "tensorboard"
-        self.writer = EventFileWriter(logdir / run.name)
+        self.writer = EventFileWriter(logdir / run.name, self.tb_axes)
 
     def write(self, events: list[Event]) -> None:
         for event in events:

@@ -15,9 +15,35 @@ import socket
 import struct
 import time
 from pathlib import Path
-from typing import IO, Iterable, Sequence
+from typing import IO, Any, Iterable, Sequence
 
 from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.stages import ITER_AXIS, STEP_AXIS
+
+#: `tb_axes` names -> the step axis their tags are plotted against, as DI-engine
+#: writes each value twice: `<namespace>_iter/<key>` and `<namespace>_step/<key>`.
+TB_AXES = {"iter": ITER_AXIS, "step": STEP_AXIS}
+#: The tag prefix of records without a namespace when `tb_axes` is set.
+NO_NAMESPACE = "main"
+
+
+def check_tb_axes(value: Any) -> tuple[str, ...] | None:
+    """A valid `tb_axes` setting as a tuple (None: the primary step axis only),
+    else a ValueError naming the value and what is allowed."""
+    if value is None:
+        return None
+    allowed = ", ".join(f'"{name}" ({axis})' for name, axis in TB_AXES.items())
+    if (
+        not isinstance(value, (list, tuple))
+        or not value
+        or any(not isinstance(v, str) or v not in TB_AXES for v in value)
+        or len(set(value)) != len(value)
+    ):
+        raise ValueError(
+            f"tb_axes = {value!r} is not allowed: give a non-empty list of distinct axis names out of {allowed}, "
+            'e.g. tb_axes = ["iter", "step"], or leave it out for the primary step axis only'
+        )
+    return tuple(value)
 
 
 def _crc32c_table() -> list[int]:
@@ -134,9 +160,13 @@ def _sum(values: list[float]) -> float:
 
 
 class EventFileWriter:
-    """One `events.out.tfevents.<time>.<host>` file in `logdir`."""
+    """One `events.out.tfevents.<time>.<host>` file in `logdir`. `tb_axes`
+    (see `check_tb_axes`): write each value once per named axis, tagged
+    `<namespace>_<name>/<key>` at the event's step on that axis; an event on
+    none of those axes keeps `<namespace>/<key>` at its primary step."""
 
-    def __init__(self, logdir: Path) -> None:
+    def __init__(self, logdir: Path, tb_axes: Sequence[str] | None = None) -> None:
+        self._axes = [(name, TB_AXES[name]) for name in check_tb_axes(tb_axes) or ()]
         logdir.mkdir(parents=True, exist_ok=True)
         self._file: IO[bytes] = self._create(logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}")
         self._record(_event(time.time(), 0, file_version="brain.Event:2"))
@@ -154,12 +184,20 @@ class EventFileWriter:
         raise FileExistsError(f"no free event file name like {path} after 1000 attempts")
 
     def write(self, event: Event) -> None:
-        """Scalars and histograms of an event, tagged `<namespace>/<key>`, at its primary step."""
-        step = event.primary_step or 0
-        if event.kind in NUMERIC_KINDS:
-            self.scalars(event.time, step, ((event.tag(k), v) for k, v in event.data.items() if v is not None))
-        elif event.kind == "histogram":
-            self.histograms(event.time, step, ((event.tag(k), v) for k, v in event.data.items()))
+        """Scalars and histograms of an event: tagged `<namespace>/<key>` at its
+        primary step, or once per `tb_axes` axis the event has."""
+        if event.kind not in NUMERIC_KINDS and event.kind != "histogram":
+            return
+        placements = [
+            (f"{event.namespace or NO_NAMESPACE}_{name}/", event.steps[axis]) for name, axis in self._axes if axis in event.steps
+        ]
+        if not placements:
+            placements = [(f"{event.namespace}/" if event.namespace else "", event.primary_step or 0)]
+        for prefix, step in placements:
+            if event.kind == "histogram":
+                self.histograms(event.time, step, ((prefix + k, v) for k, v in event.data.items()))
+            else:
+                self.scalars(event.time, step, ((prefix + k, v) for k, v in event.data.items() if v is not None))
 
     def scalars(self, wall_time: float, step: int, values: Iterable[tuple[str, float]]) -> None:
         summary = b"".join(_scalar_value(tag, v) for tag, v in values)
