@@ -33,6 +33,7 @@ from rltrack.filters import FILTER_TYPES, Filter, FilterChain
 from rltrack.optional import MissingExtraError
 from rltrack.pipeline import Logger
 from rltrack.redact import Redactor
+from rltrack.resume import resolve_run_dir
 from rltrack.report import Report
 from rltrack.rundir import create_run_dir
 
@@ -227,10 +228,14 @@ def _allowed(found: str, allowed: Any) -> str:
     return f" allowed: {', '.join(names) or '(none)'}." + (f" Did you mean {hint[0]!r}?" if hint else "")
 
 
-def make_logger(config: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> Logger:
+def make_logger(
+    config: str | Path | Mapping[str, Any] | None = None, *, resume: str | Path | None = None, **overrides: Any
+) -> Logger:
     """Builds a `Logger` from a config file path, a dict, or (None) `RLTRACK_CONFIG`
     else the defaults (the local backend under ./runs). Keyword arguments
-    override whole config sections: `make_logger(run={"name": "demo"})`."""
+    override whole config sections: `make_logger(run={"name": "demo"})`.
+    `resume` (a run directory, or a run id from the index under `run.root`)
+    continues that run instead of starting a new one (see rltrack.resume)."""
     cfg = load_config(config, **overrides)
     where = _describe(config)
     report = Report()
@@ -238,10 +243,17 @@ def make_logger(config: str | Path | Mapping[str, Any] | None = None, **override
     run = cfg["run"]
     redactor = Redactor(run["redact"])
     backends = [build_backend(name, _tags_redacted(cfg["backends"].get(name, {}), redactor), where) for name in cfg["backends"]["use"]]
-    run_dir = create_run_dir(Path(run["root"]).expanduser(), run["name"] or _default_run_name())
+    root = Path(run["root"]).expanduser()
+    if resume is None:
+        run_dir = create_run_dir(root, run["name"] or _default_run_name())
+    else:
+        try:
+            run_dir = resolve_run_dir(resume, root)
+        except ValueError as exc:
+            raise ConfigError(f"{exc}; pass the run's directory or its id as shown by `rltrack runs ls`") from None
     # the backends were built from the real settings (a tracking URI may hold a
     # password the client needs); everything that writes the config gets it redacted
-    return Logger(run_dir, redactor.mapping(cfg), chain, backends, report, run["tracked"], redactor)
+    return Logger(run_dir, redactor.mapping(cfg), chain, backends, report, run["tracked"], redactor, resumed=resume is not None)
 
 
 def _tags_redacted(settings: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JOURNAL_NAME, JournalWriter
 from rltrack.redact import Redactor
+from rltrack.resume import ResumeState
 from rltrack.report import Report
 from rltrack.rundir import RunFiles, save_checkpoint
 from rltrack.values import normalize
@@ -94,6 +95,8 @@ class Logger:
         report: Report,
         tracked: list[str],
         redactor: Redactor | None = None,
+        *,
+        resumed: bool = False,
     ) -> None:
         self.run_dir = run_dir
         self.name = run_dir.name
@@ -104,14 +107,16 @@ class Logger:
         self._redactor = redactor or Redactor()
         local = [b for b in backends if isinstance(b, Backend)]
         remote = [b for b in backends if isinstance(b, RemoteBackend)]
-        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends], self._redactor), *local]
+        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends], self._redactor, resumed), *local]
         self._queue: deque[Any] = deque()
         self._backlog: list[Event] = []  # journaled, not yet given to the local backends
         self._wake = threading.Event()
         self._closed = False
         self._warned_closed = False
-        self._best_metric: float | None = None
-        self._last_steps: dict[str, int] = {}
+        state = ResumeState.from_journal(run_dir) if resumed else ResumeState()
+        self._best_metric = state.best_metric
+        self._last_steps = state.last_steps
+        self._namespace_counts = state.namespace_counts
         self._reported: set[str] = set()
         context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report)
         for sink in [*self._sinks, *remote]:
@@ -284,13 +289,12 @@ class Logger:
 
     def _loop(self) -> None:
         last_flush = time.monotonic()
-        namespace_counts: dict[str, int] = {}
         while True:
             batch: list[Event] = []
             while self._queue and len(batch) < MAX_BATCH:
                 item = self._queue.popleft()
                 if isinstance(item, Event):
-                    batch.extend(self._safely("pipeline", "process", lambda: self._process(item, namespace_counts), []))
+                    batch.extend(self._safely("pipeline", "process", lambda: self._process(item), []))
                     continue
                 self._deliver(batch)
                 self._feed_sinks()  # control items see every record written before them
@@ -313,15 +317,15 @@ class Logger:
                 self._wake.wait(IDLE_WAIT)
                 self._wake.clear()
 
-    def _process(self, event: Event, namespace_counts: dict[str, int]) -> list[Event]:
+    def _process(self, event: Event) -> list[Event]:
         if event.steps:
             event.steps = self._clean_steps(event.steps)
             self._last_steps = event.steps
         elif self._last_steps:
             event.steps = dict(self._last_steps)
         else:  # no step was ever given: number the records of each namespace
-            count = namespace_counts.get(event.namespace, 0)
-            namespace_counts[event.namespace] = count + 1
+            count = self._namespace_counts.get(event.namespace, 0)
+            self._namespace_counts[event.namespace] = count + 1
             event.steps = {DEFAULT_STEP_AXIS: count}
         out = []
         for clean in normalize(event, self.report):

@@ -16,6 +16,7 @@ object as it was at the call); `RunFiles` does the rest from the pipeline thread
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pprint
@@ -67,9 +68,10 @@ class RunFiles(Backend):
 
     name = "run"
 
-    def __init__(self, tracked: list[str], backends: list[str], redactor: Redactor) -> None:
+    def __init__(self, tracked: list[str], backends: list[str], redactor: Redactor, resumed: bool = False) -> None:
         self._tracked = tracked
         self._redactor = redactor
+        self._resumed = resumed
         self._hparams: dict[str, Any] = {}
         self._meta: dict[str, Any] = {}
         self._info_changed = False
@@ -100,10 +102,29 @@ class RunFiles(Backend):
             "status": "running",
             "end_time": None,
         }
+        if self._resumed:
+            self._continue(run.run_dir, now)
         self._save_meta()
         self._save_config()
         _save_git_info(run.run_dir)
         _backup_code(run.run_dir, settings.get("backup_code", []))
+
+    def _continue(self, run_dir: Path, now: float) -> None:
+        """A resumed run keeps its start, name, task, hyperparameters and info;
+        each resumption is listed with its time and process."""
+        earlier = json.loads((run_dir / "meta.json").read_text())
+        for key in ("name", "task", "start_time", "start_unix", "tracked", "info"):
+            if key in earlier:
+                self._meta[key] = earlier[key]
+        resumption = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
+            "pid": os.getpid(),
+            "previous_status": earlier.get("status"),
+        }
+        self._meta["resumed"] = [*earlier.get("resumed", []), resumption]
+        config_file = run_dir / "total_config.py"
+        if config_file.is_file():
+            self._hparams = ast.literal_eval(config_file.read_text(encoding="utf-8")).get("hparams", {})
 
     def write(self, events: list[Event]) -> None:
         changed = False

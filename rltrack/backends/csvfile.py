@@ -3,7 +3,8 @@
 Ray Tune's and Acme's CSV writers fix the columns at the first row, so keys
 that first appear later (evaluation metrics) are lost. Here a new column makes
 the file be rewritten once with the wider header, the old rows left blank in
-it, as SB3's CSV writer does.
+it, as SB3's CSV writer does. A file that exists already (a resumed run)
+keeps its header and rows, and new rows are appended.
 """
 
 from __future__ import annotations
@@ -17,7 +18,16 @@ class GrowingCsv:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.columns: list[str] = []
-        self._file: IO[str] = path.open("w", newline="", encoding="utf-8")
+        if path.is_file() and path.stat().st_size:
+            with path.open(newline="", encoding="utf-8") as f:
+                self.columns = next(csv.reader(f), [])
+            with path.open("rb+") as f:  # a killed writer may have left half a row
+                f.seek(-1, 2)
+                if f.read(1) != b"\n":
+                    f.write(b"\n")
+            self._file: IO[str] = path.open("a", newline="", encoding="utf-8")
+        else:
+            self._file = path.open("w", newline="", encoding="utf-8")
 
     def write_row(self, row: dict[str, Any]) -> None:
         new = [key for key in row if key not in self.columns]

@@ -203,6 +203,8 @@ class MlflowBackend(RemoteBackend):
                 if found.info.lifecycle_stage == "active":
                     self._run_id = found.info.run_id
                     self._params = dict(found.data.params)
+                    if found.info.status != "RUNNING":  # a resumed run is running again until it closes
+                        client.update_run(self._run_id, status="RUNNING")
                     return found.info.run_id
         tags = {self._tag_key(k): v[:MAX_TAG_VALUE] for k, v in self.tags.items()}
         tags["rltrack.run_dir"] = str(self.run.run_dir.resolve())
