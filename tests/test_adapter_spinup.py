@@ -111,17 +111,21 @@ def test_progress_txt_equals_what_rltrack_received_and_numpy(tmp_path):
         at = [e for e in events if e.steps.get("epoch") == epoch]
         assert {e.namespace for e in at} == {"collector", "learner", "time"}
         assert all(list(e.steps) == ["env_steps", "epoch"] and e.steps["env_steps"] == df["TotalEnvInteracts"][epoch] for e in at)
-    # canonical names beside the native ones
-    assert memory.metrics["collector/reward_mean"] == df["AverageEpRet"].tolist()
+    # canonical names beside the native ones: the stage blocks, from the stored values
+    assert memory.metrics["collector/reward_mean"] == pytest.approx(df["AverageEpRet"].tolist(), rel=1e-12)
     assert memory.metrics["collector/reward_max"] == df["MaxEpRet"].tolist()
-    assert memory.metrics["collector/avg_envstep_per_episode"] == df["EpLen"].tolist()
-    assert memory.metrics["learner/policy_loss_avg"] == df["LossPi"].tolist()
+    assert memory.metrics["collector/avg_envstep_per_episode"] == pytest.approx(df["EpLen"].tolist(), rel=1e-12)
+    assert memory.metrics["learner/policy_loss_avg"] == pytest.approx(df["LossPi"].tolist(), rel=1e-12)
+    assert memory.metrics["collector/envstep_count"] == [200] * 4  # TotalEnvInteracts grew by 200 per epoch
+    assert memory.metrics["collector/episode_count"] == [len(kept["EpRet"]) for kept in stored]
+    assert "collector/collect_time" not in memory.metrics and "learner/cur_lr_avg" not in memory.metrics  # not logged
     assert all(e.source == "spinup" for e in events)
     # aggregated upstream: the log_tabular(key) statistics; Time is a timing
     assert {e.preaggregated for e in events if "AverageEpRet" in e.data} == {True}
     assert [e.kind for e in events if e.namespace == "time"] == ["timing"] * 4
     journal = [e for e in read_journal(logger.rltrack.run_dir) if e.namespace == "collector" and e.kind == "scalars"]
-    assert [e.data["AverageEpRet"] for e in journal] == df["AverageEpRet"].tolist()
+    assert [e.data["AverageEpRet"] for e in journal if e.preaggregated] == df["AverageEpRet"].tolist()
+    assert [e.data["reward_min"] for e in journal if not e.preaggregated] == df["MinEpRet"].tolist()
 
     # the run: named after output_dir, under the config's root, with SpinningUp's dir in its info
     assert logger.rltrack.run_dir == tmp_path / "runs" / "vpg_s0"
@@ -173,7 +177,7 @@ def test_late_key_widens_the_file_instead_of_crashing(tmp_path):
     assert df["LossPi"][5] != df["LossPi"][5]  # NaN: not logged in the last row
     memory = logger.rltrack.backends["memory"]
     assert memory.metrics["evaluator/AverageTestEpRet"] == df["AverageTestEpRet"][2:5].tolist()
-    assert memory.metrics["evaluator/reward_mean"] == df["AverageTestEpRet"][2:5].tolist()
+    assert memory.metrics["evaluator/reward_mean"] == pytest.approx(df["AverageTestEpRet"][2:5].tolist(), rel=1e-12)
     assert memory.steps["evaluator/AverageTestEpRet"] == df["TotalEnvInteracts"][2:5].astype(int).tolist()
     # header and every row have the same number of cells
     lines = (out / "progress.txt").read_text().splitlines()

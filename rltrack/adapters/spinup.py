@@ -51,6 +51,20 @@ What rltrack receives, once per `dump_tabular()`:
   canonical names from `CANONICAL` per the config's `run.names`
   (`collector/reward_mean`, ...). Columns made by `log_tabular(key)` from
   stored values are sent in events marked `preaggregated`;
+* DI-engine's stage blocks (`rltrack.stages`), computed from the raw values
+  `store`d this epoch, not from the table's statistics: a `collector` block
+  from `EpRet` (and `EpLen`: `episode_count`, `reward_mean/std/max/min`,
+  `each_reward`, `avg_envstep_per_episode`; `envstep_count` is the growth of
+  `TotalEnvInteracts` since the last row, and running totals follow); an
+  `evaluator` block, with one `[INFO]` line per test episode, from
+  `TestEpRet`/`TestEpLen`; a `learner` block of `<loss>_avg` (the mean of the
+  epoch's stored values) from the keys in `LEARNER_LOSSES`. A block needs its
+  key to be passed to `log_tabular(key)` that epoch. SpinningUp logs no
+  collection time and no learning rate, so the rates, `collect_time`,
+  `evaluate_time` and `cur_lr_avg` are absent. Where a block is sent, it is the
+  namespace's canonical set: the canonical twins of the table's columns
+  (`collector/reward_mean` for `AverageEpRet`, ...) are then not sent as well.
+  No blocks with `run.names = "native"`;
 * `save_config(config)` -> `log_hparams`; `save_state` -> `log_checkpoint` of
   the object given to `setup_pytorch_saver` (iteration = `itr`, or the number of
   rows dumped so far, which is the current epoch in SpinningUp's loops).
@@ -84,6 +98,7 @@ import numpy as np
 from rltrack.canonical import with_canonical_names
 from rltrack.events import DEFAULT_STEP_AXIS, Event
 from rltrack.pipeline import Logger, exit_status
+from rltrack.stages import CollectorStats, LearnerAverages, emit_block, evaluator_block, evaluator_info_lines
 
 SOURCE = "spinup"
 
@@ -91,6 +106,18 @@ SOURCE = "spinup"
 STEP_COLUMNS: dict[str, str] = {"TotalEnvInteracts": "env_steps", "Epoch": "epoch"}
 
 _STAT_PREFIXES = ("Average", "Std", "Max", "Min")
+
+#: Stored learner keys -> their learner-block name (sent as `<name>_avg`).
+LEARNER_LOSSES: dict[str, str] = {
+    "LossPi": "policy_loss",
+    "LossV": "value_loss",
+    "LossQ": "critic_loss",
+    "KL": "approx_kl",
+    "ClipFrac": "clipfrac",
+    "Entropy": "entropy",  # the (positive) policy entropy, as RLlib's `entropy` maps
+}
+#: Stored keys whose raw values of the epoch feed the stage blocks.
+_EPISODE_KEYS = ("EpRet", "EpLen", "TestEpRet", "TestEpLen")
 
 
 def _canonical_table() -> dict[str, str]:
@@ -106,17 +133,9 @@ def _canonical_table() -> dict[str, str]:
     for namespace, key in (("collector", "EpLen"), ("evaluator", "TestEpLen")):
         table[f"{namespace}/{key}"] = f"{namespace}/avg_envstep_per_episode"
         table[f"{namespace}/Average{key}"] = f"{namespace}/avg_envstep_per_episode"
-    learner = {
-        "LossPi": "policy_loss_avg",
-        "LossV": "value_loss_avg",
-        "LossQ": "critic_loss_avg",
-        "KL": "approx_kl_avg",
-        "ClipFrac": "clipfrac_avg",
-        "Entropy": "entropy_avg",  # the (positive) policy entropy, as RLlib's `entropy` maps
-    }
-    for key, name in learner.items():
-        table[f"learner/{key}"] = f"learner/{name}"  # average_only=True, as SpinningUp's algorithms log them
-        table[f"learner/Average{key}"] = f"learner/{name}"
+    for key, name in LEARNER_LOSSES.items():
+        table[f"learner/{key}"] = f"learner/{name}_avg"  # average_only=True, as SpinningUp's algorithms log them
+        table[f"learner/Average{key}"] = f"learner/{name}_avg"
     return table
 
 
@@ -228,6 +247,9 @@ class EpochLogger:
         self._dumps = 0
         self._warned_empty: set[str] = set()
         self._routes: dict[str, tuple[tuple[str, bool] | None, tuple[str, ...]]] = {}
+        self._stage_values: dict[str, list[float]] = {}  # this epoch's raw values behind the stage blocks
+        self._collector_stats = CollectorStats()
+        self._last_env_steps = 0
         self._owns_rltrack = False
         self.rltrack: Any = None
         if send_to_rltrack:
@@ -261,6 +283,8 @@ class EpochLogger:
             self._warned_empty.add(key)
             print(f"rltrack EpochLogger: nothing was stored under {key!r} this epoch; logging NaN for it", file=sys.stderr)
         vals = np.concatenate(v) if v and isinstance(v[0], np.ndarray) and len(v[0].shape) > 0 else v
+        if key in _EPISODE_KEYS or key in LEARNER_LOSSES:
+            self._stage_values[key] = np.asarray(vals, dtype=np.float64).ravel().tolist()
         stats = epoch_statistics(vals, with_min_and_max=with_min_and_max)
         self._set(key if average_only else "Average" + key, stats[0], key, True)
         if not average_only:
@@ -416,6 +440,8 @@ class EpochLogger:
                 steps[axis] = row[column]
         if not steps:
             steps[DEFAULT_STEP_AXIS] = self._dumps
+        blocks = self._stage_blocks(row) if self._names != "native" else {}
+        self._stage_values.clear()
         groups: dict[tuple[str, bool], dict[str, Any]] = {}
         for column, val in row.items():
             route = self._routes.get(column)
@@ -428,13 +454,43 @@ class EpochLogger:
             if data is None:
                 data = groups[group] = {}
             for name in names:
-                data[name] = val
+                if name == column or group[0] not in blocks:  # a block replaces the canonical twins
+                    data[name] = val
         now = time.time()
         run = str(getattr(self.rltrack, "name", ""))
         for (namespace, statistic), data in groups.items():
-            kind = "timing" if namespace == "time" else "scalars"
-            self.rltrack.emit(Event(now, data, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic))
+            if data:
+                kind = "timing" if namespace == "time" else "scalars"
+                self.rltrack.emit(Event(now, data, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic))
+        for namespace, (block, info_lines) in blocks.items():
+            emit_block(self.rltrack, namespace, block, steps, source=SOURCE, info_lines=info_lines, dump=False)
         self.rltrack.dump(steps)
+
+    def _stage_blocks(self, row: dict[str, Any]) -> dict[str, tuple[dict[str, Any], list[str]]]:
+        """namespace -> (block, [INFO] lines) of this epoch, from the raw values stored in it."""
+        raw = self._stage_values
+        blocks: dict[str, tuple[dict[str, Any], list[str]]] = {}
+        envsteps = None
+        total = row.get("TotalEnvInteracts")
+        if isinstance(total, (int, float, np.integer, np.floating)) and np.isfinite(total):
+            envsteps, self._last_env_steps = int(total) - self._last_env_steps, int(total)
+        if "EpRet" in raw:
+            returns = raw["EpRet"]
+            block = self._collector_stats.stage(
+                episode_rewards=returns, episode_lengths=_lengths(returns, raw.get("EpLen")), envstep_count=envsteps
+            )
+            blocks["collector"] = (block, [])
+        if "TestEpRet" in raw:
+            returns = raw["TestEpRet"]
+            block = evaluator_block(episode_rewards=returns, episode_lengths=_lengths(returns, raw.get("TestEpLen")))
+            blocks["evaluator"] = (block, evaluator_info_lines(returns))
+        averages = LearnerAverages()
+        for key, name in LEARNER_LOSSES.items():
+            for value in raw.get(key, ()):
+                averages.add({name: value})
+        if averages:
+            blocks["learner"] = (averages.take(), [])
+        return blocks
 
     def _route(self, column: str) -> tuple[tuple[str, bool] | None, tuple[str, ...]]:
         """Where a column goes: (namespace, is a statistic) and the key names it is sent
@@ -445,6 +501,11 @@ class EpochLogger:
         namespace = _namespace(source)
         named = with_canonical_names({f"{namespace}/{column}": None}, CANONICAL, self._names)
         return (namespace, statistic), tuple(flat.partition("/")[2] for flat in named)
+
+
+def _lengths(returns: list[float], lengths: list[float] | None) -> list[float] | None:
+    """The episode lengths stored beside `returns`, when there is one per episode."""
+    return lengths if lengths is not None and len(lengths) == len(returns) else None
 
 
 def _namespace(key: str) -> str:
@@ -484,4 +545,4 @@ def _dump_pickle(obj: Any, path: str) -> None:
         joblib.dump(obj, path)
 
 
-__all__ = ["CANONICAL", "EpochLogger", "colorize", "convert_json", "epoch_statistics"]
+__all__ = ["CANONICAL", "LEARNER_LOSSES", "EpochLogger", "colorize", "convert_json", "epoch_statistics"]

@@ -1,0 +1,157 @@
+"""The DI-engine stage blocks from RLlib, Acme and SpinningUp: each framework
+really runs, the test records every finished episode itself (an environment
+wrapper, the loop's own returns), and the collector/evaluator/learner blocks in
+`log/<namespace>/<namespace>_logger.txt` (parsed back by tests/stage_reader.py)
+and in the tfevents (TensorBoard's EventAccumulator) are compared with what the
+test computes from those episodes with numpy."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rltrack
+from stage_reader import Block, read_blocks, read_info_lines, read_tfevents
+
+
+def _local_config(tmp_path: Path, name: str) -> dict[str, Any]:
+    return {"run": {"root": str(tmp_path / "runs"), "name": name}, "backends": {"use": ["local"]}}
+
+
+def _blocks(run_dir: Path, namespace: str) -> list[Block]:
+    return read_blocks(run_dir / "log" / namespace / f"{namespace}_logger.txt")
+
+
+def assert_episode_stats(block: Block, returns: list[float], lengths: list[int] | None) -> None:
+    """`block`'s reward statistics and counts equal numpy's on the recorded episodes
+    (the text log prints 6 significant digits)."""
+    values = block.values
+    assert values["episode_count"] == len(returns)
+    assert values["reward_mean"] == pytest.approx(np.mean(returns), rel=1e-5)
+    assert values["reward_std"] == pytest.approx(np.std(returns), rel=1e-5, abs=1e-9)
+    assert values["reward_max"] == pytest.approx(np.max(returns), rel=1e-5)
+    assert values["reward_min"] == pytest.approx(np.min(returns), rel=1e-5)
+    assert values["each_reward"] == pytest.approx(returns, rel=1e-5)
+    if lengths is not None:
+        assert values["avg_envstep_per_episode"] == pytest.approx(np.mean(lengths), rel=1e-5)
+
+
+def assert_text_equals_tfevents(blocks: list[Block], namespace: str, tfevents: dict[str, dict[int, float]], axis: str) -> None:
+    """Every number of every text block equals the tfevents scalar of that tag at
+    the block's `axis` step (TensorBoard keeps float32: 6 significant digits)."""
+    compared = 0
+    for block in blocks:
+        for key, value in block.values.items():
+            if isinstance(value, (int, float)):
+                assert tfevents[f"{namespace}/{key}"][block.steps[axis]] == pytest.approx(value, rel=1e-5, abs=1e-9), key
+                compared += 1
+    assert compared >= len(blocks)
+
+
+# ---- SpinningUp -------------------------------------------------------------------
+
+
+def _spinup_style_loop(logger: Any, epochs: int, steps_per_epoch: int, test_episodes: int) -> list[dict[str, list]]:
+    """SpinningUp's VPG loop shape on CartPole with a linear softmax policy and a
+    linear value function (one gradient step each per epoch); returns, per epoch,
+    the episodes and losses this loop saw itself."""
+    import gymnasium as gym
+    import torch
+
+    torch.manual_seed(0)
+    env, test_env = gym.make("CartPole-v1"), gym.make("CartPole-v1")
+    pi, v = torch.nn.Linear(4, 2), torch.nn.Linear(4, 1)
+    pi_opt, v_opt = torch.optim.Adam(pi.parameters(), lr=1e-2), torch.optim.Adam(v.parameters(), lr=1e-2)
+    seen = []
+    obs, _ = env.reset(seed=0)
+    ep_ret, ep_len, total = 0.0, 0, 0
+    for epoch in range(epochs):
+        record: dict[str, list] = {"EpRet": [], "EpLen": [], "TestEpRet": [], "TestEpLen": [], "LossPi": [], "LossV": []}
+        observations, actions, rewards = [], [], []
+        for _ in range(steps_per_epoch):
+            with torch.no_grad():
+                action = int(torch.distributions.Categorical(logits=pi(torch.as_tensor(obs))).sample())
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            observations.append(obs), actions.append(action), rewards.append(reward)
+            ep_ret, ep_len, total, obs = ep_ret + reward, ep_len + 1, total + 1, next_obs
+            if terminated or truncated:
+                logger.store(EpRet=ep_ret, EpLen=ep_len)
+                record["EpRet"].append(ep_ret), record["EpLen"].append(ep_len)
+                obs, _ = env.reset()
+                ep_ret, ep_len = 0.0, 0
+        obs_t = torch.as_tensor(np.array(observations))
+        returns_to_go = torch.as_tensor(np.cumsum(rewards[::-1])[::-1].copy(), dtype=torch.float32)
+        loss_v = ((v(obs_t).squeeze(-1) - returns_to_go) ** 2).mean()
+        advantage = returns_to_go - v(obs_t).squeeze(-1).detach()
+        logp = torch.distributions.Categorical(logits=pi(obs_t)).log_prob(torch.as_tensor(actions))
+        loss_pi = -(logp * advantage).mean()
+        for opt, loss in ((pi_opt, loss_pi), (v_opt, loss_v)):
+            opt.zero_grad(), loss.backward(), opt.step()
+        logger.store(LossPi=loss_pi.item(), LossV=loss_v.item())
+        record["LossPi"].append(loss_pi.item()), record["LossV"].append(loss_v.item())
+        for _ in range(test_episodes):
+            test_obs, _ = test_env.reset()
+            test_ret, test_len, done = 0.0, 0, False
+            while not done:
+                with torch.no_grad():
+                    test_action = int(pi(torch.as_tensor(test_obs)).argmax())
+                test_obs, reward, terminated, truncated, _ = test_env.step(test_action)
+                test_ret, test_len, done = test_ret + reward, test_len + 1, terminated or truncated
+            logger.store(TestEpRet=test_ret, TestEpLen=test_len)
+            record["TestEpRet"].append(test_ret), record["TestEpLen"].append(test_len)
+        logger.log_tabular("Epoch", epoch)
+        logger.log_tabular("EpRet", with_min_and_max=True)
+        logger.log_tabular("TestEpRet", with_min_and_max=True)
+        logger.log_tabular("EpLen", average_only=True)
+        logger.log_tabular("TestEpLen", average_only=True)
+        logger.log_tabular("TotalEnvInteracts", total)
+        logger.log_tabular("LossPi", average_only=True)
+        logger.log_tabular("LossV", average_only=True)
+        logger.dump_tabular()
+        seen.append(record)
+    return seen
+
+
+def test_spinup_epochs_give_collector_evaluator_learner_blocks(tmp_path: Path) -> None:
+    from rltrack.adapters.spinup import EpochLogger
+
+    steps_per_epoch = 300
+    with EpochLogger(output_dir=str(tmp_path / "out"), rltrack_config=_local_config(tmp_path, "spinup")) as logger:
+        seen = _spinup_style_loop(logger, epochs=3, steps_per_epoch=steps_per_epoch, test_episodes=2)
+    run_dir = logger.rltrack.run_dir
+    tfevents = read_tfevents(run_dir / "log" / "serial")
+
+    collector = _blocks(run_dir, "collector")
+    assert len(collector) == 3
+    total_episodes = 0
+    for epoch, (block, record) in enumerate(zip(collector, seen)):
+        assert block.steps == {"env_steps": steps_per_epoch * (epoch + 1), "epoch": epoch}
+        assert_episode_stats(block, record["EpRet"], record["EpLen"])
+        total_episodes += len(record["EpRet"])
+        assert block.values["envstep_count"] == steps_per_epoch
+        assert block.values["total_envstep_count"] == steps_per_epoch * (epoch + 1)
+        assert block.values["total_episode_count"] == total_episodes
+        assert "collect_time" not in block.values and "avg_envstep_per_sec" not in block.values  # SpinningUp logs neither
+    assert_text_equals_tfevents(collector, "collector", tfevents, "env_steps")
+
+    evaluator = _blocks(run_dir, "evaluator")
+    assert len(evaluator) == 3
+    for block, record in zip(evaluator, seen):
+        assert_episode_stats(block, record["TestEpRet"], record["TestEpLen"])
+        assert block.values["envstep_count"] == sum(record["TestEpLen"])
+        assert "train_iter" not in block.values and "ckpt_name" not in block.values  # not known here
+    assert_text_equals_tfevents(evaluator, "evaluator", tfevents, "env_steps")
+    info = read_info_lines(run_dir / "log" / "evaluator" / "evaluator_logger.txt")
+    expected = [f"final reward: {r:.4f}, current episode: {n}" for record in seen for n, r in enumerate(record["TestEpRet"], 1)]
+    assert [line.split(" finish episode, ")[1] for line in info] == expected
+
+    learner = _blocks(run_dir, "learner")
+    assert [b.values["policy_loss_avg"] for b in learner] == pytest.approx([r["LossPi"][0] for r in seen], rel=1e-5)
+    assert [b.values["value_loss_avg"] for b in learner] == pytest.approx([r["LossV"][0] for r in seen], rel=1e-5)
+    assert "cur_lr_avg" not in learner[0].values
+    assert_text_equals_tfevents(learner, "learner", tfevents, "env_steps")
