@@ -93,7 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     import_cmd.add_argument("format", choices=["neptune"], help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders")
     import_cmd.add_argument("path", type=Path)
     import_cmd.add_argument("--root", type=Path, default=Path("runs"), help="where to create the run directories (default: runs)")
-    args = parser.parse_args(argv)
+    from rltrack.runs.cli import add_commands as add_runs_commands, dash_values
+
+    add_runs_commands(commands)  # runs ls/show/rm/archive/index, export: each sets a handler
+    args = parser.parse_args(dash_values(sys.argv[1:] if argv is None else argv))
+    if hasattr(args, "handler"):
+        return int(args.handler(args))
     if args.command == "sync":
         return sync(args.run_dir, args.to, args.config, args.force)
     if args.command == "import":

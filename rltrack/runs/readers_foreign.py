@@ -11,8 +11,11 @@ an SB3 dir and an rltrack run plot on one axis. Step axes follow the adapters:
 `env_steps` (primary when known), `train_iter`, `epoch`.
 
 What a format does not record is said plainly rather than guessed: host
-"unknown", status "unknown" (Tune: "finished" when its last result says
-done, "failed" when the trial left `error.txt`). The start time is the first
+"unknown", status "unknown" (Tune: the trial's status in the experiment's
+`experiment_state-*.json`, or "failed" when the trial left `error.txt`; its
+tracked hyperparameters are the state's `evaluated_params`, what the search
+varied). Task: the config's `exp_name`, else the directory's name (Tune: the
+experiment's). The start time is the first
 recorded time, else the time the first file was written.
 """
 
@@ -35,11 +38,9 @@ def _namespace_and_key(tag: str) -> tuple[str, str]:
 
 
 def _task(path: Path, config: dict[str, Any]) -> str:
-    """The config's `exp_name`, else the experiment folder holding the run, else the run's own name."""
+    """The config's `exp_name`, else the run directory's own name."""
     name = config.get("exp_name")
-    if isinstance(name, str) and name:
-        return name
-    return path.parent.name or path.name
+    return name if isinstance(name, str) and name else path.name
 
 
 def _earliest_mtime(files: Iterable[Path]) -> float:
@@ -137,7 +138,8 @@ class TuneFormat:
     """A Ray Tune trial dir: `result.json` (JSON lines, nested results) and `params.json` (the trial's config)."""
 
     name = "tune"
-    _TAG_NAME = re.compile(r"(?:^|,)([^=,]+)=")
+    #: Tune's trial status (experiment_state-*.json) -> run status.
+    STATUSES = {"TERMINATED": "finished", "ERROR": "failed", "RUNNING": "running", "PENDING": "pending", "PAUSED": "paused"}
 
     def detect(self, path: Path) -> bool:
         return (path / "result.json").is_file() and (path / "params.json").is_file()
@@ -150,17 +152,18 @@ class TuneFormat:
         last = results[-1] if results else {}
         config = self._params(path)
         hparams = scalar_hparams(config)
-        tag = str(first.get("experiment_tag", ""))
-        searched = set(self._TAG_NAME.findall(tag.partition("_")[2]))
-        tracked = {k: v for k, v in hparams.items() if k.split("/")[-1] in searched}
+        state = self._trial_state(path)
+        searched = state.get("evaluated_params")
+        tracked = {k: v for k, v in hparams.items() if k in searched} if isinstance(searched, dict) else {}
+        status = self.STATUSES.get(str(state.get("status")), UNKNOWN)
         if (path / "error.txt").is_file() or (path / "error.pkl").is_file():
             status = "failed"
-        else:
-            status = "finished" if last.get("done") else UNKNOWN
+        elif last.get("done"):
+            status = "finished"
         start = as_number(first.get("timestamp"))
         start = start - (as_number(first.get("time_total_s")) or 0.0) if start is not None else _earliest_mtime([path / "params.json"])
         return RunInfo(
-            path, "rllib" if is_rllib_result(first) else self.name, self.name, _task(path, {}),
+            path, "rllib" if is_rllib_result(first) else self.name, self.name, path.parent.name,
             str(first.get("hostname") or UNKNOWN), str(first.get("node_ip") or ""), start, status, config, hparams, tracked,
         )
 
@@ -187,7 +190,26 @@ class TuneFormat:
         return list(with_canonical(samples))
 
     def signature_files(self, path: Path) -> list[Path]:
-        return [path / "params.json", path / "result.json", path / "error.txt"]
+        return [path / "params.json", path / "result.json", path / "error.txt", *self._state_files(path)[:1]]
+
+    @staticmethod
+    def _state_files(path: Path) -> list[Path]:
+        """The experiment's state files beside the trial, newest first."""
+        return sorted(path.parent.glob("experiment_state-*.json"), reverse=True)
+
+    def _trial_state(self, path: Path) -> dict[str, Any]:
+        """What Tune's newest experiment state says about this trial (status, the searched
+        `evaluated_params`); {} when there is none (a trial dir copied on its own)."""
+        for state_file in self._state_files(path):
+            try:
+                trials = json.loads(state_file.read_text(encoding="utf-8"))["trial_data"]
+                for entry in trials:
+                    trial = json.loads(entry[0]) if isinstance(entry[0], str) else entry[0]
+                    if trial.get("relative_logdir") == path.name:
+                        return trial
+            except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+                continue
+        return {}
 
     @staticmethod
     def _results(path: Path) -> list[dict[str, Any]]:
