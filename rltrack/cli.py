@@ -3,6 +3,8 @@
     rltrack show RUN_DIR                                  status and last values
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
+    rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
+    rltrack report RUN -o report.html                     one run as a self-contained HTML page
 
 This module only parses arguments; the work is done in `rltrack.sync` and
 `rltrack.importers`.
@@ -11,8 +13,10 @@ This module only parses arguments; the work is done in `rltrack.sync` and
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from rltrack import __version__
@@ -74,6 +78,47 @@ def import_neptune(path: Path, root: Path) -> int:
     return 0
 
 
+def figure_command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
+    """A handler that imports `module` (numpy, matplotlib: the `runs` extra) only when run."""
+
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            command = getattr(importlib.import_module(module), function)
+        except ImportError as exc:
+            print(f"rltrack {args.command}: a package is missing ({exc}); install the extra: pip install 'rltrack[runs]'", file=sys.stderr)
+            return 2
+        return int(command(args))
+
+    return handler
+
+
+def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """`rltrack plot` (a metric across runs, rltrack.runs.plot) and `rltrack report` (rltrack.runs.report)."""
+    plot_cmd = commands.add_parser(
+        "plot",
+        help="a metric across runs: per group of runs, the mean over seeds with a 95%% confidence band, as a PNG",
+        description="One line per group of runs (groups by hyperparameters), the mean over the group's runs with a "
+        "shaded 95% t-interval; runs are aligned on a common x grid by linear interpolation (no extrapolation).",
+    )
+    plot_cmd.add_argument("patterns", nargs="+", metavar="RUN_PATTERN", help="a run directory, or a regex searched in the run ids under --root")
+    plot_cmd.add_argument("--metric", required=True, help="the metric's key, e.g. collector/reward_mean (canonical names work across frameworks)")
+    plot_cmd.add_argument("--x", metavar="AXIS", help="x axis: a step axis such as env_steps or train_iter, or 'time' (default: each run's primary step)")
+    plot_cmd.add_argument("--group-by", metavar="KEYS", help="comma-separated hyperparameters (or source, task, host) defining groups "
+                          "(default: the hyperparameters that differ between the runs, seeds excepted)")
+    plot_cmd.add_argument("--smooth", type=int, default=1, metavar="N", help="trailing moving average over N points of each run first (default 1: none)")
+    plot_cmd.add_argument("--size", default="960x600", metavar="WxH", help="image size in pixels (default 960x600)")
+    plot_cmd.add_argument("-o", "--output", type=Path, required=True, help="the PNG file to write")
+    plot_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
+    plot_cmd.set_defaults(handler=figure_command("rltrack.runs.plot", "plot_command"))
+    report_cmd = commands.add_parser(
+        "report", help="one run as a self-contained HTML page: config, summary, plots per metric group, timings, checkpoints"
+    )
+    report_cmd.add_argument("run", help="a run directory or run id (or its unique beginning)")
+    report_cmd.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
+    report_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
+    report_cmd.set_defaults(handler=figure_command("rltrack.runs.report", "report_command"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rltrack", description="Work with rltrack run directories.")
     parser.add_argument("--version", action="version", version=f"rltrack {__version__}")
@@ -96,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     from rltrack.runs.cli import add_commands as add_runs_commands, dash_values
 
     add_runs_commands(commands)  # runs ls/show/rm/archive/index, export: each sets a handler
+    add_figure_commands(commands)  # plot, report
     args = parser.parse_args(dash_values(sys.argv[1:] if argv is None else argv))
     if hasattr(args, "handler"):
         return int(args.handler(args))

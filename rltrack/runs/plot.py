@@ -26,12 +26,15 @@ session (a notebook still shows them). numpy and matplotlib come with the
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -58,6 +61,14 @@ COLUMNS = 3
 
 class PlotError(ValueError):
     """The plot cannot be drawn as asked (no run has the metric, bad option value)."""
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """`"960x600"` -> (960, 600); PlotError for anything else."""
+    match = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
+    if not match or not (16 <= int(match[1]) <= 10000 and 16 <= int(match[2]) <= 10000):
+        raise PlotError(f"size {text!r} is not WIDTHxHEIGHT in pixels between 16 and 10000; use e.g. --size 960x600")
+    return int(match[1]), int(match[2])
 
 
 @lru_cache(maxsize=None)
@@ -345,3 +356,62 @@ def plot_timelog(run: Run) -> Figure:
     axes.set_xlabel("total seconds")
     axes.margins(x=0.3)
     return figure
+
+
+def select_runs(patterns: Sequence[str], root: Path) -> tuple[list[Run], list[str]]:
+    """The runs `patterns` name, each once, in order: a pattern is a run directory, or a
+    regular expression searched in the ids of the live (not archived) runs indexed under
+    `root`. Also returns the patterns that matched nothing."""
+    from rltrack.runs import open_run, query
+
+    runs: dict[Path, Run] = {}
+    unmatched = []
+    indexed = None
+    for pattern in patterns:
+        if Path(pattern).is_dir():
+            paths = [Path(pattern)]
+        else:
+            try:
+                regex = re.compile(pattern)
+            except re.error as exc:
+                raise PlotError(f"run pattern {pattern!r} is not a directory nor a regular expression ({exc}); e.g. 'cartpole/2026/' or 'lr=0.001'") from None
+            if indexed is None:
+                indexed = query(root, archived=False)
+            paths = [root / path for run_id, path in zip(indexed["id"], indexed["path"]) if regex.search(run_id)]
+        if not paths:
+            unmatched.append(pattern)
+        for path in paths:
+            key = path.resolve()
+            if key not in runs:
+                try:
+                    runs[key] = open_run(path)
+                except ValueError as exc:
+                    raise PlotError(str(exc)) from None
+    return list(runs.values()), unmatched
+
+
+def plot_command(args: argparse.Namespace) -> int:
+    """`rltrack plot`: select the runs, draw, save the PNG, say what each line holds."""
+    try:
+        size = parse_size(args.size)
+        runs, unmatched = select_runs(args.patterns, args.root)
+        for pattern in unmatched:
+            print(f"rltrack plot: no run matches {pattern!r} under {args.root} (see `rltrack runs ls --root {args.root}`)", file=sys.stderr)
+        if not runs:
+            raise PlotError(f"no runs to plot; give run directories or patterns over the run ids under {args.root}")
+        group_by = [key.strip() for key in args.group_by.split(",") if key.strip()] if args.group_by else None
+        result = plot_runs(runs, args.metric, x_axis=args.x, group_by=group_by, smooth=args.smooth, size=size)
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        result.save(str(args.output))
+    except PlotError as exc:
+        print(f"rltrack plot: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"rltrack plot: a package is missing ({exc}); install the extra: pip install 'rltrack[runs]'", file=sys.stderr)
+        return 2
+    for run_id, reason in result.skipped.items():
+        print(f"rltrack plot: left out {run_id}: {reason}", file=sys.stderr)
+    for curve in result.curves:
+        print(f"{curve.label}: {len(curve.runs)} run(s), {len(curve.x)} points")
+    print(args.output)
+    return 0

@@ -11,12 +11,13 @@ base64 PNG, no scripts and no external URL. Everything that came from the run
 
 from __future__ import annotations
 
+import argparse
 import base64
 import html
 import io
 import math
 import pprint
-import re
+import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -30,12 +31,8 @@ if TYPE_CHECKING:
 
     from rltrack.runs import Run
 
-#: Metrics where smaller is better: their "best" is the minimum, everyone else's the maximum.
-LOWER_IS_BETTER = re.compile(r"loss|error|regret|(^|[/_])kl($|[/_])", re.IGNORECASE)
 #: Most subplots in one metric group's figure (the summary table still lists every metric).
 MAX_PLOTS_PER_GROUP = 24
-#: Sections of the page, by element id, in order.
-SECTIONS = ("overview", "hyperparameters", "config", "summary", "metrics", "timings", "checkpoints")
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -51,18 +48,15 @@ img { max-width: 100%; height: auto; display: block; margin: .5em 0; }
 """
 
 
-def best_value(key: str, values: Sequence[float]) -> float:
-    """The minimum for losses and errors (`LOWER_IS_BETTER`), else the maximum."""
-    return min(values) if LOWER_IS_BETTER.search(key) else max(values)
-
-
 def metric_summary(run: Run) -> list[tuple[str, int, float, float, float]]:
-    """(key, points, final, best, mean) per metric, over its finite values, sorted by key."""
+    """(key, points, final, best, mean) per metric, sorted by key: final, best and the
+    count from `Run.summary` (best: the minimum for losses, else the maximum), the mean
+    over the same values (NaN is not a result)."""
     rows = []
-    for key in sorted(run.metrics):
-        values = [value for _, value in run.metrics[key] if math.isfinite(value)]
-        if values:
-            rows.append((key, len(values), values[-1], best_value(key, values), math.fsum(values) / len(values)))
+    for key in sorted(run.summary):
+        summary = run.summary[key]
+        values = [value for _, value in run.metrics[key] if value == value]
+        rows.append((key, int(summary["count"]), summary["final"], summary["best"], math.fsum(values) / len(values)))
     return rows
 
 
@@ -173,7 +167,7 @@ def render_report(run: Run) -> str:
             "summary",
             "Summary",
             table(["metric", "points", "final", "best", "mean"], summary, numeric_from=1)
-            + '<p class="note">best: the minimum for losses and errors, else the maximum.</p>'
+            + '<p class="note">best: the minimum for losses, else the maximum.</p>'
             if summary
             else '<p class="note">no metrics</p>',
         ),
@@ -195,3 +189,20 @@ def write_report(run: Run, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_report(run), encoding="utf-8")
     return path
+
+
+def report_command(args: argparse.Namespace) -> int:
+    """`rltrack report RUN -o report.html`."""
+    from rltrack.runs import load
+
+    try:
+        run = load(args.run, args.root)
+        write_report(run, args.output)
+    except (LookupError, ValueError, OSError) as exc:
+        print(f"rltrack report: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"rltrack report: a package is missing ({exc}); install the extra: pip install 'rltrack[runs]'", file=sys.stderr)
+        return 2
+    print(args.output)
+    return 0
