@@ -57,14 +57,23 @@ def read_info_lines(path: Path) -> list[str]:
     return [m.group(1) for m in map(_INFO.match, path.read_text(encoding="utf-8").splitlines()) if m]
 
 
-def read_tfevents(logdir: Path) -> dict[str, dict[int, float]]:
-    """tag -> {step: value} of every scalar under `logdir`, read with TensorBoard's EventAccumulator."""
+def read_tfevents(logdir: Path) -> dict[str, dict[int, list[float]]]:
+    """tag -> {step: [values written at that step, in order]} of every scalar
+    under `logdir`, read with TensorBoard's EventAccumulator. A step can hold
+    several values: SB3's EvalCallback dumps pending `train/*` values at the
+    last known `train_iter`, which the next table also carries."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    scalars: dict[str, dict[int, float]] = {}
+    scalars: dict[str, dict[int, list[float]]] = {}
     for file in sorted(logdir.glob("events.out.tfevents.*")):
         accumulator = EventAccumulator(str(file), size_guidance={"scalars": 0})
         accumulator.Reload()
         for tag in accumulator.Tags()["scalars"]:
-            scalars.setdefault(tag, {}).update({e.step: e.value for e in accumulator.Scalars(tag)})
+            for event in accumulator.Scalars(tag):
+                scalars.setdefault(tag, {}).setdefault(event.step, []).append(event.value)
     return scalars
+
+
+def holds(points: dict[int, list[float]], step: int, value: float, rel: float = 1e-5) -> bool:
+    """True if one of the values written at `step` equals `value` to `rel` (the text's 6 digits)."""
+    return any(abs(v - value) <= rel * abs(value) + 1e-9 for v in points.get(step, []))

@@ -436,8 +436,8 @@ def test_stage_blocks_read_back_equal_the_tfevents_on_both_axes(tmp_path: Path) 
             assert list(got.values) == list(expected["values"])  # every key, in DI-engine's order
             for key, value in got.values.items():
                 if isinstance(value, (int, float)):
-                    assert tfevents[f"{namespace}_iter/{key}"][got.steps["train_iter"]] == pytest.approx(value, rel=1e-5)
-                    assert tfevents[f"{namespace}_step/{key}"][got.steps["env_steps"]] == pytest.approx(value, rel=1e-5)
+                    assert tfevents[f"{namespace}_iter/{key}"][got.steps["train_iter"]] == pytest.approx([value], rel=1e-5)
+                    assert tfevents[f"{namespace}_step/{key}"][got.steps["env_steps"]] == pytest.approx([value], rel=1e-5)
                     assert value == pytest.approx(expected["values"][key], rel=1e-5)
             if "each_reward" in got.values:
                 assert got.values["each_reward"] == pytest.approx(expected["values"]["each_reward"], rel=1e-5)

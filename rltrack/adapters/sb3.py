@@ -75,6 +75,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from rltrack import stages
 from rltrack.canonical import with_canonical_names
 from rltrack.events import Event
 from rltrack.optional import require
@@ -122,6 +123,13 @@ CANONICAL: dict[str, str] = {
 
 #: Keys whose value is the `train_iter` step axis, in order of preference.
 TRAIN_ITER_KEYS = ("time/iterations", "train/n_updates")
+
+#: A key every dump of the algorithm itself has and EvalCallback's dump has not:
+#: such a dump ends a collection stage.
+ALGORITHM_DUMP_KEY = "time/fps"
+
+#: SB3 `train/` keys that are counters or settings, not values averaged in the learner block.
+_NOT_LEARNER_VALUES = frozenset({"train/n_updates", "train/clip_range", "train/clip_range_vf"})
 
 _PLAIN = frozenset({float, int, str, bool, type(None)})
 
@@ -174,6 +182,16 @@ class _WriterImpl:
         self.train_iter_key: str | None = train_iter_key
         self._routes: dict[str, _Route] = {}
         self._typed: tuple[type, ...] | None = None
+        #: Set by `RLTrackCallback`: computes the collector/learner/buffer blocks at SB3's own dumps.
+        self.stages: _StageRecorder | None = None
+
+    def use_stages(self, stages: _StageRecorder) -> None:
+        """From now on SB3's own dumps carry the stage blocks, and the blocks
+        alone fill the canonical names: SB3's native keys keep only their
+        native names (`rollout/ep_rew_mean` is a 100-episode moving mean,
+        `collector/reward_mean` the stage's own episodes)."""
+        self.stages = stages
+        self._routes = {}
 
     def write(self, key_values: dict[str, Any], key_excluded: dict[str, tuple[str, ...]], step: int = 0) -> None:
         """Called by SB3's `Logger.dump` on the training thread: copies the values
@@ -210,7 +228,7 @@ class _WriterImpl:
                 value = value.detach().clone() if hasattr(value, "detach") else value.copy()
             route = routes.get(key)
             if route is None:
-                route = routes[key] = _Route(key, self.mode)
+                route = routes[key] = _Route(key, "native" if self.stages is not None else self.mode)
             for namespace, leaf, kind, preagg in route.targets:
                 bucket = (namespace, media_kind or kind)
                 data = buckets.get(bucket)
@@ -219,6 +237,8 @@ class _WriterImpl:
                 data[leaf] = value
                 if preagg:
                     preaggregated.add(bucket)
+        if self.stages is not None and ALGORITHM_DUMP_KEY in key_values:  # the algorithm's dump, not EvalCallback's
+            self.stages.emit_stage(steps)
         emit = self.logger.emit
         run = self.logger.name
         for (namespace, kind), data in buckets.items():
@@ -426,6 +446,185 @@ def _jsonable(value: Any, top: bool = False, depth: int = 0) -> Any:
     return _SKIP if top else repr(value)[:200]
 
 
+# ---- the DI-engine stage blocks ----------------------------------------------
+
+
+def _number(value: Any) -> float | None:
+    """A plain float for numbers and 0-d arrays, None for anything else."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        item = value.item()
+        return float(item) if isinstance(item, (int, float)) else None
+    return None
+
+
+class _StageRecorder:
+    """The raw data of the current collection stage, seen by `RLTrackCallback`
+    at every step; turned into blocks by `rltrack.stages` at SB3's own dumps.
+
+    * collector: the episodes SB3's `Monitor` reports in each step's
+      `infos[i]["episode"]` (`r`, `l`) since the last dump; `envstep_count` and
+      `train_sample_count` = the timesteps since then (each is stored for
+      training); `collect_time` = the time spent inside `collect_rollouts`.
+    * learner: after each `train()` call (seen as a change of
+      `model._n_updates`), its `train/*` values; at the dump their averages
+      over the calls, named canonically (`train/loss` -> `total_loss_avg`,
+      `train/learning_rate` -> `cur_lr_avg`, others `<leaf>_avg`).
+    * buffer (off-policy): `pushed_in` (rows added, from the buffer's write
+      position), `sampled_out` (gradient steps x `batch_size`), `removed`
+      (rows overwritten), `current_have` (`replay_buffer.size()`), every
+      `buffer_seconds`. SB3's replay buffers keep no priorities, use counts or
+      ages, so there is no sampling table.
+    """
+
+    def __init__(self, logger: Logger, model: Any, buffer_seconds: float) -> None:
+        self.logger = logger
+        self.model = model
+        self.writer: Any = None
+        self.collector = stages.CollectorStats()
+        self.learner = stages.LearnerAverages()
+        self.rewards: list[float] = []
+        self.lengths: list[float] = []
+        self.stage_start = model.num_timesteps
+        self.collect_time = 0.0
+        self.rollout_started: float | None = None
+        self.seen_updates = getattr(model, "_n_updates", 0)
+        self.replay = getattr(model, "replay_buffer", None)
+        self.throughput = None if self.replay is None else stages.BufferThroughput(buffer_seconds)
+        if self.replay is not None:
+            self.buffer_pos, self.buffer_size, self.buffer_updates = self.replay.pos, self.replay.size(), self.seen_updates
+
+    def steps(self) -> dict[str, int]:
+        """The axes the writer gives SB3's own records now."""
+        train_iter = None if self.writer is None else self.writer.train_iter
+        return {"env_steps": self.model.num_timesteps} if train_iter is None else {"env_steps": self.model.num_timesteps, "train_iter": train_iter}
+
+    def rollout_start(self) -> None:
+        self._learner_values()
+        self.rollout_started = time.perf_counter()
+
+    def rollout_end(self) -> None:
+        if self.rollout_started is not None:
+            self.collect_time += time.perf_counter() - self.rollout_started
+            self.rollout_started = None
+
+    def step(self, infos: Any) -> None:
+        for info in infos or ():
+            episode = info.get("episode") if isinstance(info, dict) else None
+            if episode is not None:
+                self.rewards.append(float(episode["r"]))
+                self.lengths.append(float(episode["l"]))
+        if self.throughput is not None:
+            self._buffer_counts()
+
+    def _learner_values(self) -> None:
+        updates = getattr(self.model, "_n_updates", 0)
+        if updates == self.seen_updates:
+            return
+        self.seen_updates = updates
+        values = {}
+        for key, value in self.model.logger.name_to_value.items():
+            number = _number(value)
+            if key.startswith("train/") and key not in _NOT_LEARNER_VALUES and number is not None:
+                canonical = CANONICAL.get(key)
+                values[canonical.split("/", 1)[1].removesuffix("_avg") if canonical else key[len("train/"):]] = number
+        self.learner.add(values)
+
+    def _buffer_counts(self) -> None:
+        replay, throughput = self.replay, self.throughput
+        assert replay is not None and throughput is not None
+        pos, size, updates = replay.pos, replay.size(), getattr(self.model, "_n_updates", 0)
+        pushed = (pos - self.buffer_pos) % replay.buffer_size  # checked every step: never a whole buffer apart
+        throughput.add(pushed_in=pushed, sampled_out=(updates - self.buffer_updates) * self.model.batch_size, removed=pushed - (size - self.buffer_size))
+        self.buffer_pos, self.buffer_size, self.buffer_updates = pos, size, updates
+        block = throughput.take(size)
+        if block is not None:
+            stages.emit_block(self.logger, "buffer", block, self.steps(), source="sb3")
+
+    def emit_stage(self, steps: dict[str, int]) -> None:
+        """The collector block (and the learner block, if `train()` ran) of the
+        stage that SB3's dump with `steps` ends; the writer's dump follows."""
+        self._learner_values()
+        now = time.perf_counter()
+        collect_time = self.collect_time + (now - self.rollout_started if self.rollout_started is not None else 0.0)
+        envsteps = self.model.num_timesteps - self.stage_start
+        block = self.collector.stage(
+            episode_rewards=self.rewards, episode_lengths=self.lengths, envstep_count=envsteps, train_sample_count=envsteps, duration=collect_time
+        )
+        stages.emit_block(self.logger, "collector", block, steps, source="sb3", dump=False)
+        if self.learner:
+            stages.emit_block(self.logger, "learner", self.learner.take(), steps, source="sb3", model=self.model.policy, dump=False)
+        self.rewards, self.lengths = [], []
+        self.stage_start = self.model.num_timesteps
+        self.collect_time = 0.0
+        if self.rollout_started is not None:
+            self.rollout_started = now
+
+    def emit_evaluation(self, rewards: list[float], lengths: list[float], env_ids: list[int], duration: float, ckpt_name: str | None) -> None:
+        steps = self.steps()
+        block = stages.evaluator_block(
+            episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=steps.get("train_iter"), ckpt_name=ckpt_name
+        )
+        stages.emit_block(self.logger, "evaluator", block, steps, source="sb3", info_lines=stages.evaluator_info_lines(rewards, env_ids))
+
+
+#: The stage recorder of each rltrack logger (shared by the RLTrackCallbacks writing to it).
+_RECORDERS: weakref.WeakKeyDictionary[Any, _StageRecorder] = weakref.WeakKeyDictionary()
+#: The checkpoint an RLTrackCallback wrote last for each rltrack logger, until an evaluation claims it.
+_LAST_CHECKPOINT: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _observe_evaluations(eval_callback: Any, logger: Logger) -> None:
+    """Makes every evaluation of `eval_callback` (an SB3 `EvalCallback`) send an
+    evaluator block: its per-episode returns and lengths are read from
+    `evaluate_policy`'s locals through the callback hook EvalCallback passes it,
+    the duration from the start of `_on_step` to the last evaluation step, and
+    `ckpt_name` is the checkpoint an RLTrackCallback wrote during it (on a new
+    best), else absent. Installed once per EvalCallback."""
+    if getattr(eval_callback, "_rltrack_observed", False):
+        return
+    eval_callback._rltrack_observed = True
+    on_step, log_success = eval_callback._on_step, eval_callback._log_success_callback
+    seen: dict[str, Any] = {}
+
+    def capture(locals_: dict[str, Any], globals_: dict[str, Any]) -> None:
+        log_success(locals_, globals_)
+        seen["rewards"], seen["lengths"], seen["end"] = locals_["episode_rewards"], locals_["episode_lengths"], time.perf_counter()
+        if locals_["done"] and (not locals_.get("is_monitor_wrapped") or "episode" in locals_["info"]):
+            seen.setdefault("env_ids", []).append(int(locals_["i"]))
+
+    def observed_on_step() -> bool:
+        seen.clear()
+        _LAST_CHECKPOINT.pop(logger, None)
+        start = time.perf_counter()
+        result = on_step()
+        recorder = _RECORDERS.get(logger)
+        if "rewards" in seen and recorder is not None:
+            recorder.emit_evaluation(
+                [float(r) for r in seen["rewards"]], [float(n) for n in seen["lengths"]], seen.get("env_ids", []),
+                seen["end"] - start, _LAST_CHECKPOINT.pop(logger, None),
+            )
+        return bool(result)
+
+    eval_callback._log_success_callback = capture
+    eval_callback._on_step = observed_on_step
+
+
+def _eval_callbacks(callback: Any) -> list[Any]:
+    """The EvalCallbacks in a tree of SB3 callbacks (CallbackList, EventCallback children)."""
+    from stable_baselines3.common.callbacks import EvalCallback
+
+    found, stack = [], [callback]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, EvalCallback):
+            found.append(item)
+        stack.extend(getattr(item, "callbacks", None) or ())
+        stack.extend(c for c in (getattr(item, "callback", None), getattr(item, "callback_on_new_best", None)) if c is not None)
+    return found
+
+
 # ---- the callback ----------------------------------------------------------
 
 _HPARAMS_SENT: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
@@ -461,10 +660,25 @@ class _CallbackImpl:
     the callback is garbage-collected or the interpreter exits.
     """
 
-    def __init__(self, logger: Logger, save_freq: int = 0, *, attach: bool = True, log_hparams: bool = True, verbose: int = 0) -> None:
+    def __init__(
+        self,
+        logger: Logger,
+        save_freq: int = 0,
+        *,
+        attach: bool = True,
+        log_hparams: bool = True,
+        stages: bool = True,
+        buffer_seconds: float = 60.0,
+        verbose: int = 0,
+    ) -> None:
         super().__init__(verbose)  # type: ignore[call-arg]
         if save_freq < 0:
             raise ValueError(f"save_freq={save_freq} must be >= 0 (0: no periodic checkpoints)")
+        if not buffer_seconds > 0:
+            raise ValueError(f"buffer_seconds={buffer_seconds!r} must be > 0: the seconds between replay-buffer throughput tables, e.g. 60")
+        self.stages = stages
+        self.buffer_seconds = buffer_seconds
+        self._recorder: _StageRecorder | None = None
         self.rltrack_logger = logger
         self.save_freq = save_freq
         self.attach = attach
@@ -486,8 +700,11 @@ class _CallbackImpl:
                 "for periodic checkpoints pass another RLTrackCallback(logger, save_freq=...) to learn()",
                 stacklevel=2,
             )
+        writer = None
         if self.attach and getattr(self.model, "_logger", None) is not None:
-            add_writer(self.model.logger, self.rltrack_logger, train_iter_key=train_iter_key(self.model))
+            writer = add_writer(self.model.logger, self.rltrack_logger, train_iter_key=train_iter_key(self.model))
+        if self.stages:
+            self._start_stages(writer)
         if self.log_hparams:
             hparams = model_hparams(self.model)
             if _HPARAMS_SENT.get(self.rltrack_logger) != hparams:  # not sent yet by another instance of ours
@@ -496,10 +713,42 @@ class _CallbackImpl:
                 info = {"framework": "stable-baselines3", "sb3_version": hparams["sb3_version"], "algo": hparams["algo"]}
                 self.rltrack_logger.set_run_info(info)
 
+    def _start_stages(self, writer: Any) -> None:
+        """Shares one stage recorder per rltrack logger and model. Below an
+        EvalCallback: observes its evaluations. In `learn()`: records every
+        step (see `_StageRecorder`) and finds the EvalCallbacks of the same
+        `learn()` at training start."""
+        recorder = _RECORDERS.get(self.rltrack_logger)
+        if recorder is None or recorder.model is not self.model:
+            recorder = _RECORDERS[self.rltrack_logger] = _StageRecorder(self.rltrack_logger, self.model, self.buffer_seconds)
+        if writer is not None:
+            recorder.writer = writer
+        if self._below_eval():
+            _observe_evaluations(self.parent, self.rltrack_logger)
+        elif self.parent is None:
+            self._recorder = recorder
+            if writer is not None:
+                writer.use_stages(recorder)
+
+    def _on_training_start(self) -> None:
+        if self._recorder is not None:
+            for eval_callback in _eval_callbacks(self.locals.get("callback")):
+                _observe_evaluations(eval_callback, self.rltrack_logger)
+
+    def _on_rollout_start(self) -> None:
+        if self._recorder is not None:
+            self._recorder.rollout_start()
+
+    def _on_rollout_end(self) -> None:
+        if self._recorder is not None:
+            self._recorder.rollout_end()
+
     def _below_eval(self) -> bool:
         return self.parent is not None and hasattr(self.parent, "best_mean_reward")  # an EvalCallback
 
     def _on_step(self) -> bool:
+        if self._recorder is not None:
+            self._recorder.step(self.locals.get("infos"))
         if self._below_eval():
             best = float(self.parent.best_mean_reward)
             if best > self.best_logged:
@@ -521,7 +770,9 @@ class _CallbackImpl:
         path = self._staging / f"model_{self.num_timesteps}_{self.n_calls}.zip"
         self.model.save(path)
         self._staged.append(path)
-        self.rltrack_logger.log_checkpoint(path, iteration=self.num_timesteps, metric=metric)
+        written = self.rltrack_logger.log_checkpoint(path, iteration=self.num_timesteps, metric=metric)
+        if written is not None:
+            _LAST_CHECKPOINT[self.rltrack_logger] = written
         if self.verbose >= 2:
             best = "" if metric is None else f" (best mean reward {metric:.3g})"
             print(f"rltrack: checkpoint at {self.num_timesteps} timesteps{best}")

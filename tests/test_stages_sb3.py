@@ -1,0 +1,157 @@
+"""SB3 PPO and DQN on CartPole with rltrack's DI-engine blocks: the collector and
+evaluator numbers equal those computed here from the episodes SB3's `Monitor`
+wrote to its CSV files, the text logs parsed back equal the tfevents on both
+axes, and DQN's buffer tables follow the replay buffer's size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pandas as pd
+import pytest
+from stable_baselines3 import DQN, PPO
+from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
+from stable_baselines3.common.monitor import Monitor
+
+import rltrack
+from rltrack.adapters.sb3 import RLTrackCallback
+from stage_reader import Block, holds, read_blocks, read_info_lines, read_tfevents
+
+EVAL_EPISODES = 3
+
+
+class BufferSizes(BaseCallback):
+    """The test's own record of `replay_buffer.size()` at every step (after rltrack's callback)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: dict[int, int] = {}
+
+    def _on_step(self) -> bool:
+        self.sizes[self.num_timesteps] = self.model.replay_buffer.size()
+        return True
+
+
+def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, **kwargs: Any) -> dict[str, Any]:
+    logger = rltrack.make_logger(
+        {"run": {"root": str(tmp_path / "runs"), "name": algo.__name__}, "backends": {"use": ["local"], "local": {"tb_axes": ["iter", "step"]}}}
+    )
+    env = Monitor(gym.make("CartPole-v1"), str(tmp_path / "train"))
+    eval_env = Monitor(gym.make("CartPole-v1"), str(tmp_path / "eval"))
+    model = algo("MlpPolicy", env, seed=0, device="cpu", **kwargs)
+    evaluation = EvalCallback(eval_env, eval_freq=timesteps // 4, n_eval_episodes=EVAL_EPISODES, callback_on_new_best=RLTrackCallback(logger))
+    sizes = BufferSizes()
+    callbacks = [RLTrackCallback(logger, buffer_seconds=0.05), evaluation] + ([sizes] if algo is DQN else [])
+    model.learn(timesteps, callback=callbacks, log_interval=log_interval)
+    logger.close()
+    env.close()
+    eval_env.close()
+    monitor = {name: pd.read_csv(tmp_path / f"{name}.monitor.csv", skiprows=1) for name in ("train", "eval")}
+    return {"run_dir": logger.run_dir, "monitor": monitor, "model": model, "sizes": sizes.sizes}
+
+
+@pytest.fixture(scope="module")
+def ppo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return train(tmp_path_factory.mktemp("ppo"), PPO, 2048, 1, n_steps=128, batch_size=64, n_epochs=2)
+
+
+@pytest.fixture(scope="module")
+def dqn(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return train(tmp_path_factory.mktemp("dqn"), DQN, 2000, 5, learning_starts=200, buffer_size=800, train_freq=4)
+
+
+def blocks(run: dict[str, Any], namespace: str) -> list[Block]:
+    """The stage blocks of a namespace (SB3's own tables of the same namespace have no `episode_count`)."""
+    return [b for b in read_blocks(run["run_dir"] / "log" / namespace / f"{namespace}_logger.txt") if "episode_count" in b.values]
+
+
+def assert_rewards_match(block: Block, rewards: np.ndarray, lengths: np.ndarray) -> None:
+    values = block.values
+    assert values["episode_count"] == len(rewards)
+    if len(rewards) == 0:
+        assert "reward_mean" not in values and "each_reward" not in values
+        return
+    assert values["each_reward"] == pytest.approx(rewards.tolist(), rel=1e-5)
+    assert values["reward_mean"] == pytest.approx(rewards.mean(), rel=1e-5)
+    assert values["reward_std"] == pytest.approx(rewards.std(), rel=1e-5, abs=1e-6)
+    assert values["reward_max"] == pytest.approx(rewards.max()) and values["reward_min"] == pytest.approx(rewards.min())
+    assert values["avg_envstep_per_episode"] == pytest.approx(lengths.mean(), rel=1e-5)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_collector_blocks_equal_the_monitor_episodes(algo: str, request: pytest.FixtureRequest) -> None:
+    run = request.getfixturevalue(algo)
+    episodes = run["monitor"]["train"]
+    collector = blocks(run, "collector")
+    assert len(collector) >= 4
+    start, previous_steps = 0, 0
+    for block in collector:
+        count = block.values["episode_count"]
+        chunk = episodes.iloc[start : start + count]
+        assert_rewards_match(block, chunk["r"].to_numpy(), chunk["l"].to_numpy())
+        start += count
+        assert block.values["envstep_count"] == block.steps["env_steps"] - previous_steps
+        assert block.values["total_envstep_count"] == block.steps["env_steps"]
+        assert block.values["total_episode_count"] == start
+        previous_steps = block.steps["env_steps"]
+    assert start > 10  # the blocks covered the episodes in order, none skipped or counted twice
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_evaluator_blocks_equal_the_eval_monitor_episodes(algo: str, request: pytest.FixtureRequest) -> None:
+    run = request.getfixturevalue(algo)
+    episodes = run["monitor"]["eval"]
+    evaluator = blocks(run, "evaluator")
+    assert len(evaluator) == 4 and len(episodes) == 4 * EVAL_EPISODES
+    for i, block in enumerate(evaluator):
+        chunk = episodes.iloc[i * EVAL_EPISODES : (i + 1) * EVAL_EPISODES]
+        assert_rewards_match(block, chunk["r"].to_numpy(), chunk["l"].to_numpy())
+        assert block.values["envstep_count"] == chunk["l"].sum()
+        assert block.values["train_iter"] == block.steps["train_iter"]
+    info = read_info_lines(run["run_dir"] / "log" / "evaluator" / "evaluator_logger.txt")
+    finals = [float(line.split("final reward: ")[1].split(",")[0]) for line in info if "finish episode" in line]
+    assert finals == pytest.approx(episodes["r"].tolist(), abs=1e-4)
+    named = [b.values["ckpt_name"] for b in evaluator if "ckpt_name" in b.values]
+    assert named and all((run["run_dir"] / name).is_file() for name in named)
+    best = max((b for b in evaluator if "ckpt_name" in b.values), key=lambda b: b.values["reward_mean"])
+    assert (run["run_dir"] / "ckpt" / "ckpt_best.pth.tar").read_bytes() == (run["run_dir"] / best.values["ckpt_name"]).read_bytes()
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_text_blocks_equal_the_tfevents_on_both_axes(algo: str, request: pytest.FixtureRequest) -> None:
+    run = request.getfixturevalue(algo)
+    tfevents = read_tfevents(run["run_dir"] / "log" / "serial")
+    compared = 0
+    for namespace in ("collector", "evaluator", "learner", "buffer"):
+        for block in read_blocks(run["run_dir"] / "log" / namespace / f"{namespace}_logger.txt"):
+            for key, value in block.values.items():
+                if isinstance(value, (int, float)):
+                    assert holds(tfevents[f"{namespace}_iter/{key}"], block.steps["train_iter"], value), (namespace, key, block.steps)
+                    assert holds(tfevents[f"{namespace}_step/{key}"], block.steps["env_steps"], value), (namespace, key, block.steps)
+                    compared += 1
+    assert compared > 100
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_learner_blocks_and_the_policy_printed_once(algo: str, request: pytest.FixtureRequest) -> None:
+    run = request.getfixturevalue(algo)
+    learner = [b for b in read_blocks(run["run_dir"] / "log" / "learner" / "learner_logger.txt") if "total_loss_avg" in b.values]
+    assert learner and all(b.values["cur_lr_avg"] == pytest.approx(run["model"].learning_rate) for b in learner)
+    text = (run["run_dir"] / "log" / "learner" / "learner_logger.txt").read_text()
+    assert text.count("[INFO] model:") == 1 and str(run["model"].policy) in text
+
+
+def test_dqn_buffer_tables_follow_the_replay_buffer(dqn: dict[str, Any]) -> None:
+    buffer = read_blocks(dqn["run_dir"] / "log" / "buffer" / "buffer_logger.txt")
+    assert len(buffer) >= 3
+    for block in buffer:
+        assert block.values["current_have"] == dqn["sizes"][block.steps["env_steps"]]
+    pushed = sum(b.values["pushed_in"] for b in buffer)
+    removed = sum(b.values["removed"] for b in buffer)
+    assert pushed - removed == buffer[-1].values["current_have"]  # the buffer started empty
+    assert buffer[-1].values["current_have"] == 800 and removed > 0  # full: rows were overwritten
+    batch = dqn["model"].batch_size
+    assert all(b.values["sampled_out"] % batch == 0 for b in buffer)
