@@ -24,6 +24,11 @@ Why it is built this way:
   point exactly (same step and value: a re-delivered batch, or an axis carried
   by two records) it is ignored, otherwise it is counted in the report as
   dropped. The journal still has it, for trackers without that rule.
+* **A batch sent again is not written twice**, even by another process
+  (`rltrack sync` after a crash that came before the cursor was saved): in
+  offline mode the run's folders are listed in `cursors/neptune_run.json`,
+  and a new session starts every series from the last point those folders
+  hold; points at or before it are already there and are skipped uncounted.
 * **NaN and ±inf** are skipped, as the client would do with a warning per
   value; here they are counted in the report instead. None values likewise.
 * Text becomes string series (values over Neptune's 1000 characters cut and
@@ -39,6 +44,7 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -49,6 +55,7 @@ from typing import Any, Sequence
 
 from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend
+from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import ensure_installed, require
 
@@ -93,6 +100,7 @@ class NeptuneBackend(RemoteBackend):
         self._last: dict[str, tuple[int, Any]] = {}  # series path -> (step, value) of its last point
         self._kinds: dict[str, str] = {}  # series path -> "float" | "string" | "file"
         self._counts: Counter[tuple[str, str]] = Counter()  # this batch's, reported once it is written
+        self._earlier: dict[str, int] = {}  # series path -> last step held by earlier sessions' folders
 
     def open(self, run: RunContext) -> None:
         super().open(run)
@@ -128,28 +136,59 @@ class NeptuneBackend(RemoteBackend):
 
     def _init(self) -> Any:
         self._neptune = neptune = require("neptune", "neptune", "The neptune backend")
+        state_path = self.run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        folders: list[str] = json.loads(state_path.read_text())["folders"] if state_path.is_file() else []
+        if self.mode == "offline":
+            self._resume_from([self.data_dir / "offline" / name for name in folders])
+        offline = self.data_dir / "offline"
         with _DATA_DIR_LOCK:
-            previous = os.environ.get(_DATA_DIR_VAR)
-            os.environ[_DATA_DIR_VAR] = str(self.data_dir)
-            try:
-                return neptune.init_run(
-                    project=self.project,
-                    mode=self.mode,
-                    name=self.run_name or self.run.name,
-                    tags=self.tags,
-                    capture_stdout=False,
-                    capture_stderr=False,
-                    capture_hardware_metrics=False,
-                    capture_traceback=False,
-                    fail_on_exception=False,
-                    git_ref=False,
-                    source_files=[],
-                )
-            finally:
-                if previous is None:
-                    del os.environ[_DATA_DIR_VAR]
-                else:
-                    os.environ[_DATA_DIR_VAR] = previous
+            before = set(os.listdir(offline)) if offline.is_dir() else set()
+            run = self._init_run(neptune)
+            if self.mode == "offline" and offline.is_dir():
+                folders += sorted(set(os.listdir(offline)) - before)
+        state_path.parent.mkdir(exist_ok=True)
+        tmp = state_path.with_name(state_path.name + ".tmp")
+        tmp.write_text(json.dumps({"folders": folders}))
+        os.replace(tmp, state_path)
+        return run
+
+    def _resume_from(self, folders: list[Path]) -> None:
+        """Every series' last point in the folders of earlier sessions."""
+        from rltrack.importers.neptune import operations
+
+        for folder in folders:
+            if not folder.is_dir():
+                continue
+            for op, _ in operations(folder):
+                if op.get("type") in ("LogFloats", "LogStrings") and op.get("values"):
+                    point = op["values"][-1]
+                    path = "/".join(op["path"])
+                    self._last[path] = (int(point["step"]), point["value"])
+                    self._earlier[path] = int(point["step"])
+
+    def _init_run(self, neptune: Any) -> Any:
+        """`init_run` with its data directory set; the caller holds `_DATA_DIR_LOCK`."""
+        previous = os.environ.get(_DATA_DIR_VAR)
+        os.environ[_DATA_DIR_VAR] = str(self.data_dir)
+        try:
+            return neptune.init_run(
+                project=self.project,
+                mode=self.mode,
+                name=self.run_name or self.run.name,
+                tags=self.tags,
+                capture_stdout=False,
+                capture_stderr=False,
+                capture_hardware_metrics=False,
+                capture_traceback=False,
+                fail_on_exception=False,
+                git_ref=False,
+                source_files=[],
+            )
+        finally:
+            if previous is None:
+                del os.environ[_DATA_DIR_VAR]
+            else:
+                os.environ[_DATA_DIR_VAR] = previous
 
     def _values(self, event: Event) -> list[tuple[str, Any]]:
         """The series points of one event as (path, value); fields and uploads are written here."""
@@ -193,7 +232,7 @@ class NeptuneBackend(RemoteBackend):
             return
         previous = last.get(path)
         if previous is not None and step <= previous[0]:
-            if (step, value) != previous:
+            if (step, value) != previous and step > self._earlier.get(path, step - 1):
                 self._count("dropped", "step not above the series' last step (Neptune needs increasing steps)")
             return
         last[path] = (step, value)

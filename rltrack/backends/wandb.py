@@ -27,7 +27,14 @@ Why it is built this way:
   the run directory, so a run directory holds everything of its run.
 * **One W&B run per rltrack run**: the id of the W&B run, once created, is
   kept in `cursors/wandb_run.json` and resumed (`resume="allow"`), so
-  `rltrack sync` after a crash continues the same run. A failed `wandb.init`
+  `rltrack sync` after a crash continues the same run.
+* **A batch sent again logs no row twice.** Before a batch's first row, the
+  state file records the batch's first event and how many rows the W&B run
+  held then; a batch offered again (a retry, or `rltrack sync` after the
+  process died before saving its cursor) skips the rows the run already holds.
+  What the run holds is read from W&B itself on resume: the history records
+  of the run's earlier offline files, or the resumed run's `starting_step`
+  online. Rows W&B never received are sent; none is sent twice. A failed `wandb.init`
   leaves its id reserved in the process ("run ID is in use" on every retry):
   a new run is then tried with a fresh id, but a saved run is not, and waits
   for `rltrack sync` in a new process.
@@ -44,7 +51,9 @@ import json
 import math
 import os
 import re
+import struct
 import uuid
+import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -94,7 +103,7 @@ class WandbBackend(RemoteBackend):
         self._wandb: Any = None  # the module, imported on the delivery thread
         self._run: Any = None
         self._defined: set[str] = set()
-        self._partial: tuple[str, int] | None = None  # (first event of a batch, rows already logged from it)
+        self._rows = 0  # history rows the W&B run holds (earlier sessions included)
         self._failed_id: str | None = None  # W&B keeps this id reserved in this process
 
     def open(self, run: RunContext) -> None:
@@ -104,15 +113,27 @@ class WandbBackend(RemoteBackend):
 
     def deliver(self, events: list[Event]) -> None:
         first = events[0].to_json()
-        done = self._partial[1] if self._partial and self._partial[0] == first else 0
         if self._run is None:
             self._run = self._init([e for e in events if e.kind == "hparams"])
-        for index in range(done, len(events)):
+        state = self._load_state()
+        if state.get("batch") == first:  # begun before, by this process or one that died: skip what W&B holds
+            held = self._rows - int(state["rows_before"])
+        else:
+            held = 0
+            self._save_state(batch=first, rows_before=self._rows)
+        for event in events:
             try:
-                self._send(events[index])
+                row = self._send(event)
             except (ValueError, TypeError) as exc:  # W&B refuses this event: count it, keep going
-                self.run.report.count("dropped", f"{events[index].kind} event: {type(exc).__name__}: {exc}", section=self.name)
-            self._partial = (first, index + 1)
+                self.run.report.count("dropped", f"{event.kind} event: {type(exc).__name__}: {exc}", section=self.name)
+                continue
+            if row is None:
+                continue
+            if held > 0:
+                held -= 1
+                continue
+            self._run.log(row)
+            self._rows += 1
 
     def close(self, status: str) -> None:
         if self._run is not None:
@@ -137,6 +158,7 @@ class WandbBackend(RemoteBackend):
             disable_job_creation=True,
         )
         run_id = self._run_id()
+        earlier = sorted(self._dir.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb"))
         try:
             run = wandb.init(
                 **{k: v for k, v in self.settings.items() if k != "name"},
@@ -151,16 +173,27 @@ class WandbBackend(RemoteBackend):
         except Exception:
             self._failed_id = run_id
             raise
+        if self.settings["mode"] == "offline":
+            self._rows = sum(_history_rows(path) for path in earlier)
+        else:
+            self._rows = int(getattr(run, "starting_step", 0) or 0)
+        self._save_state(id=run_id)
+        return run
+
+    def _load_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = json.loads(self._state.read_text()) if self._state.is_file() else {}
+        return state
+
+    def _save_state(self, **changes: Any) -> None:
         self._state.parent.mkdir(exist_ok=True)
         tmp = self._state.with_name(self._state.name + ".tmp")
-        tmp.write_text(json.dumps({"id": run_id}))
+        tmp.write_text(json.dumps({**self._load_state(), **changes}))
         os.replace(tmp, self._state)
-        return run
 
     def _run_id(self) -> str:
         """The saved run's id, else a fresh one. A saved id whose `init` failed
         in this process cannot be retried here (W&B holds it as "in use")."""
-        saved = json.loads(self._state.read_text())["id"] if self._state.is_file() else None
+        saved = self._load_state().get("id")
         if saved is not None and saved == self._failed_id:
             raise RuntimeError(
                 f"wandb.init of W&B run {saved} failed earlier in this process, and W&B keeps the id reserved "
@@ -168,13 +201,15 @@ class WandbBackend(RemoteBackend):
             )
         return str(saved or uuid.uuid4().hex[:16])
 
-    def _send(self, event: Event) -> None:
+    def _send(self, event: Event) -> dict[str, Any] | None:
+        """Hyperparameters and checkpoints go to W&B here (repeating them is
+        harmless); returns the history row of any other event, None if it has none."""
         if event.kind == "hparams":
             self._run.config.update(event.data, allow_val_change=True)
-            return
+            return None
         if event.kind == "artifact":
             self._checkpoint(event)
-            return
+            return None
         values = {}
         for key, value in event.data.items():
             try:
@@ -185,10 +220,10 @@ class WandbBackend(RemoteBackend):
             if converted is not None:
                 values[event.tag(key)] = converted
         if not values:
-            return
+            return None
         row = self._with_axes(values, event.steps)
         self._define(row, event.steps)
-        self._run.log(row)
+        return row
 
     def _convert(self, kind: str, key: str, value: Any) -> Any:
         """The W&B value of one event value, or None (counted) when it has none."""
@@ -254,3 +289,31 @@ class WandbBackend(RemoteBackend):
         aliases = ["latest"] + ([f"iteration_{iteration}"] if iteration is not None else []) + (["best"] if event.data.get("best") else [])
         self._run.log_artifact(artifact, aliases=aliases)
 
+
+def _history_rows(path: Path) -> int:
+    """How many history rows a W&B run file holds. The file is LevelDB's log
+    format after a 7-byte header: 32 KiB blocks of `crc32 u32 | length u16 |
+    type u8 | data` records (types full 1, first 2, middle 3, last 4) holding
+    `wandb_internal_pb2.Record` messages. A torn or damaged tail (a killed
+    process) ends the count: W&B holds nothing after it."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    header = struct.Struct("<IHB")
+    pos, rows, payload = 7, 0, b""
+    while pos + header.size <= len(data):
+        left = 32768 - pos % 32768
+        crc, length, kind = header.unpack_from(data, pos) if left >= header.size else (0, 0, 0)
+        if length == 0 and kind == 0:  # block padding
+            pos += left
+            continue
+        body = data[pos + header.size : pos + header.size + length]
+        if len(body) < length or zlib.crc32(body, zlib.crc32(bytes([kind]))) != crc:
+            break
+        pos += header.size + length
+        payload = body if kind in (1, 2) else payload + body
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(payload)
+            rows += record.WhichOneof("record_type") == "history"
+    return rows

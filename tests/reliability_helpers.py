@@ -1,0 +1,127 @@
+"""Shared pieces of the reliability tests: child processes and tracker read-back.
+
+Why a module: the crash, exit and environment tests all start a real Python
+child that logs through rltrack (so it can be killed, interrupted or starved
+without taking pytest down), and they all read back what each tracker really
+stored: MLflow through its client, W&B from its `.wandb` files (also those a
+killed process left torn), Neptune from the operations in `data-*.log`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import wandb_reader
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def child_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a child: rltrack importable, trackers offline, and
+    every tracker's own directories (config, cache, HOME) under `home`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "NEPTUNE_", "MLFLOW_", "RLTRACK_"))}
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        HOME=str(home),
+        WANDB_MODE="offline",
+        WANDB_SILENT="true",
+        WANDB_CONFIG_DIR=str(home / "wandb_config"),
+        WANDB_CACHE_DIR=str(home / "wandb_cache"),
+        WANDB_DATA_DIR=str(home / "wandb_data"),
+        MLFLOW_DISABLE_TELEMETRY="true",
+        **extra,
+    )
+    return env
+
+
+def run_child(script: str, *args: str, home: Path, timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-c", script, *args], capture_output=True, text=True, env=child_env(home, **env), timeout=timeout, cwd=home
+    )
+
+
+def sync_run(run_dir: Path, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`rltrack sync RUN_DIR ...` as a user runs it."""
+    return subprocess.run(
+        [PYTHON, "-m", "rltrack.cli", "sync", str(run_dir), *args],
+        capture_output=True, text=True, env=child_env(home), timeout=300, cwd=home,
+    )  # fmt: skip
+
+
+def wandb_files(run_dir: Path) -> list[Path]:
+    """Every `.wandb` file of the run, complete or left torn by a killed process, oldest first."""
+    return sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+
+
+def wandb_history(path: Path) -> list[dict[str, Any]]:
+    """History rows of one `.wandb` file; a torn tail ends the file."""
+    rows = []
+    try:
+        for record in wandb_reader.records(path):
+            if record.WhichOneof("record_type") == "history":
+                rows.append({wandb_reader._item_key(i): json.loads(i.value_json) for i in record.history.item})
+    except ValueError:  # a checksum broken by the kill: nothing after it was written whole
+        pass
+    return rows
+
+
+def wandb_exit_codes(run_dir: Path) -> list[int]:
+    """The exit codes of the run's W&B sessions that ended (a killed one has none)."""
+    codes = []
+    for path in wandb_files(run_dir):
+        try:
+            codes += [exit.exit_code for exit in wandb_reader.of_type(path, "exit")]
+        except ValueError:
+            pass
+    return codes
+
+
+def neptune_operations(run_dir: Path) -> list[dict[str, Any]]:
+    """Every queued Neptune operation of every offline folder of the run (torn lines skipped)."""
+    ops = []
+    folders = (run_dir / ".neptune" / "offline").iterdir()
+    for folder in sorted(folders, key=lambda f: json.loads((f / "metadata.json").read_text())["createdAt"]):
+        for log in sorted(folder.glob("data-*.log"), key=lambda p: int(p.stem.split("-")[1])):
+            for line in log.read_text().splitlines():
+                try:
+                    ops.append(json.loads(line)["obj"])
+                except ValueError:
+                    pass
+    return ops
+
+
+def neptune_floats(run_dir: Path, path: str) -> list[tuple[int, float]]:
+    """(step, value) of every point of the float series `path`, across the run's folders."""
+    return [
+        (int(v["step"]), v["value"])
+        for op in neptune_operations(run_dir)
+        if op["type"] == "LogFloats" and "/".join(op["path"]) == path
+        for v in op["values"]
+    ]
+
+
+def neptune_failed(run_dir: Path) -> list[bool]:
+    """Every value assigned to `sys/failed`, in order."""
+    return [op["value"] for op in neptune_operations(run_dir) if op["type"] == "AssignBool" and op["path"] == ["sys", "failed"]]
+
+
+def mlflow_run(run_dir: Path) -> tuple[Any, str]:
+    from mlflow import MlflowClient
+
+    state = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())
+    return MlflowClient(state["tracking_uri"]), state["run_id"]
+
+
+def mlflow_history(run_dir: Path, key: str) -> list[tuple[int, float]]:
+    client, run_id = mlflow_run(run_dir)
+    return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+
+
+def meta(run_dir: Path) -> dict[str, Any]:
+    return dict(json.loads((run_dir / "meta.json").read_text()))
