@@ -78,10 +78,11 @@ assert "acme" not in sys.modules, "the adapter imported acme at import time"
 logger = rltrack.make_logger({{"run": {{"root": {str(tmp_path)!r}, "name": "noacme"}}, "backends": {{"use": ["memory"]}}}})
 ours = adapter.RLTrackLogger(logger, "learner", "learner_steps")
 ours.write({{"loss": 0.5, "learner_steps": 3}})
+ours.close()
 logger.close()
-[event] = logger.backends["memory"].events
-assert event.steps == {{"learner_steps": 3, "train_iter": 3}}, event.steps
-assert event.data["total_loss_avg"] == 0.5
+record, block = [e for e in logger.backends["memory"].events if e.kind == "scalars"]
+assert record.steps == block.steps == {{"learner_steps": 3, "train_iter": 3}}, record.steps
+assert record.data == {{"loss": 0.5, "learner_steps": 3}} and block.data == {{"total_loss_avg": 0.5}}
 print("ok")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
@@ -98,8 +99,8 @@ def test_our_loggers_are_acme_loggers(tmp_path):
     chain = loggers.NoneFilter(loggers.Dispatcher([ours, loggers.InMemoryLogger()]))
     chain.write({"loss": np.float32(1.5), "learner_steps": 1, "unset": None})
     factory.close()
-    [event] = factory.logger.backends["memory"].events
-    assert event.data == {"loss": 1.5, "learner_steps": 1, "total_loss_avg": 1.5}
+    record, block = factory.logger.backends["memory"].events  # the record, then the learner block at close
+    assert record.data == {"loss": 1.5, "learner_steps": 1} and block.data == {"total_loss_avg": 1.5}
 
 
 def test_tee_keeps_acme_csv_and_terminal_output_identical(tmp_path):
@@ -133,15 +134,14 @@ def test_tee_keeps_acme_csv_and_terminal_output_identical(tmp_path):
     assert len(rows) == len(records)
 
     memory = factory.logger.backends["memory"]
-    events = [e for e in memory.events if e.namespace == "collector"]
+    events = [e for e in memory.events if e.namespace == "collector" and "episode_return" in e.data]
     assert len(events) == len(records)
     for event, record in zip(events, records):
         assert event.source == "acme" and event.worker == "3" and event.kind == "scalars"
         assert event.steps == {"actor_steps": int(record["actor_steps"]), "env_steps": int(record["actor_steps"])}
         assert list(event.steps)[0] == "actor_steps"  # steps_key is the primary axis
         assert event.data["episode_return"] == float(record["episode_return"])
-        assert event.data["reward_mean"] == event.data["episode_return"]
-        assert event.data["total_envstep_count"] == int(record["actor_steps"])
+        assert "reward_mean" not in event.data  # the collector blocks carry the canonical names
     # every row of Acme's CSV is one of rltrack's records, value for value
     by_steps = {e.data["actor_steps"]: e.data for e in events}
     for row in rows:
@@ -152,8 +152,12 @@ def test_tee_keeps_acme_csv_and_terminal_output_identical(tmp_path):
         assert float(row["steps_per_second"]) == ours["steps_per_second"]
         assert int(row["actor_episodes"]) == ours["actor_episodes"]
     # and the journal on disk says the same
-    journal = [e for e in read_journal(factory.logger.run_dir) if e.namespace == "collector"]
+    journal = [e for e in read_journal(factory.logger.run_dir) if e.namespace == "collector" and "episode_return" in e.data]
     assert [e.steps["actor_steps"] for e in journal] == [int(r["actor_steps"]) for r in records]
+    # blocks of 10 episodes by default: the 8 episodes are one block, sent at close
+    [block] = [e for e in memory.events if e.namespace == "collector" and "reward_mean" in e.data]
+    assert block.data["episode_count"] == 8 and block.steps == events[-1].steps
+    assert block.data["reward_mean"] == pytest.approx(np.mean([float(r["episode_return"]) for r in records]))
 
 
 def test_rltrack_sees_writes_that_acme_time_filter_drops(tmp_path):
@@ -165,9 +169,11 @@ def test_rltrack_sees_writes_that_acme_time_filter_drops(tmp_path):
         logger.write(record)
     factory.close()
     assert len(inner.data) == 1  # Acme's chain: unchanged behaviour
-    events = factory.logger.backends["memory"].events
-    assert [e.namespace for e in events] == ["evaluator"] * 5
-    assert "reward_mean" in events[0].data and "episode_return" in events[0].data
+    events = [e for e in factory.logger.backends["memory"].events if e.kind == "scalars"]
+    assert {e.namespace for e in events} == {"evaluator"}
+    assert len([e for e in events if "episode_return" in e.data]) == 5
+    # actor_steps moves on at every record: each episode is its own evaluation, hence its own block
+    assert [e.data["episode_count"] for e in events if "reward_mean" in e.data] == [1] * 5
 
 
 class RandomActor(core.Actor):
@@ -230,7 +236,7 @@ def test_real_environment_loop_through_factory_tee_with_acme_default_logger(tmp_
         loop = acme.EnvironmentLoop(Corridor(), RandomActor(2), counter=counter, logger=factory("actor", "actor_steps", 0))
         loop.run(num_episodes=5)
     assert printed and printed[0].startswith("[Actor] ")
-    events = factory.logger.backends["memory"].events
+    *events, block = [e for e in factory.logger.backends["memory"].events if e.kind == "scalars"]
     assert len(events) == 5
     steps = [e.steps["actor_steps"] for e in events]
     assert steps == sorted(steps) and steps[-1] == counter.get_counts()["actor_steps"]
@@ -238,7 +244,9 @@ def test_real_environment_loop_through_factory_tee_with_acme_default_logger(tmp_
     assert all(e.steps["env_steps"] == e.steps["actor_steps"] for e in events)
     lengths = [e.data["episode_length"] for e in events]
     assert np.cumsum(lengths).tolist() == steps
-    assert all(e.data["reward_mean"] in (0.0, 1.0) for e in events)
+    assert block.data["episode_count"] == 5 and block.data["envstep_count"] == steps[-1]  # the block, at close
+    histogram = next(e for e in factory.logger.backends["memory"].events if e.kind == "histogram")
+    assert histogram.data["each_reward"] == [e.data["episode_return"] for e in events]
     meta = json.loads((factory.logger.run_dir / "meta.json").read_text())
     assert meta["status"] == "finished" and meta["info"]["framework"] == "acme"
 
@@ -263,14 +271,18 @@ def test_factory_called_as_acme_experiments_call_it_shares_one_run(tmp_path):
 
     journal = list(read_journal(factory.logger.run_dir))
     assert len(list((tmp_path / "runs").iterdir())) == 1
-    learner_events = [e for e in journal if e.namespace == "learner"]
+    *learner_events, learner_block = [e for e in journal if e.namespace == "learner" and e.kind == "scalars"]
     assert [e.steps for e in learner_events] == [
         {"learner_steps": i + 1, "train_iter": i + 1, "actor_steps": 100 * i, "env_steps": 100 * i} for i in range(3)
     ]
-    assert [e.data["total_loss_avg"] for e in learner_events] == [float(np.float32(1.0 / (i + 1))) for i in range(3)]
-    assert sorted({e.worker for e in journal if e.namespace == "collector"}) == ["0", "1", "7"]
-    [ev] = [e for e in journal if e.namespace == "evaluator"]
-    assert ev.steps == {"actor_steps": 200, "env_steps": 200} and ev.data["reward_mean"] == 3.0
+    losses = [float(np.float32(1.0 / (i + 1))) for i in range(3)]
+    assert [e.data["loss"] for e in learner_events] == losses
+    assert learner_block.data == {"total_loss_avg": pytest.approx(np.mean(losses))}  # the interval's average, at close
+    assert learner_block.steps == learner_events[-1].steps
+    assert sorted({e.worker for e in journal if e.namespace == "collector" and "episode_return" in e.data}) == ["0", "1", "7"]
+    ev, block = [e for e in journal if e.namespace == "evaluator" and e.kind == "scalars"]
+    assert ev.steps == block.steps == {"actor_steps": 200, "env_steps": 200}
+    assert ev.data["episode_return"] == block.data["reward_mean"] == 3.0
     # a logger without steps_key and no counter keys numbers its own records on "step"
     assert [e.steps for e in journal if e.namespace == "replay"] == [{"step": 0}, {"step": 1}, {"step": 2}]
     with pytest.raises(RuntimeError, match="closed"):
@@ -290,27 +302,30 @@ def test_acme_040_two_argument_factory_is_teed(tmp_path):
     factory.close()
     assert made["learner"][0] == "learner_steps"
     assert made["learner"][1].data == [{"critic_loss": 2.0, "learner_steps": 1}]
-    [event] = factory.logger.backends["memory"].events
-    assert event.data["critic_loss_avg"] == 2.0
+    record, block = factory.logger.backends["memory"].events
+    assert record.data == {"critic_loss": 2.0, "learner_steps": 1} and block.data == {"critic_loss_avg": 2.0}
 
 
 @pytest.mark.parametrize(
-    ("names", "data_keys", "axes"),
+    ("names", "record_keys", "block", "axes"),
     [
-        ("native", {"episode_return", "actor_steps"}, ["actor_steps"]),
-        ("canonical", {"reward_mean", "total_envstep_count"}, ["env_steps"]),
-        ("both", {"episode_return", "actor_steps", "reward_mean", "total_envstep_count"}, ["actor_steps", "env_steps"]),
+        ("native", {"episode_return", "actor_steps"}, False, ["actor_steps"]),
+        ("canonical", None, True, ["env_steps"]),  # every key has a canonical twin in the block
+        ("both", {"episode_return", "actor_steps"}, True, ["actor_steps", "env_steps"]),
     ],
 )
-def test_run_names_mode_chooses_keys_and_axes(tmp_path, names, data_keys, axes):
+def test_run_names_mode_chooses_keys_and_axes(tmp_path, names, record_keys, block, axes):
     logger = rltrack.make_logger(memory_config(tmp_path, names=names))
     ours = RLTrackLogger(logger, "environment_loop", "actor_steps")
     ours.write({"episode_return": 1.0, "actor_steps": 10})
+    ours.close()
     logger.close()
-    [event] = logger.backends["memory"].events
-    assert event.namespace == "collector"
-    assert set(event.data) == data_keys
-    assert list(event.steps) == axes
+    scalars = [e for e in logger.backends["memory"].events if e.kind == "scalars"]
+    assert {e.namespace for e in scalars} == {"collector"} and all(list(e.steps) == axes for e in scalars)
+    records = [set(e.data) for e in scalars if "reward_mean" not in e.data]
+    assert records == ([record_keys] if record_keys else [])
+    blocks = [e.data for e in scalars if "reward_mean" in e.data]
+    assert [(b["reward_mean"], b["episode_count"]) for b in blocks] == ([(1.0, 1)] if block else [])
 
 
 def test_close_flushes_and_later_writes_are_counted_not_queued(tmp_path):
@@ -318,11 +333,12 @@ def test_close_flushes_and_later_writes_are_counted_not_queued(tmp_path):
     ours = RLTrackLogger(logger, "eval_loop", "actor_steps")
     ours.write({"episode_return": 1.0, "actor_steps": 1})
     ours.close()
-    assert len(logger.backends["memory"].events) == 1  # close waited for the pipeline
+    assert len(logger.backends["memory"].events) == 4  # close sent the block (scalars, each_reward, [INFO]) and waited
     ours.write({"episode_return": 2.0, "actor_steps": 2})
     assert logger.report.total("dropped") == 1
     logger.close()
-    assert [e.namespace for e in logger.backends["memory"].events] == ["evaluator"]
+    assert {e.namespace for e in logger.backends["memory"].events} == {"evaluator"}
+    assert len(logger.backends["memory"].events) == 4
     own = RLTrackLogger(rltrack.make_logger(memory_config(tmp_path, name="own")), "learner", close_logger=True)
     own.close()
     assert json.loads((own.logger.run_dir / "meta.json").read_text())["status"] == "finished"
@@ -345,7 +361,7 @@ def test_non_scalar_acme_values_are_routed_by_the_core(tmp_path):
     ours.write({"learner_steps": np.int64(1), "q_values": np.arange(4.0), "phase": "warmup", "loss": np.array(0.25)})
     logger.close()
     kinds = {e.kind: e.data for e in logger.backends["memory"].events}
-    assert kinds["scalars"] == {"learner_steps": 1, "loss": 0.25, "total_loss_avg": 0.25}
+    assert kinds["scalars"] == {"learner_steps": 1, "loss": 0.25}  # the learner block comes at close (none here)
     assert kinds["histogram"] == {"q_values": [0.0, 1.0, 2.0, 3.0]}
     assert kinds["text"] == {"phase": "warmup"}
 

@@ -23,8 +23,16 @@ def _local_config(tmp_path: Path, name: str) -> dict[str, Any]:
     return {"run": {"root": str(tmp_path / "runs"), "name": name}, "backends": {"use": ["local"]}}
 
 
-def _blocks(run_dir: Path, namespace: str) -> list[Block]:
-    return read_blocks(run_dir / "log" / namespace / f"{namespace}_logger.txt")
+#: A key every block of the namespace has (the text logs also table the frameworks' own per-record values).
+_BLOCK_MARKERS = {"collector": "episode_count", "evaluator": "episode_count", "learner": None}
+
+
+def _blocks(run_dir: Path, namespace: str, marker: str | None = None) -> list[Block]:
+    """The stage blocks of a namespace's text log: the tables that have `marker`
+    (default: `_BLOCK_MARKERS`), or every table."""
+    marker = marker or _BLOCK_MARKERS[namespace]
+    blocks = read_blocks(run_dir / "log" / namespace / f"{namespace}_logger.txt")
+    return [b for b in blocks if marker is None or marker in b.values]
 
 
 def assert_episode_stats(block: Block, returns: list[float], lengths: list[int] | None) -> None:
@@ -41,14 +49,14 @@ def assert_episode_stats(block: Block, returns: list[float], lengths: list[int] 
         assert values["avg_envstep_per_episode"] == pytest.approx(np.mean(lengths), rel=1e-5)
 
 
-def assert_text_equals_tfevents(blocks: list[Block], namespace: str, tfevents: dict[str, dict[int, float]], axis: str) -> None:
-    """Every number of every text block equals the tfevents scalar of that tag at
-    the block's `axis` step (TensorBoard keeps float32: 6 significant digits)."""
+def assert_text_equals_tfevents(blocks: list[Block], namespace: str, tfevents: dict[str, dict[int, list[float]]], axis: str) -> None:
+    """Every number of every text block equals the one tfevents scalar of that tag
+    at the block's `axis` step (TensorBoard keeps float32: 6 significant digits)."""
     compared = 0
     for block in blocks:
         for key, value in block.values.items():
             if isinstance(value, (int, float)):
-                assert tfevents[f"{namespace}/{key}"][block.steps[axis]] == pytest.approx(value, rel=1e-5, abs=1e-9), key
+                assert tfevents[f"{namespace}/{key}"][block.steps[axis]] == [pytest.approx(value, rel=1e-5, abs=1e-9)], key
                 compared += 1
     assert compared >= len(blocks)
 
@@ -155,3 +163,131 @@ def test_spinup_epochs_give_collector_evaluator_learner_blocks(tmp_path: Path) -
     assert [b.values["value_loss_avg"] for b in learner] == pytest.approx([r["LossV"][0] for r in seen], rel=1e-5)
     assert "cur_lr_avg" not in learner[0].values
     assert_text_equals_tfevents(learner, "learner", tfevents, "env_steps")
+
+
+# ---- Acme -------------------------------------------------------------------------
+
+
+def _import_acme() -> Any:
+    """Acme 0.4.0 imports launchpad, which has no wheels for Python >= 3.11: the
+    marked stand-in in tests/standins is used when it is missing."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("launchpad") is None:
+        sys.path.insert(0, str(Path(__file__).parent / "standins"))
+    return pytest.importorskip("acme")
+
+
+def _recording_walk_env(dm_env: Any, specs: Any, seed: int) -> Any:
+    """A small dm_env environment: a 1-D random walk with noisy rewards, ended at
+    |position| = 3 or after 25 steps; it records each finished episode's return
+    and length in `episodes` itself."""
+
+    class RecordingWalk(dm_env.Environment):
+        def __init__(self) -> None:
+            self.rng = np.random.default_rng(seed)
+            self.episodes: list[tuple[float, int]] = []
+            self.pos, self.t, self.ret = 0, 0, 0.0
+
+        def reset(self) -> Any:
+            self.pos, self.t, self.ret = 0, 0, 0.0
+            return dm_env.restart(np.float32([0.0]))
+
+        def step(self, action: Any) -> Any:
+            self.t += 1
+            self.pos += 1 if int(action) == 1 else -1
+            reward = float(np.float32(self.rng.normal(0.5, 1.0)))
+            self.ret += reward
+            obs = np.float32([self.pos])
+            if abs(self.pos) >= 3 or self.t >= 25:
+                self.episodes.append((self.ret, self.t))
+                end = dm_env.termination if abs(self.pos) >= 3 else dm_env.truncation
+                return end(np.float32(reward), obs)
+            return dm_env.transition(np.float32(reward), obs)
+
+        def observation_spec(self) -> Any:
+            return specs.Array((1,), np.float32)
+
+        def action_spec(self) -> Any:
+            return specs.DiscreteArray(2, dtype=np.int32)
+
+    return RecordingWalk()
+
+
+def test_acme_environment_loops_and_learner_give_blocks(tmp_path: Path) -> None:
+    acme = _import_acme()
+    import dm_env
+    from acme import core, specs
+    from acme.utils import counting
+
+    from rltrack.adapters.acme import RLTrackLogger
+
+    class RandomActor(core.Actor):
+        def __init__(self) -> None:
+            self.rng = np.random.default_rng(1)
+
+        def select_action(self, observation: Any) -> Any:
+            return np.int32(self.rng.integers(2))
+
+        def observe_first(self, timestep: Any) -> None:
+            pass
+
+        def observe(self, action: Any, next_timestep: Any) -> None:
+            pass
+
+        def update(self, wait: bool = False) -> None:
+            pass
+
+    logger = rltrack.make_logger(_local_config(tmp_path, "acme"))
+    counter = counting.Counter()
+    train_env, eval_env = _recording_walk_env(dm_env, specs, 0), _recording_walk_env(dm_env, specs, 1)
+    actor_logger = RLTrackLogger(logger, "actor", "actor_steps", stage_every=4)
+    eval_logger = RLTrackLogger(logger, "evaluator", "actor_steps")
+    learner_logger = RLTrackLogger(logger, "learner", "learner_steps", stage_every=5)
+    train_loop = acme.EnvironmentLoop(train_env, RandomActor(), counting.Counter(counter, prefix="actor", time_delta=0.0), actor_logger)
+    eval_loop = acme.EnvironmentLoop(eval_env, RandomActor(), counting.Counter(counter, prefix="evaluator", time_delta=0.0), eval_logger)
+    learner_counter = counting.Counter(counter, prefix="learner", time_delta=0.0)  # as run_experiment: counts shared at once
+    rng = np.random.default_rng(2)
+    weight, losses = 0.0, []
+    for _ in range(2):
+        train_loop.run(num_episodes=5)
+        for _ in range(5):  # a learner's SGD steps: least squares on fresh data
+            x = rng.normal(size=16)
+            y = 3.0 * x
+            loss = float(np.mean((weight * x - y) ** 2))
+            weight -= 0.1 * float(np.mean(2 * (weight * x - y) * x))
+            losses.append(loss)
+            learner_logger.write({"loss": loss, "learning_rate": 0.1, **learner_counter.increment(steps=1)})
+        eval_loop.run(num_episodes=3)
+    for acme_logger in (actor_logger, eval_logger, learner_logger):
+        acme_logger.close()
+    logger.close()
+    tfevents = read_tfevents(logger.run_dir / "log" / "serial")
+
+    collector = _blocks(logger.run_dir, "collector")
+    groups = [train_env.episodes[0:4], train_env.episodes[4:8], train_env.episodes[8:10]]  # 4 per block, the rest at close
+    assert len(collector) == 3
+    for block, episodes in zip(collector, groups):
+        returns, lengths = [r for r, _ in episodes], [n for _, n in episodes]
+        assert_episode_stats(block, returns, lengths)
+        assert block.values["envstep_count"] == sum(lengths)
+        assert block.values["collect_time"] > 0 and block.values["avg_envstep_per_sec"] > 0
+    assert collector[-1].values["total_envstep_count"] == sum(n for _, n in train_env.episodes)
+    assert collector[-1].steps["actor_steps"] == sum(n for _, n in train_env.episodes)
+    assert_text_equals_tfevents(collector, "collector", tfevents, "actor_steps")
+
+    evaluator = _blocks(logger.run_dir, "evaluator")  # one per evaluation: 3 episodes each
+    assert len(evaluator) == 2
+    for block, episodes in zip(evaluator, (eval_env.episodes[:3], eval_env.episodes[3:])):
+        assert_episode_stats(block, [r for r, _ in episodes], [n for _, n in episodes])
+        assert block.values["envstep_count"] == sum(n for _, n in episodes)
+    assert [b.values["train_iter"] for b in evaluator] == [5, 10]  # the learner steps each evaluation saw
+    assert_text_equals_tfevents(evaluator, "evaluator", tfevents, "actor_steps")
+    assert len(read_info_lines(logger.run_dir / "log" / "evaluator" / "evaluator_logger.txt")) == 6
+
+    learner = _blocks(logger.run_dir, "learner", "total_loss_avg")
+    assert [b.values["total_loss_avg"] for b in learner] == pytest.approx([np.mean(losses[:5]), np.mean(losses[5:])], rel=1e-5)
+    assert [b.values["cur_lr_avg"] for b in learner] == pytest.approx([0.1, 0.1])
+    assert [b.steps["learner_steps"] for b in learner] == [5, 10]
+    assert_text_equals_tfevents(learner, "learner", tfevents, "learner_steps")

@@ -31,7 +31,31 @@ What a record becomes (one `Event` per `write`):
   actor and learner counts never mix in a shared run);
 * worker = `task_instance`; source = `"acme"`;
 * data: every key as Acme wrote it (the step keys stay in the data too, as in
-  Acme's CSV), plus canonical names from `CANONICAL` per `run.names`.
+  Acme's CSV), plus canonical names from `CANONICAL` per `run.names`, except
+  in the namespaces that get stage blocks (below), where the blocks are the
+  canonical names (with `"canonical"`, native keys that have a canonical twin
+  are then left to the block).
+
+DI-engine's stage blocks (`rltrack.stages`; not with `run.names = "native"`),
+from the raw records of one logging interval:
+
+* `collector` and `evaluator`: one record per finished episode (what
+  `EnvironmentLoop.run_episode` returns): `episode_count`, `envstep_count` (the
+  episodes' summed lengths), `reward_mean/std/max/min`, `each_reward`,
+  `avg_envstep_per_episode`, `collect_time` / `evaluate_time` (the episodes'
+  summed durations, `episode_length / steps_per_second` each) and the rates;
+  the collector's running totals count this logger's episodes. The evaluator
+  block also gets `train_iter` (the record's `learner_steps`, when the
+  evaluator's counter shares it) and one `[INFO]` line per episode;
+* `learner`: `<loss>_avg`, each loss key (`CANONICAL`'s, else any key with
+  "loss" in its name) averaged over the interval's records, and `cur_lr_avg`
+  from `learning_rate` / `lr` when a learner writes one;
+* the interval: every `stage_every` records of that logger (`STAGE_EVERY`
+  per namespace by default: 10 episodes, 100 learner records; the evaluator's
+  default None means "one evaluation": an evaluator block ends when the
+  training counters in its records (`actor_steps`, `learner_steps`) move on,
+  i.e. at the first episode of the next evaluation), at `end_stage()`, and at
+  `close()`. A block carries the steps of its last record.
 
 The calling thread only copies the dict (shallowly: numpy scalars, arrays and
 JAX arrays are converted on rltrack's pipeline thread, as Acme's own
@@ -56,8 +80,11 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from rltrack.pipeline import exit_status
+import numpy as np
+
 from rltrack.events import DEFAULT_STEP_AXIS, Event
+from rltrack.pipeline import exit_status
+from rltrack.stages import CollectorStats, LearnerAverages, emit_block, evaluator_block, evaluator_info_lines
 
 SOURCE = "acme"
 
@@ -96,6 +123,11 @@ CANONICAL: dict[str, str] = {
 
 NAME_MODES = ("both", "canonical", "native")
 
+#: Records per stage block, per namespace (None: the evaluator's one evaluation, see the module docstring).
+STAGE_EVERY: dict[str, int | None] = {"collector": 10, "evaluator": None, "learner": 100}
+#: Learner keys read as the learning rate (`cur_lr_avg`).
+LEARNING_RATE_KEYS = ("learning_rate", "lr")
+
 
 def namespace_for(label: str) -> str:
     """The rltrack namespace of an Acme logger label."""
@@ -122,6 +154,7 @@ class RLTrackLogger:
         *,
         close_logger: bool = False,
         on_close: Callable[[RLTrackLogger], None] | None = None,
+        stage_every: int | None = None,
     ) -> None:
         _register_with_acme()
         self.logger = logger
@@ -137,7 +170,15 @@ class RLTrackLogger:
         self._writes = 0
         mode = _names_mode(logger)
         self._axes = _axes(steps_key, mode)
-        self._renames = _renames(self.namespace, mode)
+        staged = mode != "native" and self.namespace in STAGE_EVERY
+        every = stage_every if stage_every is not None else STAGE_EVERY.get(self.namespace)
+        if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
+            raise ValueError(f"stage_every={stage_every!r}: give the number of records per stage block (an int >= 1), or None for the default")
+        self._stage: _Stage | None = None
+        if staged:
+            self._stage = (_LearnerStage if self.namespace == "learner" else _EpisodeStage)(logger, self.namespace, every)
+        self._renames = [] if staged else _renames(self.namespace, mode)
+        self._drop = {native for native, _ in _renames(self.namespace, mode)} if staged and mode == "canonical" else set()
         self._swap = mode == "canonical"
 
     def write(self, data: Mapping[str, Any]) -> None:
@@ -156,15 +197,27 @@ class RLTrackLogger:
         if not steps:
             steps[DEFAULT_STEP_AXIS] = self._writes
         self._writes += 1
+        if self._stage is not None:
+            self._stage.add(values, steps)
         for native, canonical in self._renames:
             if native in values:
                 values[canonical] = values.pop(native) if self._swap else values[native]
-        self.logger.emit(Event(time.time(), values, "scalars", self.namespace, steps, SOURCE, self._worker, self._run))
+        for native in self._drop:
+            values.pop(native, None)
+        if values:
+            self.logger.emit(Event(time.time(), values, "scalars", self.namespace, steps, SOURCE, self._worker, self._run))
+
+    def end_stage(self) -> None:
+        """Sends the stage block of the records written since the last one (e.g.
+        after `eval_loop.run(num_episodes=n)`); nothing if there are none."""
+        if self._stage is not None and not self.closed:
+            self._stage.send()
 
     def close(self) -> None:
         """Ends this Acme logger; see the class docstring for what happens to the rltrack Logger."""
         if self.closed:
             return
+        self.end_stage()
         self.closed = True
         if self._on_close is not None:
             self._on_close(self)
@@ -175,6 +228,123 @@ class RLTrackLogger:
 
     def __repr__(self) -> str:
         return f"RLTrackLogger(label={self.label!r}, steps_key={self.steps_key!r}, task_instance={self.task_instance!r}, run={self._run!r})"
+
+
+class _Stage:
+    """The raw records of one Acme logger since its last stage block."""
+
+    def __init__(self, logger: Any, namespace: str, every: int | None) -> None:
+        self.logger = logger
+        self.namespace = namespace
+        self.every = every
+        self.records = 0
+        self.steps: dict[str, Any] = {}
+
+    def add(self, values: Mapping[str, Any], steps: dict[str, Any]) -> None:
+        self.take(values)
+        self.records += 1
+        self.steps = steps
+        if self.every is not None and self.records >= self.every:
+            self.send()
+
+    def send(self) -> None:
+        if self.records:
+            block, info_lines = self.block()
+            emit_block(self.logger, self.namespace, block, self.steps, source=SOURCE, info_lines=info_lines)
+            self.records = 0
+
+    def take(self, values: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def block(self) -> tuple[dict[str, Any], list[str]]:
+        raise NotImplementedError
+
+
+class _EpisodeStage(_Stage):
+    """Collector / evaluator blocks from an environment loop's per-episode records."""
+
+    def __init__(self, logger: Any, namespace: str, every: int | None) -> None:
+        super().__init__(logger, namespace, every)
+        self.collector = CollectorStats()
+        self._clear()
+
+    def _clear(self) -> None:
+        self.rewards: list[float] = []
+        self.lengths: list[float] | None = []
+        self.duration: float | None = 0.0
+        self.train_counts: tuple[Any, ...] | None = None
+
+    def add(self, values: Mapping[str, Any], steps: dict[str, Any]) -> None:
+        counts = tuple(_number(values.get(key)) for key in STEP_AXES)
+        if self.namespace == "evaluator" and self.every is None and self.records and counts != self.train_counts:
+            self.send()  # training moved on: this record starts the next evaluation
+        self.train_counts = counts
+        super().add(values, steps)
+
+    def take(self, values: Mapping[str, Any]) -> None:
+        reward = _number(values.get("episode_return"))
+        if reward is None:
+            self.logger.report.count("dropped", f"acme {self.namespace} stage: an episode without a scalar episode_return")
+            return
+        self.rewards.append(reward)
+        length = _number(values.get("episode_length"))
+        speed = _number(values.get("steps_per_second"))
+        if self.lengths is not None:
+            self.lengths = None if length is None else [*self.lengths, length]
+        if self.duration is not None:
+            self.duration = None if length is None or not speed else self.duration + length / speed
+
+    def block(self) -> tuple[dict[str, Any], list[str]]:
+        rewards, lengths, duration = self.rewards, self.lengths, self.duration
+        train_iter = self.train_counts[1] if self.train_counts else None
+        self._clear()
+        if self.namespace == "collector":
+            envsteps = None if lengths is None else int(sum(lengths))
+            block = self.collector.stage(episode_rewards=rewards, episode_lengths=lengths, envstep_count=envsteps, duration=duration)
+            return block, []
+        block = evaluator_block(
+            episode_rewards=rewards,
+            episode_lengths=lengths,
+            duration=duration,
+            train_iter=None if train_iter is None else int(train_iter),
+        )
+        return block, evaluator_info_lines(rewards)
+
+
+class _LearnerStage(_Stage):
+    """Learner blocks: each loss and the learning rate averaged over the interval's records."""
+
+    def __init__(self, logger: Any, namespace: str, every: int | None) -> None:
+        super().__init__(logger, namespace, every)
+        self.averages = LearnerAverages()
+        self.names = {native.partition("/")[2]: canonical.partition("/")[2][: -len("_avg")]
+                      for native, canonical in CANONICAL.items() if native.startswith("learner/")}  # fmt: skip
+
+    def take(self, values: Mapping[str, Any]) -> None:
+        found: dict[str, float | None] = {}
+        for key, value in values.items():
+            name = self.names.get(key)
+            if name is None and key in LEARNING_RATE_KEYS:
+                name = "cur_lr"
+            elif name is None and "loss" in key:
+                name = key
+            if name is not None:
+                found[name] = _number(value)
+        self.averages.add(found)
+
+    def block(self) -> tuple[dict[str, Any], list[str]]:
+        return (self.averages.take() if self.averages else {}), []
+
+
+def _number(value: Any) -> float | None:
+    """A finite-or-not float from a Python/numpy/JAX scalar or 1-element array; None otherwise."""
+    if value is None or isinstance(value, (str, bytes)):
+        return None
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    return float(array.reshape(())) if array.size == 1 else None
 
 
 class TeeLogger:
@@ -308,6 +478,7 @@ class RLTrackLoggerFactory:
             self._closed = True
         if logger is not None:
             for made in list(self.made):
+                made.end_stage()
                 made.closed = True
             logger.close(status=status)
 
