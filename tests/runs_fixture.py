@@ -20,9 +20,11 @@ queries must answer from these declarations rather than from the index.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +124,8 @@ def _acme_run(root: Path) -> MadeRun:
             actor.write({"episode_return": reward, "actor_steps": 100 * i, "episode_length": 100})
         factory("evaluator", steps_key="actor_steps").write({"episode_return": 25.0, "actor_steps": 300})
         run_dir = factory.logger.run_dir
-    return MadeRun("acme", "rltrack", "acme", {"env_id": "Pendulum-v1", "lr": 0.0003}, rewards, run_dir)
+    # the adapter sums an actor's episodes up at close, DI-engine style: one collector/reward_mean, their mean
+    return MadeRun("acme", "rltrack", "acme", {"env_id": "Pendulum-v1", "lr": 0.0003}, [sum(rewards) / len(rewards)], run_dir)
 
 
 def _spinup_runs(root: Path, scratch: Path) -> list[MadeRun]:
@@ -190,8 +193,33 @@ def _plain_run(root: Path) -> MadeRun:
     return MadeRun("plain", "rltrack", "plain", {"env_id": "CartPole-v1", "lr": 0.02, "opt/eps": 1e-8}, rewards, logger.run_dir)
 
 
-def make_runs_root(root: Path, scratch: Path) -> list[MadeRun]:
-    """Fills `root` (see the module docstring); `scratch` holds what must not be under it."""
-    made = [_plain_run(root), *_sb3_runs(root), _acme_run(root), *_spinup_runs(root, scratch), _di_run(root)]
-    made += _tune_runs(root, scratch / "ray_results")
+def make_runs_root(root: Path, scratch: Path, with_tune: bool = True) -> list[MadeRun]:
+    """Fills `root` (see the module docstring); `scratch` holds what must not be under it.
+    `with_tune=False` leaves out the two `tune.run`s (a Ray session costs tens of seconds).
+    The returned paths are relative to `root`."""
+    saved = {k: os.environ.pop(k) for k in ("RLTRACK_CONFIG", "RLTRACK_BACKENDS") if k in os.environ}
+    try:
+        made = [_plain_run(root), *_sb3_runs(root), _acme_run(root), *_spinup_runs(root, scratch), _di_run(root)]
+        if with_tune:
+            made += _tune_runs(root, scratch / "ray_results")
+    finally:
+        os.environ.update(saved)
+    for run in made:
+        assert run.path is not None
+        run.path = run.path.resolve().relative_to(root.resolve())
     return made
+
+
+_BUILT: dict[bool, tuple[Path, list[MadeRun]]] = {}
+
+
+def runs_root_copy(tmp_path_factory: Any, target: Path, with_tune: bool = False) -> list[MadeRun]:
+    """A fresh copy of the fixture root at `target` (built once per test session
+    and kept for the other tests), without any index; returns what it holds."""
+    if with_tune not in _BUILT:
+        base = tmp_path_factory.mktemp("runs_fixture_tune" if with_tune else "runs_fixture")
+        made = make_runs_root(base / "root", base / "scratch", with_tune)
+        _BUILT[with_tune] = (base / "root", made)
+    source, made = _BUILT[with_tune]
+    shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns("rltrack_index.db*"))
+    return [dataclasses.replace(run) for run in made]
