@@ -94,7 +94,7 @@ class Event:
     def to_json(self) -> str:
         """One line of JSON. Non-finite floats are written as NaN/Infinity/-Infinity,
         as Python's json module, pandas and JavaScript's JSON5 readers accept."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), default=_json_fallback)
+        return _ENCODER.encode(self.to_dict())
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> Event:
@@ -125,3 +125,7 @@ class Event:
 def _json_fallback(value: Any) -> Any:
     """Last resort for values the normaliser let through (it should not): their text."""
     return repr(value)
+
+
+#: Built once: `json.dumps` with any option builds a new encoder per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=_json_fallback)

@@ -4,16 +4,40 @@ It is the source of truth of a run. Backends that are slow or down deliver
 from it later (each with its own cursor), `rltrack sync` replays it, and a
 crash loses at most what was not yet flushed (the pipeline flushes it at least
 once a second). Format: `journal.jsonl`, one `Event.to_json()` per line.
+
+Several processes writing one run (actors and a learner, env runners) each
+append to a journal of their own, `journal.<writer>.jsonl`, so that no line is
+ever interleaved with another process's; `read_journal(run_dir)` merges them
+in time order.
 """
 
 from __future__ import annotations
 
+import heapq
+import re
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 from rltrack.events import Event
 
 JOURNAL_NAME = "journal.jsonl"
+#: A writer's name is part of file names: letters, digits, `_`, `-`, `.`, not leading `.`.
+WRITER_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,99}")
+
+
+def journal_path(run_dir: Path, writer: str | None = None) -> Path:
+    """The journal of one writer of the run (None: the run's only writer)."""
+    return run_dir / (JOURNAL_NAME if writer is None else f"journal.{writer}.jsonl")
+
+
+def journal_files(run_dir: Path) -> dict[str | None, Path]:
+    """Every journal of the run, by writer (None for `journal.jsonl`)."""
+    files: dict[str | None, Path] = {}
+    if (run_dir / JOURNAL_NAME).is_file():
+        files[None] = run_dir / JOURNAL_NAME
+    for path in sorted(run_dir.glob("journal.*.jsonl")):
+        files[path.name[len("journal.") : -len(".jsonl")]] = path
+    return files
 
 
 class JournalWriter:
@@ -26,10 +50,11 @@ class JournalWriter:
         self.lines = 0
 
     def append(self, events: Iterable[Event]) -> None:
-        for event in events:
-            self._file.write(event.to_json())
-            self._file.write("\n")
-            self.lines += 1
+        lines = [event.to_json() for event in events]
+        if lines:
+            lines.append("")
+            self._file.write("\n".join(lines))
+            self.lines += len(lines) - 1
 
     def flush(self) -> None:
         self._file.flush()
@@ -39,15 +64,25 @@ class JournalWriter:
 
 
 def read_journal(path: str | Path) -> Iterator[Event]:
-    """Events of a journal file (or of the run directory holding it).
+    """Events of a journal file, or of a run directory: all its writers'
+    journals merged by event time.
 
     A torn last line, as a killed process leaves behind, is skipped; a bad line
     anywhere else is an error, because the file was then damaged by something
     other than a crash.
     """
     path = Path(path)
-    if path.is_dir():
-        path = path / JOURNAL_NAME
+    if not path.is_dir():
+        return _read_file(path)
+    files = journal_files(path)
+    if not files:
+        raise FileNotFoundError(f"{path} holds no journal ({JOURNAL_NAME} or journal.<writer>.jsonl)")
+    if len(files) == 1:
+        return _read_file(next(iter(files.values())))
+    return heapq.merge(*(_read_file(f) for f in files.values()), key=lambda event: event.time)
+
+
+def _read_file(path: Path) -> Iterator[Event]:
     with path.open(encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():

@@ -121,7 +121,10 @@ _PLAIN_TYPES = (int, float, type(None))
 
 def _is_plain(data: dict[Any, Any]) -> bool:
     """Non-empty str keys and values that are exactly int, float or None."""
-    return all(type(k) is str and k and type(v) in _PLAIN_TYPES for k, v in data.items())
+    for k, v in data.items():  # a loop, not all(<generator>): this runs for every record
+        if type(k) is not str or not k or type(v) not in _PLAIN_TYPES:
+            return False
+    return True
 
 
 def _clean_key(raw_key: Any, report: Report) -> str:

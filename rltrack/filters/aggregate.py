@@ -6,7 +6,7 @@ import math
 from typing import Any, Callable, Sequence
 
 from rltrack.events import Event
-from rltrack.filters.base import Filter, check_positive, compile_regex
+from rltrack.filters.base import Filter, KeyMatcher, check_positive
 
 
 def _sum(xs: list[float]) -> float:
@@ -30,7 +30,7 @@ def _std(xs: list[float]) -> float:
 def _nan_aware(stat: Callable[[list[float]], float]) -> Callable[[list[float]], float]:
     """nan if any value is nan, as numpy does: a diverged loss must show, and
     `sorted`/`min`/`max` give an order-dependent answer on nan."""
-    return lambda xs: math.nan if any(math.isnan(x) for x in xs) else stat(xs)
+    return lambda xs: math.nan if any(map(math.isnan, xs)) else stat(xs)
 
 
 def _median(xs: list[float]) -> float:
@@ -86,7 +86,7 @@ class AggregateFilter(Filter):
         seconds: float | None = None,
         passthrough: bool = True,
     ) -> None:
-        self._regex = compile_regex("regex", regex)
+        self._matches = KeyMatcher("regex", regex)
         if isinstance(stats, str) or not stats or any(s not in STATS for s in stats):
             raise ValueError(f"stats must be a non-empty list drawn from {', '.join(STATS)}, got {stats!r}")
         check_positive("every", every, integer=True, allow_none=True)
@@ -103,21 +103,29 @@ class AggregateFilter(Filter):
         # A window is [first value, first value + seconds): a value arriving after
         # it expired (no tick came in between) closes it and opens the next one.
         out = self._emit(event.namespace, None, event.time) if self._expired(event.namespace, event.time) else []
-        window = self._windows.setdefault(event.namespace, _Window())
-        rest = {}
+        window = self._windows.get(event.namespace)
+        if window is None:
+            window = self._windows[event.namespace] = _Window()
+        data = event.data
+        matching = self._matches.among(data)
         held = False
-        for key, value in event.data.items():
-            if self._regex.search(key):
-                if isinstance(value, (int, float)):
-                    window.values.setdefault(key, []).append(float(value))
-                    held = True
-            elif self.passthrough:
-                rest[key] = value
-            else:
-                window.last[key] = value
+        for key in matching:
+            value = data[key]
+            if isinstance(value, (int, float)):
+                window.values.setdefault(key, []).append(float(value))
                 held = True
-        if rest:
-            out.append(event.derive(rest))
+        if len(matching) < len(data):
+            if not matching:
+                rest = data
+            else:
+                rest = dict(data)
+                for key in matching:
+                    del rest[key]
+            if self.passthrough:
+                out.append(event.derive(rest))
+            else:
+                window.last.update(rest)
+                held = True
         if held:
             if window.records == 0:
                 window.opened = event.time

@@ -59,10 +59,16 @@ class FilterChain:
         return out
 
     def _run(self, events: list[Event], start: int) -> list[Event]:
-        for filt in self.filters[start:]:
+        for filt in self.filters[start:] if start else self.filters:
+            if len(events) == 1:  # the common case, without the list building below
+                passed = filt.apply(events[0])
+                if not passed and filt.empty_means_dropped:
+                    self._report.count("filtered", type(filt).__name__)
+                events = passed
+                continue
             if not events:
                 break
-            passed: list[Event] = []
+            passed = []
             for event in events:
                 result = filt.apply(event)
                 if not result and filt.empty_means_dropped:
@@ -70,6 +76,38 @@ class FilterChain:
                 passed.extend(result)
             events = passed
         return events
+
+
+class KeyMatcher:
+    """The keys `re.search(pattern, key)` matches, remembered: filters see the
+    same few keys on every record, so `among(data)` looks the record's key
+    tuple up instead of searching each key, and `__call__(key)` a single key.
+    At most `limit` entries of each are remembered, so a run that invents new
+    keys forever keeps bounded memory (and is searched as before)."""
+
+    def __init__(self, name: str, pattern: Any, limit: int = 4096) -> None:
+        self.regex = compile_regex(name, pattern)
+        self._known: dict[str, bool] = {}
+        self._selected: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._limit = limit
+
+    def __call__(self, key: str) -> bool:
+        known = self._known.get(key)
+        if known is None:
+            known = self.regex.search(key) is not None
+            if len(self._known) < self._limit:
+                self._known[key] = known
+        return known
+
+    def among(self, data: dict[str, Any]) -> tuple[str, ...]:
+        """The keys of `data` that match, in `data`'s order."""
+        keys = tuple(data)
+        selected = self._selected.get(keys)
+        if selected is None:
+            selected = tuple(key for key in keys if self(key))
+            if len(self._selected) < self._limit:
+                self._selected[keys] = selected
+        return selected
 
 
 def compile_regex(name: str, pattern: Any) -> re.Pattern[str]:

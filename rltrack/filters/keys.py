@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from rltrack.events import Event
-from rltrack.filters.base import Filter, compile_regex
+from rltrack.filters.base import Filter, KeyMatcher
 
 
 class KeyFilter(Filter):
@@ -14,15 +14,14 @@ class KeyFilter(Filter):
     def __init__(self, keep: str | None = None, drop: str | None = None) -> None:
         if keep is None and drop is None:
             raise ValueError("KeyFilter needs keep=<regex>, drop=<regex> or both")
-        self._keep = compile_regex("keep", keep) if keep is not None else None
-        self._drop = compile_regex("drop", drop) if drop is not None else None
+        self._keep = KeyMatcher("keep", keep) if keep is not None else None
+        self._drop = KeyMatcher("drop", drop) if drop is not None else None
 
     def apply(self, event: Event) -> list[Event]:
         data = {
             key: value
             for key, value in event.data.items()
-            if (self._keep is None or self._keep.search(key))
-            and (self._drop is None or not self._drop.search(key))
+            if (self._keep is None or self._keep(key)) and (self._drop is None or not self._drop(key))
         }
         if len(data) == len(event.data):
             return [event]

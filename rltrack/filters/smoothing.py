@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from rltrack.events import Event
-from rltrack.filters.base import Filter, compile_regex
+from rltrack.filters.base import Filter, KeyMatcher
 
 WARMUPS = ("acme", "debias")
 
@@ -24,7 +24,7 @@ class SmoothingFilter(Filter):
     """
 
     def __init__(self, regex: str, coeff: float = 0.99, warmup: str = "acme") -> None:
-        self._regex = compile_regex("regex", regex)
+        self._matches = KeyMatcher("regex", regex)
         if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or not 0 <= coeff < 1:
             raise ValueError(f"coeff must be a number in [0, 1), got {coeff!r}")
         if warmup not in WARMUPS:
@@ -35,8 +35,10 @@ class SmoothingFilter(Filter):
 
     def apply(self, event: Event) -> list[Event]:
         smoothed = {}
-        for key, value in event.data.items():
-            if not self._regex.search(key) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        data = event.data
+        for key in self._matches.among(data):
+            value = data[key]
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
                 continue
             smoothed[f"{key}_smoothed"] = self._update((event.namespace, key), float(value))
         if not smoothed:
