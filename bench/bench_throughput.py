@@ -1,0 +1,283 @@
+"""End-to-end throughput: records/s until every backend holds every record, read back to confirm.
+
+Why this exists: a cheap calling thread is worth nothing if the background
+falls behind. Issue 6 asks for the local backend end-to-end ≥ 100k records/s
+(1M scalars/s) on its one pipeline thread, TensorBoard events written ≥ 20×
+faster per scalar than `tensorboardX.SummaryWriter.add_scalar`, and MLflow
+delivery ≥ 20× per-record `mlflow.log_metrics` on the same store.
+
+Each measurement is a fresh run, timed from the first write until `close()`
+returns (for rltrack: journal, local files and every tracker complete), then
+read back (journal lines, TensorBoard event files with TensorBoard's own
+reader, MLflow metric history, the `.wandb` file, Neptune's offline data).
+The measurements of one group alternate, rotated, `--repetitions` times;
+the median and the min–max are reported.
+
+  * local        - rltrack, four filters, backends {local}, N records;
+  * TensorBoard  - rltrack's `EventFileWriter.write` of N pre-built 10-scalar
+                   events vs `tensorboardX.SummaryWriter.add_scalar` x 10 per
+                   record, each until its file is closed, µs per scalar;
+  * per tracker  - rltrack {local, <tracker>} vs the native client called once
+                   per record (W&B `run.log`, Neptune 10 `append`,
+                   `mlflow.log_metrics`) and, for MLflow, used its best way
+                   (`MlflowClient.log_batch`, 1000 metrics a request, built
+                   before timing); MLflow on the SQLite file and, unless
+                   --quick/--no-server, on a local `mlflow server`.
+
+    python bench/bench_throughput.py            # several minutes, starts a local mlflow server
+    python bench/bench_throughput.py --quick    # CI-sized, under a minute, no server
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import trackers
+from report import Section, verdict
+from timing import KEYS, records, repeat_alternating
+
+from rltrack.events import Event
+
+TARGET_LOCAL_RPS, TARGET_TB_SPEEDUP, TARGET_MLFLOW_SPEEDUP = 100_000.0, 20.0, 20.0
+
+
+class Counter:
+    """Numbers the runs of a benchmark so each gets a fresh directory and name."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.n = root, 0
+
+    def next(self, label: str) -> tuple[Path, str]:
+        self.n += 1
+        return self.root, f"{label}_{self.n:03d}"
+
+
+def check(what: str, held: int, wanted: int) -> None:
+    if held != wanted:
+        raise RuntimeError(f"{what}: read back {held} records, wrote {wanted}")
+
+
+# ---- rltrack ------------------------------------------------------------------------
+
+
+def rltrack_rps(runs: Counter, backends: list[str], n: int, mlflow_uri: str | None = None) -> Callable[[], float]:
+    def run() -> float:
+        root, name = runs.next("_".join(backends))
+        recs = records(n)
+        log = trackers.make_logger(root, name, backends, mlflow_uri)
+        start = time.perf_counter()
+        for i, rec in enumerate(recs):
+            log.write(rec, step=i, namespace="learner")
+        complete = log.close()
+        elapsed = time.perf_counter() - start
+        if not complete:
+            raise RuntimeError(f"{log.run_dir}: close() returned before everything was delivered")
+        check(f"{name} journal", trackers.journal_count(log.run_dir, "learner"), n)
+        for tracker in backends[1:]:
+            check(f"{name} {tracker}", trackers.ARRIVED[tracker](log.run_dir, "learner/fps"), n)
+        return n / elapsed
+
+    return run
+
+
+# ---- TensorBoard --------------------------------------------------------------------
+
+
+def tb_scalars(logdir: Path) -> int:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return sum(len(acc.Scalars(tag)) for tag in acc.Tags()["scalars"])
+
+
+def tb_rltrack(runs: Counter, n: int) -> Callable[[], float]:
+    """µs per scalar: rltrack's event-file writer, one event of 10 scalars per record."""
+    from rltrack.backends.tfevents import EventFileWriter
+
+    def run() -> float:
+        root, name = runs.next("tb_rltrack")
+        events = [Event(time.time(), rec, "scalars", "learner", {"step": i}) for i, rec in enumerate(records(n))]
+        start = time.perf_counter()
+        writer = EventFileWriter(root / name)
+        for event in events:
+            writer.write(event)
+        writer.close()
+        elapsed = time.perf_counter() - start
+        check(name, tb_scalars(root / name), n * len(KEYS))
+        return elapsed / (n * len(KEYS)) * 1e6
+
+    return run
+
+
+def tb_tensorboardx(runs: Counter, n: int) -> Callable[[], float]:
+    def run() -> float:
+        from tensorboardX import SummaryWriter
+
+        root, name = runs.next("tb_tensorboardx")
+        recs = records(n)
+        start = time.perf_counter()
+        writer = SummaryWriter(str(root / name))
+        for i, rec in enumerate(recs):
+            for key, value in rec.items():
+                writer.add_scalar(f"learner/{key}", value, i)
+        writer.close()
+        elapsed = time.perf_counter() - start
+        check(name, tb_scalars(root / name), n * len(KEYS))
+        return elapsed / (n * len(KEYS)) * 1e6
+
+    return run
+
+
+# ---- native tracker clients -----------------------------------------------------------
+
+
+def wandb_direct(runs: Counter, n: int) -> Callable[[], float]:
+    def run() -> float:
+        root, name = runs.next("wandb_direct")
+        recs = records(n)
+        start = time.perf_counter()
+        wb = trackers.wandb_run(root / name, name)
+        for i, rec in enumerate(recs):
+            wb.log(rec, step=i)
+        wb.finish()
+        elapsed = time.perf_counter() - start
+        check(name, trackers.wandb_count(root / name, "fps"), n)
+        return n / elapsed
+
+    return run
+
+
+def neptune_direct(runs: Counter, n: int) -> Callable[[], float]:
+    def run() -> float:
+        import os
+
+        root, name = runs.next("neptune_direct")
+        os.environ["NEPTUNE_DATA_DIRECTORY"] = str(root / name / ".neptune")
+        recs = records(n)
+        start = time.perf_counter()
+        nep = trackers.neptune_run()
+        append = trackers.neptune_append(nep)
+        for i, rec in enumerate(recs):
+            append(rec, i)
+        nep.stop()
+        elapsed = time.perf_counter() - start
+        check(name, trackers.neptune_count(root / name, "learner/fps"), n)
+        return n / elapsed
+
+    return run
+
+
+def mlflow_per_record(uri: str, n: int) -> Callable[[], float]:
+    """The request `mlflow.log_metrics(record, step)` makes, once per record, on `uri`."""
+
+    def run() -> float:
+        from mlflow.entities import Metric
+
+        client, run_id = trackers.mlflow_run(uri, "bench-per-record")
+        recs = records(n)
+        start = time.perf_counter()
+        for i, rec in enumerate(recs):
+            now = int(time.time() * 1000)
+            client.log_batch(run_id, metrics=[Metric(k, v, now, i) for k, v in rec.items()])
+        elapsed = time.perf_counter() - start
+        check("mlflow per record", len(client.get_metric_history(run_id, "fps")), n)
+        return n / elapsed
+
+    return run
+
+
+def mlflow_log_batch(uri: str, n: int) -> Callable[[], float]:
+    """MLflow's best way: `log_batch` of 1000 prepared metrics a request."""
+
+    def run() -> float:
+        from mlflow.entities import Metric
+
+        client, run_id = trackers.mlflow_run(uri, "bench-log-batch")
+        now = int(time.time() * 1000)
+        metrics = [Metric(k, v, now + i, i) for i, rec in enumerate(records(n)) for k, v in rec.items()]
+        start = time.perf_counter()
+        for chunk in range(0, len(metrics), 1000):
+            client.log_batch(run_id, metrics=metrics[chunk : chunk + 1000])
+        elapsed = time.perf_counter() - start
+        check("mlflow log_batch", len(client.get_metric_history(run_id, "fps")), n)
+        return n / elapsed
+
+    return run
+
+
+# ---- report -----------------------------------------------------------------------------
+
+
+def rows(results: dict[str, dict[str, Any]], unit: str, reference: str | None = None) -> list[str]:
+    lines = []
+    for name, r in results.items():
+        ratio = f" | {r['median'] / results[reference]['median']:,.1f}×" if reference else ""
+        lines.append(f"| {name} | {r['median']:,.1f} | {r['lo']:,.1f}–{r['hi']:,.1f}{ratio} |")
+    head = f"| path | median {unit} | min–max |" + (" ÷ the reference |" if reference else "")
+    return [head, "|---|---:|---:|" + ("---:|" if reference else ""), *lines]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="CI-sized: fewer records, one repetition, no mlflow server")
+    parser.add_argument("--no-server", action="store_true", help="skip the local mlflow server")
+    parser.add_argument("--repetitions", type=int, default=None, help="default 3, quick 1")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
+    args = parser.parse_args()
+    reps = args.repetitions or (1 if args.quick else 3)
+    n_local = 20_000 if args.quick else 200_000
+    n_tb = 2_000 if args.quick else 20_000
+    n_tracker = 1_000 if args.quick else 5_000
+    n_per_record = {"sqlite": 30 if args.quick else 200, "server": 5 if args.quick else 30}
+    section = Section()
+    out: list[str] = []
+    summary: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="rltrack-bench-throughput-") as tmp_name:
+        tmp = Path(tmp_name)
+        trackers.isolate(tmp)
+        runs = Counter(tmp / "runs")
+        local = repeat_alternating({f"rltrack {{local}}, {n_local:,} records": rltrack_rps(runs, trackers.LOCAL, n_local)}, reps)
+        local_rps = next(iter(local.values()))["median"]
+        out += ["### Local backend, end to end (records/s)", "", *rows(local, "records/s"), ""]
+        summary.append(verdict("local backend end to end", f"{local_rps:,.0f} records/s", f"≥ {TARGET_LOCAL_RPS:,.0f}", local_rps >= TARGET_LOCAL_RPS))
+
+        tb = repeat_alternating({"tensorboardX SummaryWriter.add_scalar": tb_tensorboardx(runs, n_tb),
+                                 "rltrack EventFileWriter.write (10 scalars an event)": tb_rltrack(runs, n_tb)}, reps)  # fmt: skip
+        speedup = tb["tensorboardX SummaryWriter.add_scalar"]["median"] / tb["rltrack EventFileWriter.write (10 scalars an event)"]["median"]
+        out += [f"### TensorBoard event files, {n_tb * len(KEYS):,} scalars until the file is closed (µs per scalar)", "",
+                *rows(tb, "µs/scalar", "tensorboardX SummaryWriter.add_scalar"), ""]  # fmt: skip
+        summary.append(verdict("TensorBoard events per scalar vs tensorboardX", f"{speedup:.0f}× faster", f"≥ {TARGET_TB_SPEEDUP:g}×", speedup >= TARGET_TB_SPEEDUP))
+
+        for tracker, direct in (("wandb", wandb_direct), ("neptune", neptune_direct)):
+            res = repeat_alternating({f"{tracker} client, one call per record": direct(runs, n_tracker),
+                                      f"rltrack {{local, {tracker}}}": rltrack_rps(runs, ["local", tracker], n_tracker)}, reps)  # fmt: skip
+            out += [f"### {tracker} (offline), {n_tracker:,} records until finish/close (records/s)", "",
+                    *rows(res, "records/s", f"{tracker} client, one call per record"), ""]  # fmt: skip
+
+        with trackers.mlflow_server(tmp / "server", not (args.quick or args.no_server)) as server_uri:
+            stores = {"sqlite": f"sqlite:///{tmp / 'runs' / 'mlflow.db'}"} | ({"server": server_uri} if server_uri else {})
+            for store, uri in stores.items():
+                per_record = f"log_metrics' request per record ({n_per_record[store]} records)"
+                res = repeat_alternating({
+                    per_record: mlflow_per_record(uri, n_per_record[store]),
+                    f"MlflowClient.log_batch, 1000 metrics a request ({n_tracker:,} records)": mlflow_log_batch(uri, n_tracker),
+                    f"rltrack {{local, mlflow}} ({n_tracker:,} records)": rltrack_rps(runs, ["local", "mlflow"], n_tracker, server_uri if store == "server" else None),
+                }, reps)  # fmt: skip
+                ratio = res[f"rltrack {{local, mlflow}} ({n_tracker:,} records)"]["median"] / res[per_record]["median"]
+                ceiling = res[f"MlflowClient.log_batch, 1000 metrics a request ({n_tracker:,} records)"]["median"] / res[per_record]["median"]
+                out += [f"### MLflow on {'the SQLite file' if store == 'sqlite' else 'a local mlflow server (SQLite store)'} (records/s)", "",
+                        *rows(res, "records/s", per_record), ""]  # fmt: skip
+                summary.append(verdict(f"MLflow delivery vs per-record log_metrics, {store}", f"{ratio:.1f}× (raw log_batch: {ceiling:.1f}×)",
+                                       f"≥ {TARGET_MLFLOW_SPEEDUP:g}×", ratio >= TARGET_MLFLOW_SPEEDUP))  # fmt: skip
+    body = "\n".join([f"{reps} repetition(s) per path, alternating; median and min–max. Records of 10 floats; rltrack with the four filters "
+                      "(time 1 ns: every record reaches every backend).", "", *out, "Verdict:", "", *summary])  # fmt: skip
+    section.finish("bench_throughput: end-to-end records/s, read back", body, write=not args.no_write)
+
+
+if __name__ == "__main__":
+    main()
