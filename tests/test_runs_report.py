@@ -1,0 +1,235 @@
+"""`rltrack report RUN -o report.html`: one self-contained page, opened in a real browser.
+
+The run is written by the real rltrack logger, with names that are HTML
+(`<script>` in a hyperparameter, `&`/`<` in a metric key) to prove escaping.
+The page is read back three ways: parsed with the standard library (sections,
+no script, no external URL, summary values equal to the journal's), its inline
+PNGs decoded with PIL, and opened in Debian's headless Chromium, which takes a
+screenshot and, for a copy with a checking script added by this test, reports
+the decoded size of every image and the sections it sees.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import math
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import rltrack
+from rltrack.journal import read_journal
+from rltrack.runs import load
+
+HOSTILE_VALUE = "<script>alert('x')</script>"
+HOSTILE_KEY = 'a<b>&"c'
+SECTIONS = ["overview", "hyperparameters", "config", "summary", "metrics", "timings", "checkpoints"]
+WINDOW = (1200, 3000)
+
+
+class PageReader(HTMLParser):
+    """Tags, attributes, text, and the table rows of each <section id=...>."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.urls: list[str] = []
+        self.sections: list[str] = []
+        self.rows: dict[str, list[list[str]]] = {}
+        self.text: list[str] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        values = dict(attrs)
+        self.urls += [value or "" for name, value in attrs if name in ("src", "href")]
+        if tag == "section":
+            self.sections.append(values["id"] or "")
+        elif tag == "tr":
+            self.rows.setdefault(self.sections[-1], []).append([])
+        elif tag == "td":
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._cell is not None:
+            self.rows[self.sections[-1]][-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """(run directory, report path, page text), the report made by the `rltrack report` command."""
+    root = tmp_path_factory.mktemp("runs")
+    rng = np.random.default_rng(3)
+    config = {"run": {"root": str(root), "name": "report_run", "task": "reportcheck", "tracked": ["lr"]}}
+    with rltrack.make_logger(config) as logger:
+        logger.log_hparams({"lr": 0.0003, "env_id": "CartPole-v1", "note": HOSTILE_VALUE})
+        for iteration in range(15):
+            with logger.timer("collect"):
+                reward = 10 + iteration + float(rng.normal())
+            logger.write({"reward_mean": reward, HOSTILE_KEY: float(iteration % 4)}, step={"env_steps": 64 * iteration}, namespace="collector")
+            with logger.timer("train"):
+                logger.write({"total_loss": 2.0 / (iteration + 1) + float(rng.normal(scale=0.01))}, namespace="learner")
+            logger.write({"value": float(rng.random())}, namespace="evaluator")
+            logger.dump()
+            if iteration % 5 == 4:
+                logger.log_checkpoint({"weights": [iteration]}, iteration=iteration, metric=reward)
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    run_id = load(logger.run_dir).id
+    done = subprocess.run(
+        [sys.executable, "-m", "rltrack.cli", "report", run_id, "--root", str(root), "-o", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(out)
+    return logger.run_dir, out, out.read_text(encoding="utf-8")
+
+
+def read_page(text: str) -> PageReader:
+    reader = PageReader()
+    reader.feed(text)
+    return reader
+
+
+def journal_series(run_dir: Path) -> dict[str, list[float]]:
+    """`namespace/key` -> the finite scalars, in journal order."""
+    series: dict[str, list[float]] = {}
+    for event in read_journal(run_dir):
+        if event.kind == "scalars":
+            for key, value in event.data.items():
+                if math.isfinite(value):
+                    series.setdefault(event.tag(key), []).append(value)
+    return series
+
+
+def test_page_has_every_section_and_nothing_external_or_executable(report):
+    _, _, text = report
+    page = read_page(text)
+    assert page.sections == SECTIONS
+    assert "script" not in page.tags
+    assert page.urls and all(url.startswith("data:") for url in page.urls), page.urls
+    assert "http://" not in text and "https://" not in text
+
+
+def test_names_from_the_run_are_escaped(report):
+    _, _, text = report
+    page = read_page(text)
+    assert "<script>alert" not in text and html_escaped(HOSTILE_VALUE) in text
+    assert HOSTILE_VALUE in "".join(page.text)  # shown as text
+    metrics = [row[0] for row in page.rows["summary"][1:]]
+    assert f"collector/{HOSTILE_KEY}" in metrics
+
+
+def html_escaped(value: str) -> str:
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;").replace("'", "&#x27;")
+
+
+def test_summary_table_equals_the_journal(report):
+    run_dir, _, text = report
+    rows = {row[0]: row[1:] for row in read_page(text).rows["summary"][1:]}
+    series = journal_series(run_dir)
+    assert set(rows) == set(series)
+    for key, values in series.items():
+        best = min(values) if "loss" in key else max(values)
+        points, final, best_cell, mean = rows[key]
+        assert int(points) == len(values)
+        assert float(final) == pytest.approx(values[-1], rel=1e-5)
+        assert float(best_cell) == pytest.approx(best, rel=1e-5)
+        assert float(mean) == pytest.approx(sum(values) / len(values), rel=1e-5)
+
+
+def test_timings_and_checkpoints_list_what_the_run_did(report):
+    run_dir, _, text = report
+    page = read_page(text)
+    durations: dict[str, list[float]] = {}
+    for event in read_journal(run_dir):
+        if event.kind == "timing":
+            for stage, seconds in event.data.items():
+                durations.setdefault(stage, []).append(seconds)
+    timing_rows = {row[0]: row[1:] for row in page.rows["timings"][1:]}
+    assert set(timing_rows) == {"collect", "train"}
+    for stage, values in durations.items():
+        assert int(timing_rows[stage][0]) == len(values) == 15
+        assert float(timing_rows[stage][1]) == pytest.approx(sum(values), rel=1e-5)
+    checkpoint_rows = {row[0]: int(row[1]) for row in page.rows["checkpoints"][1:]}
+    on_disk = {f"ckpt/{path.name}": path.stat().st_size for path in (run_dir / "ckpt").iterdir()}
+    assert checkpoint_rows == on_disk and len(on_disk) == 4  # 3 iterations + best
+
+
+def test_inline_images_are_pngs_one_per_metric_group_and_timings(report):
+    _, _, text = report
+    images = [decode_png(url) for url in read_page(text).urls if url.startswith("data:image/png")]
+    assert len(images) == 3 + 1  # collector, evaluator, learner; stage timings
+    assert all(image.format == "PNG" and min(image.size) > 100 for image in images)
+    groups = re.findall(r'<h3 class="metric-group">([^<]*)</h3>', text)
+    assert groups == ["collector", "evaluator", "learner"]
+
+
+def decode_png(url: str) -> Image.Image:
+    image = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1], validate=True)))
+    image.load()
+    return image
+
+
+def chromium(tmp_path: Path, page: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """Headless Chromium on `page` with console messages logged to stderr (`INFO:CONSOLE...` lines)."""
+    executable = shutil.which("chromium")
+    if executable is None:
+        pytest.fail("the report test needs Debian's chromium: apt-get install -y chromium (`make test` installs it)")
+    command = [
+        executable, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
+        f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={WINDOW[0]},{WINDOW[1]}", *options, page.as_uri(),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def console_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+#: Added to a copy of the page by the test only: what the browser decoded, written into the DOM and the console.
+CHECKER = """<script>
+window.addEventListener("load", () => {
+  const sizes = Array.from(document.images, (img) => img.complete ? img.naturalWidth + "x" + img.naturalHeight : "broken");
+  const sections = Array.from(document.querySelectorAll("section"), (s) => s.id + ":" + s.querySelector("h2").textContent);
+  document.body.dataset.images = sizes.join(" ");
+  document.body.dataset.sections = sections.join("|");
+  console.log("rltrack-check " + sizes.length + " images");
+});
+</script></body>"""
+
+
+def test_chromium_opens_the_page_without_errors_and_takes_a_screenshot(report, tmp_path):
+    _, page, text = report
+    shot = tmp_path / "report.png"
+    done = chromium(tmp_path, page, f"--screenshot={shot}")
+    assert console_lines(done.stderr) == []
+    image = Image.open(shot)
+    assert image.size == WINDOW
+    pixels = np.asarray(image.convert("L"))
+    assert pixels.std() > 10  # text, tables and plots, not a blank page
+
+    checked = tmp_path / "checked.html"
+    checked.write_text(text.replace("</body>", CHECKER), encoding="utf-8")
+    done = chromium(tmp_path, checked, "--dump-dom", "--virtual-time-budget=5000")
+    assert [line.split('"')[1] for line in console_lines(done.stderr)] == ["rltrack-check 4 images"]
+    body = re.search(r'<body data-images="([^"]*)" data-sections="([^"]*)"', done.stdout)
+    assert body is not None, done.stdout[:500]
+    expected_sizes = [f"{w}x{h}" for w, h in (decode_png(url).size for url in read_page(text).urls if url.startswith("data:image/png"))]
+    assert body[1].split(" ") == expected_sizes
+    assert [entry.split(":")[0] for entry in body[2].split("|")] == SECTIONS
