@@ -5,7 +5,8 @@ A config has three sections (TOML shown; YAML and dicts nest the same way):
     [run]        root, name, task (a grouping for the run index, e.g. an experiment name),
                  tracked, names ("both" | "canonical" | "native", see rltrack.canonical),
                  backup_code (globs of source files copied into the run's code/ folder),
-                 redact (extra regexes of key words that mark credentials, see rltrack.redact)
+                 redact (extra regexes of key words that mark credentials, see rltrack.redact),
+                 worker (this process's name when several write one run; needs name)
     [[filters]]  type = "none" | "smoothing" | "aggregate" | "time" | "keys", plus its parameters
     [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend
 
@@ -30,15 +31,16 @@ from typing import Any, Callable, Mapping
 from rltrack.canonical import NAME_MODES
 from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, backend_class
 from rltrack.filters import FILTER_TYPES, Filter, FilterChain
+from rltrack.journal import WRITER_NAME
 from rltrack.optional import MissingExtraError
 from rltrack.pipeline import Logger
 from rltrack.redact import Redactor
 from rltrack.resume import resolve_run_dir
 from rltrack.report import Report
-from rltrack.rundir import create_run_dir
+from rltrack.rundir import create_run_dir, safe_filename
 
 DEFAULTS: dict[str, Any] = {
-    "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": []},
+    "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None},
     "filters": [],
     "backends": {"use": ["local"]},
 }
@@ -145,6 +147,14 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
             ) from None
     if not isinstance(run["redact"], list):
         raise ConfigError(f'{where}: run.redact = {run["redact"]!r} must be a list of regexes, e.g. redact = ["session[_-]?id"]')
+    worker = run["worker"]
+    if worker is not None and (not isinstance(worker, str) or not WRITER_NAME.fullmatch(worker)):
+        raise ConfigError(
+            f'{where}: run.worker = {worker!r} must be a name of letters, digits, "_", "-" or "." '
+            '(it becomes part of file names), e.g. worker = "actor_3"'
+        )
+    if worker is not None and not run["name"]:
+        raise ConfigError(f'{where}: run.worker = {worker!r} needs run.name, the directory every writer of the run shares; add e.g. name = "impala_pong"')
     tracked = run["tracked"]
     if not isinstance(tracked, list) or not all(isinstance(t, str) for t in tracked):
         raise ConfigError(f'{where}: run.tracked = {tracked!r} must be a list of hyperparameter names, e.g. tracked = ["env_id", "lr"]')
@@ -244,7 +254,10 @@ def make_logger(
     redactor = Redactor(run["redact"])
     backends = [build_backend(name, _tags_redacted(cfg["backends"].get(name, {}), redactor), where) for name in cfg["backends"]["use"]]
     root = Path(run["root"]).expanduser()
-    if resume is None:
+    if run["worker"] is not None:
+        run_dir = root / safe_filename(run["name"])
+        run_dir.mkdir(parents=True, exist_ok=True)
+    elif resume is None:
         run_dir = create_run_dir(root, run["name"] or _default_run_name())
     else:
         try:

@@ -5,7 +5,9 @@ lines from its cursor (a byte offset, saved in `cursors/<backend>.json` after
 every acknowledged batch), hands them to the backend in batches, and on
 failure retries the same batch with exponential backoff. The backlog lives in
 the journal on disk, so memory stays bounded however long a tracker is down,
-and `rltrack sync` resumes from the same cursor after a crash.
+and `rltrack sync` resumes from the same cursor after a crash. A run with
+several writers has a journal per writer, and a cursor per backend and
+writer (`cursors/<backend>@<writer>.json`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from rltrack.backends.remote import RemoteBackend
 from rltrack.events import Event
-from rltrack.journal import JOURNAL_NAME
+from rltrack.journal import journal_files, journal_path
 from rltrack.report import Report
 
 CURSOR_DIR = "cursors"
@@ -29,8 +31,8 @@ POLL = 0.1
 class Cursor:
     """How far into the journal one backend has delivered."""
 
-    def __init__(self, run_dir: Path, backend: str) -> None:
-        self.path = run_dir / CURSOR_DIR / f"{backend}.json"
+    def __init__(self, run_dir: Path, backend: str, writer: str | None = None) -> None:
+        self.path = run_dir / CURSOR_DIR / (f"{backend}.json" if writer is None else f"{backend}@{writer}.json")
         saved = json.loads(self.path.read_text()) if self.path.is_file() else {}
         self.offset: int = saved.get("offset", 0)
         self.delivered: int = saved.get("delivered", 0)
@@ -63,9 +65,11 @@ def read_batch(journal: Path, offset: int, limit: int) -> tuple[list[Event], int
 
 
 def pending_bytes(run_dir: Path, backend: str) -> int:
-    journal = run_dir / JOURNAL_NAME
-    size = journal.stat().st_size if journal.is_file() else 0
-    return max(0, size - Cursor(run_dir, backend).offset)
+    """Journal bytes, over all writers, that `backend` has not received."""
+    return sum(
+        max(0, journal.stat().st_size - Cursor(run_dir, backend, writer).offset)
+        for writer, journal in journal_files(run_dir).items()
+    )
 
 
 def report_pending(report: Report, run_dir: Path, backend: str) -> int:
@@ -79,11 +83,12 @@ def report_pending(report: Report, run_dir: Path, backend: str) -> int:
 class DeliveryWorker:
     """Feeds `backend` from the journal of `run_dir` on its own thread."""
 
-    def __init__(self, backend: RemoteBackend, run_dir: Path) -> None:
+    def __init__(self, backend: RemoteBackend, run_dir: Path, writer: str | None = None, *, close_at_end: bool = True) -> None:
         self.backend = backend
+        self.close_at_end = close_at_end  # False: more journals follow into the same tracker run
         self.run_dir = run_dir
-        self.journal = run_dir / JOURNAL_NAME
-        self.cursor = Cursor(run_dir, backend.name)
+        self.journal = journal_path(run_dir, writer)
+        self.cursor = Cursor(run_dir, backend.name, writer)
         self.errors = 0
         self.last_error: str | None = None
         self._status = "finished"
@@ -130,7 +135,8 @@ class DeliveryWorker:
                     self.cursor.advance(offset, 0)
                     continue
                 if journal_complete:
-                    self._close_backend()
+                    if self.close_at_end:
+                        self._close_backend()
                     return
                 self._stop.wait(POLL)
                 continue

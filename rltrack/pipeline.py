@@ -29,7 +29,7 @@ from rltrack.backends.remote import RemoteBackend
 from rltrack.delivery import DeliveryWorker, report_pending
 from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
 from rltrack.filters import FilterChain
-from rltrack.journal import JOURNAL_NAME, JournalWriter
+from rltrack.journal import JournalWriter, journal_path
 from rltrack.redact import Redactor
 from rltrack.resume import ResumeState
 from rltrack.report import Report
@@ -105,6 +105,7 @@ class Logger:
         self.backends = {b.name: b for b in backends}
         self._chain = chain
         self._redactor = redactor or Redactor()
+        self._worker: str | None = config.get("run", {}).get("worker")
         local = [b for b in backends if isinstance(b, Backend)]
         remote = [b for b in backends if isinstance(b, RemoteBackend)]
         self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends], self._redactor, resumed), *local]
@@ -113,18 +114,18 @@ class Logger:
         self._wake = threading.Event()
         self._closed = False
         self._warned_closed = False
-        state = ResumeState.from_journal(run_dir) if resumed else ResumeState()
+        state = ResumeState.from_journal(journal_path(run_dir, self._worker)) if resumed else ResumeState()
         self._best_metric = state.best_metric
         self._last_steps = state.last_steps
         self._namespace_counts = state.namespace_counts
         self._reported: set[str] = set()
-        context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report)
+        context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report, worker=self._worker)
         for sink in [*self._sinks, *remote]:
             sink.open(context)
-        self._journal = JournalWriter(run_dir / JOURNAL_NAME)
+        self._journal = JournalWriter(journal_path(run_dir, self._worker))
         self._thread = threading.Thread(target=self._loop, name=f"rltrack-{self.name}", daemon=True)
         self._thread.start()
-        self._deliveries = [DeliveryWorker(backend, run_dir) for backend in remote]
+        self._deliveries = [DeliveryWorker(backend, run_dir, self._worker) for backend in remote]
         for worker in self._deliveries:
             worker.start()
         _OPEN_LOGGERS.add(self)
@@ -318,6 +319,8 @@ class Logger:
                 self._wake.clear()
 
     def _process(self, event: Event) -> list[Event]:
+        if self._worker is not None:
+            event.worker = self._worker
         if event.steps:
             event.steps = self._clean_steps(event.steps)
             self._last_steps = event.steps
@@ -355,6 +358,8 @@ class Logger:
             self._flush_all()
             item.done.set()
         elif isinstance(item, _Record):
+            if self._worker is not None:
+                item.event.worker = self._worker
             self._deliver([item.event])
             self._feed_sinks()
         elif isinstance(item, _RunInfo):

@@ -48,10 +48,10 @@ class ResumeState:
     best_metric: float | None = None
 
     @classmethod
-    def from_journal(cls, run_dir: Path) -> ResumeState:
+    def from_journal(cls, journal: Path) -> ResumeState:
         state = cls()
         try:
-            events = list(read_journal(run_dir))
+            events = list(read_journal(journal))
         except FileNotFoundError:
             return state
         for event in events:

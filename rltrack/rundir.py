@@ -72,6 +72,7 @@ class RunFiles(Backend):
         self._tracked = tracked
         self._redactor = redactor
         self._resumed = resumed
+        self._primary = True  # writes meta.json and the config files
         self._hparams: dict[str, Any] = {}
         self._meta: dict[str, Any] = {}
         self._info_changed = False
@@ -102,6 +103,9 @@ class RunFiles(Backend):
             "status": "running",
             "end_time": None,
         }
+        if run.worker is not None:
+            self._meta["worker"] = run.worker
+            self._primary = _claim(run.run_dir / "meta.json")
         if self._resumed:
             self._continue(run.run_dir, now)
         self._save_meta()
@@ -154,10 +158,20 @@ class RunFiles(Backend):
         self._save_meta()
 
     def _save_meta(self) -> None:
+        """meta.json, written by the run's only writer or, when several write it,
+        by the one that created it; each of several writers also keeps
+        `workers/<worker>.json`."""
         self._info_changed = False
-        _atomic_write(self.run.run_dir / "meta.json", json.dumps(self._meta, indent=2) + "\n")
+        text = json.dumps(self._meta, indent=2) + "\n"
+        if self.run.worker is not None:
+            (self.run.run_dir / "workers").mkdir(exist_ok=True)
+            _atomic_write(self.run.run_dir / "workers" / f"{self.run.worker}.json", text)
+        if self._primary:
+            _atomic_write(self.run.run_dir / "meta.json", text)
 
     def _save_config(self) -> None:
+        if not self._primary:
+            return
         total = literal({"config": self.run.config, "hparams": self._hparams})
         _atomic_write(self.run.run_dir / "total_config.py", repr(total) + "\n")
         _atomic_write(self.run.run_dir / "formatted_total_config.py", pprint.pformat(total, width=100, sort_dicts=False) + "\n")
@@ -210,6 +224,15 @@ def _merge(into: dict[str, Any], new: dict[str, Any]) -> None:
             _merge(into[key], value)
         else:
             into[key] = value
+
+
+def _claim(path: Path) -> bool:
+    """Creates `path` empty if nobody has; True for the one process that did."""
+    try:
+        with path.open("x"):
+            return True
+    except FileExistsError:
+        return False
 
 
 def _atomic_write(path: Path, text: str) -> None:

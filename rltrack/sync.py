@@ -23,7 +23,7 @@ from typing import IO, Any
 from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_class
 from rltrack.config import build_backend, load_config
 from rltrack.delivery import DeliveryWorker, report_pending
-from rltrack.journal import JOURNAL_NAME
+from rltrack.journal import JOURNAL_NAME, journal_files
 from rltrack.report import Report
 
 ENDED = ("finished", "failed", "killed")
@@ -43,7 +43,8 @@ def sync(
     True when every tracker has everything."""
     out = out or sys.stderr
     meta = _read_meta(run_dir)
-    if not (run_dir / JOURNAL_NAME).is_file():
+    journals = journal_files(run_dir)
+    if not journals:
         raise SyncError(f"{run_dir} has no {JOURNAL_NAME}: there is nothing to deliver")
     status = _final_status(run_dir, meta, force)
     run_config = _run_config(run_dir)
@@ -69,16 +70,19 @@ def sync(
             backend = build_backend(name, settings.get(name, {}), where)
             backend.open(context)
             started.append(name)
-            complete = _deliver(backend, run_dir, status, out) and complete  # type: ignore[arg-type]
+            for index, writer in enumerate(journals):  # one backend object: one tracker run for all writers
+                last = index == len(journals) - 1
+                complete = _deliver(backend, run_dir, writer, last, status, out) and complete  # type: ignore[arg-type]
     finally:
         _update_report(run_dir, report, started)
     return complete
 
 
-def _deliver(backend: RemoteBackend, run_dir: Path, status: str, out: IO[str]) -> bool:
-    """Runs the backend's delivery worker to the end of the journal on a
-    thread of its own, drawing a progress bar meanwhile."""
-    worker = DeliveryWorker(backend, run_dir)
+def _deliver(backend: RemoteBackend, run_dir: Path, writer: str | None, last: bool, status: str, out: IO[str]) -> bool:
+    """Runs the backend's delivery worker to the end of `writer`'s journal on
+    a thread of its own, drawing a progress bar meanwhile; the tracker's run
+    ends after the `last` journal."""
+    worker = DeliveryWorker(backend, run_dir, writer, close_at_end=last)
     total = worker.journal.stat().st_size
     if worker.cursor.offset >= total:
         print(
@@ -88,7 +92,7 @@ def _deliver(backend: RemoteBackend, run_dir: Path, status: str, out: IO[str]) -
         )
     thread = threading.Thread(target=worker.run_until_caught_up, args=(status,), name=f"rltrack-sync-{backend.name}", daemon=True)
     thread.start()
-    bar = _ProgressBar(backend.name, total, out)
+    bar = _ProgressBar(backend.name if writer is None else f"{backend.name}@{writer}", total, out)
     while thread.is_alive():
         bar.show(worker.cursor.offset, f"  (retrying; last error: {worker.last_error})" if worker.errors else "")
         thread.join(PROGRESS_EVERY)

@@ -24,6 +24,9 @@ class RunContext:
     name: str
     config: dict[str, Any]
     report: Report
+    #: The writer's name when several processes write this run (config
+    #: `run.worker`): files of its own carry it (see rltrack.journal).
+    worker: str | None = None
 
 
 class Backend:

@@ -49,7 +49,8 @@ class LocalBackend(Backend):
         self._tables = LatestValues(min_seconds=TABLE_SECONDS)
         self._row = LatestValues()
         self._tb = EventFileWriter(self._log_dir / "serial", self.tb_axes)
-        self._csv = GrowingCsv(run.run_dir / "progress.csv")
+        self._suffix = "" if run.worker is None else f"_{run.worker}"  # several writers: files of their own
+        self._csv = GrowingCsv(run.run_dir / f"progress{self._suffix}.csv")
 
     def write(self, events: list[Event]) -> None:
         for event in events:
@@ -103,14 +104,15 @@ class LocalBackend(Backend):
         self._csv.write_row({"time": round(pending.time, 6), **pending.steps, **pending.values})
 
     def _text_log(self, namespace: str) -> IO[str]:
-        """`log/<ns>/<ns>_logger.txt`, `<ns>` made one safe path component:
+        """`log/<ns>/<ns>_logger.txt` (`<ns>_<worker>_logger.txt` when several
+        processes write the run), `<ns>` made one safe path component:
         namespaces like `evaluation/env_runners` or `../x` stay inside `log/`."""
         name = safe_filename(namespace or DEFAULT_NAMESPACE)
         log = self._text_logs.get(name)
         if log is None:
             folder = self._log_dir / name
             folder.mkdir(parents=True, exist_ok=True)
-            log = self._text_logs[name] = (folder / f"{name}_logger.txt").open("a", encoding="utf-8")
+            log = self._text_logs[name] = (folder / f"{name}{self._suffix}_logger.txt").open("a", encoding="utf-8")
         return log
 
     def dump(self) -> None:
