@@ -233,3 +233,23 @@ def test_chromium_opens_the_page_without_errors_and_takes_a_screenshot(report, t
     expected_sizes = [f"{w}x{h}" for w, h in (decode_png(url).size for url in read_page(text).urls if url.startswith("data:image/png"))]
     assert body[1].split(" ") == expected_sizes
     assert [entry.split(":")[0] for entry in body[2].split("|")] == SECTIONS
+
+
+def test_a_directory_written_by_sb3s_own_logger_gets_a_page_too(tmp_path):
+    """No rltrack, no timings, no checkpoints: the page says so instead of failing."""
+    from stable_baselines3.common.logger import configure
+
+    from rltrack.runs.report import write_report
+
+    sb3_logger = configure(str(tmp_path / "sb3_native"), ["csv"])
+    for iteration in range(1, 6):
+        sb3_logger.record("rollout/ep_rew_mean", 10.0 * iteration)
+        sb3_logger.record("time/total_timesteps", 128 * iteration)
+        sb3_logger.dump(step=128 * iteration)
+    sb3_logger.close()
+    text = write_report(load(tmp_path / "sb3_native"), tmp_path / "sb3.html").read_text(encoding="utf-8")
+    page = read_page(text)
+    assert page.sections == SECTIONS
+    rows = {row[0]: row[1:] for row in page.rows["summary"][1:]}
+    assert rows["collector/reward_mean"] == rows["rollout/ep_rew_mean"] == ["5", "50", "50", "30"]
+    assert "no stage timings" in text and "no checkpoints" in text
