@@ -88,13 +88,15 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Written]]:
     return {"root": [Written(root, "", [], [])], "rltrack": rltrack_runs, "sb3": sb3_runs}
 
 
-def expected_band(members: list[Written], smooth: int = 1) -> pd.DataFrame:
-    """mean, lower, upper, count per x over the union grid, by pandas and scipy."""
-    grid = sorted({x for run in members for x in run.x})
+def expected_band(members: list[Written], smooth: int = 1, grid: list[float] | None = None) -> pd.DataFrame:
+    """mean, lower, upper, count per x over `grid` (default: the union of the runs' x), by pandas and scipy."""
+    grid = grid if grid is not None else sorted({x for run in members for x in run.x})
     columns = []
     for run in members:
         series = pd.Series(run.y, index=pd.Index(run.x, dtype=float)).rolling(smooth, min_periods=1).mean()
-        columns.append(series.reindex(pd.Index(grid, dtype=float)).interpolate(method="index", limit_area="inside"))
+        every_x = pd.Index(sorted(set(grid) | set(run.x)), dtype=float)
+        interpolated = series.reindex(every_x).interpolate(method="index", limit_area="inside")
+        columns.append(interpolated.reindex(pd.Index(grid, dtype=float)))
     table = pd.concat(columns, axis=1)
     count = table.count(axis=1)
     mean = table.mean(axis=1)
@@ -172,6 +174,13 @@ def test_smoothing_is_a_trailing_mean_per_run_before_alignment(made):
     assert_curve_matches(result.curves[0], expected_band(members, smooth=4))
 
 
+def test_a_long_union_of_steps_becomes_an_even_grid(made):
+    members = [written for written in made["rltrack"] if written.group == "lr=0.003"]
+    result = plot_runs([load(m.path) for m in members], METRIC, x_axis="env_steps", group_by=["lr"], max_points=25)
+    low, high = min(x for m in members for x in m.x), max(x for m in members for x in m.x)
+    assert_curve_matches(result.curves[0], expected_band(members, grid=list(np.linspace(low, high, 25))))
+
+
 def test_default_groups_are_the_hyperparameters_that_differ_except_seeds(made):
     result = plot_runs([load(w.path) for w in made["rltrack"]], METRIC)
     assert [curve.label for curve in result.curves] == ["lr=0.001", "lr=0.003"]
@@ -194,7 +203,7 @@ def test_non_finite_values_are_dropped_and_runs_without_the_metric_listed(tmp_pa
 
 
 def rltrack_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rltrack.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "rltrack.cli", *args], check=False, capture_output=True, text=True, timeout=120)
 
 
 def test_cli_plot_selects_runs_by_id_pattern_and_writes_the_png(made, tmp_path):

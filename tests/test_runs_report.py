@@ -91,7 +91,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     run_id = load(logger.run_dir).id
     done = subprocess.run(
         [sys.executable, "-m", "rltrack.cli", "report", run_id, "--root", str(root), "-o", str(out)],
-        capture_output=True, text=True, timeout=120,
+        check=False, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(out)
@@ -193,7 +193,7 @@ def chromium(tmp_path: Path, page: Path, *options: str) -> subprocess.CompletedP
         executable, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
         f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={WINDOW[0]},{WINDOW[1]}", *options, page.as_uri(),
     ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     return done
 

@@ -33,7 +33,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +71,7 @@ def parse_size(text: str) -> tuple[int, int]:
     return int(match[1]), int(match[2])
 
 
-@lru_cache(maxsize=None)
+@cache
 def t_quantile(dof: int, confidence: float = CONFIDENCE) -> float:
     """The two-sided Student-t quantile q with P(|T| <= q) = `confidence` for
     `dof` degrees of freedom (q = t(0.975, dof) for 95%).
@@ -175,8 +175,9 @@ class CrossRunPlot:
     curves: list[GroupCurve]
     skipped: dict[str, str] = field(default_factory=dict)
 
-    def save(self, path: str, *, dpi: int = DPI) -> None:
-        self.figure.savefig(path, format="png", dpi=dpi)
+    def save(self, path: str) -> None:
+        """The figure as a PNG of exactly the size asked for."""
+        self.figure.savefig(path, format="png", dpi=DPI)
 
 
 def run_series(run: Run, metric: str, x_axis: str | None) -> tuple[list[float], list[float]]:
@@ -374,7 +375,9 @@ def select_runs(patterns: Sequence[str], root: Path) -> tuple[list[Run], list[st
             try:
                 regex = re.compile(pattern)
             except re.error as exc:
-                raise PlotError(f"run pattern {pattern!r} is not a directory nor a regular expression ({exc}); e.g. 'cartpole/2026/' or 'lr=0.001'") from None
+                raise PlotError(
+                    f"run pattern {pattern!r} is not a directory nor a regular expression ({exc}); e.g. 'cartpole/2026/' or 'lr=0.001'"
+                ) from None
             if indexed is None:
                 indexed = query(root, archived=False)
             paths = [root / path for run_id, path in zip(indexed["id"], indexed["path"]) if regex.search(run_id)]

@@ -55,7 +55,7 @@ def metric_summary(run: Run) -> list[tuple[str, int, float, float, float]]:
     rows = []
     for key in sorted(run.summary):
         summary = run.summary[key]
-        values = [value for _, value in run.metrics[key] if value == value]
+        values = [value for _, value in run.metrics[key] if not math.isnan(value)]
         rows.append((key, int(summary["count"]), summary["final"], summary["best"], math.fsum(values) / len(values)))
     return rows
 
