@@ -253,3 +253,14 @@ def test_a_directory_written_by_sb3s_own_logger_gets_a_page_too(tmp_path):
     rows = {row[0]: row[1:] for row in page.rows["summary"][1:]}
     assert rows["collector/reward_mean"] == rows["rollout/ep_rew_mean"] == ["5", "50", "50", "30"]
     assert "no stage timings" in text and "no checkpoints" in text
+
+
+def test_report_help_and_a_run_that_does_not_exist(tmp_path, capsys):
+    from rltrack.cli import main
+
+    with pytest.raises(SystemExit) as help_exit:
+        main(["report", "--help"])
+    assert help_exit.value.code == 0 and "--output" in capsys.readouterr().out
+    assert main(["report", "no/such/run", "--root", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 2
+    assert "no run 'no/such/run'" in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
