@@ -92,7 +92,14 @@ def _tune_runs(root: Path, storage: Path) -> list[MadeRun]:
         for i in range(1, 4):
             tune.report({"env_runners": {"episode_return_mean": config["lr"] * 1000 * i, "num_env_steps_sampled_lifetime": 100 * i}})
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    for attempt in (1, 2):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+            break
+        except Exception as exc:  # Ray gives its raylet a fixed time to register; a loaded machine can miss it
+            ray.shutdown()
+            if attempt == 2 or "timed out" not in str(exc):
+                raise
     try:
         callback = RLTrackCallback(_config(root, "tune_grid", "cartpole", ["env_id", "lr"]))
         tune.run(trainable, config={"lr": tune.grid_search([0.001, 0.1]), "env_id": "CartPole-v1"}, callbacks=[callback],
