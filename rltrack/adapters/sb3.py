@@ -56,7 +56,11 @@ What arrives in rltrack, per `Logger.dump(step)` of SB3:
   encoded is counted in report.json (section "sb3") rather than raised.
 
 `RLTrackCallback` records hyperparameters at the start of `learn()` and
-forwards checkpoints to `Logger.log_checkpoint` (see its docstring).
+forwards checkpoints to `Logger.log_checkpoint` (see its docstring). With
+`stages=True` (default) it also sends DI-engine's collector, learner and
+buffer blocks at each of SB3's own dumps and an evaluator block per
+`EvalCallback` evaluation (`_StageRecorder`, `_observe_evaluations`); SB3's
+keys then keep their native names, the canonical ones coming from the blocks.
 
 SB3 is imported only when `RLTrackWriter`, `RLTrackCallback` or `attach` is
 first used, so this module (and its `CANONICAL` table) imports without it.
