@@ -291,3 +291,98 @@ def test_acme_environment_loops_and_learner_give_blocks(tmp_path: Path) -> None:
     assert [b.values["cur_lr_avg"] for b in learner] == pytest.approx([0.1, 0.1])
     assert [b.steps["learner_steps"] for b in learner] == [5, 10]
     assert_text_equals_tfevents(learner, "learner", tfevents, "learner_steps")
+
+
+# ---- RLlib ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ray_session() -> Any:
+    """test_adapter_tune's session, with more time for the raylet to register on a loaded machine."""
+    from test_adapter_tune import ray_session as shared
+
+    os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
+    yield from shared.__wrapped__()
+
+
+def _recording_cartpole(config: dict[str, Any]) -> Any:
+    """CartPole that appends each finished episode's return and length, as JSON
+    lines, to the file its env_config names (RLlib may build envs anywhere)."""
+    import gymnasium as gym
+
+    class Recording(gym.Wrapper):
+        def reset(self, **kwargs: Any) -> Any:
+            self.ret, self.len = 0.0, 0
+            return self.env.reset(**kwargs)
+
+        def step(self, action: Any) -> Any:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self.ret, self.len = self.ret + float(reward), self.len + 1
+            if terminated or truncated:
+                with open(config["record"], "a") as f:
+                    f.write(json.dumps([self.ret, self.len]) + "\n")
+            return obs, reward, terminated, truncated, info
+
+    return Recording(gym.make("CartPole-v1"))
+
+
+def _recorded(path: Path) -> list[list[float]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.slow
+def test_rllib_ppo_iterations_give_blocks_from_individual_episodes(tmp_path: Path, ray_session: Any) -> None:
+    from ray import tune
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    from rltrack.adapters.tune import log_result, record_episodes
+
+    tune.register_env("rltrack_recording_cartpole", _recording_cartpole)
+    train_file, eval_file = tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
+    config = (
+        PPOConfig()
+        .environment("rltrack_recording_cartpole", env_config={"record": str(train_file)})
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+        .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=1)
+        .callbacks(on_episode_end=record_episodes)
+        .evaluation(evaluation_interval=2, evaluation_duration=3, evaluation_duration_unit="episodes",
+                    evaluation_config=PPOConfig.overrides(env_config={"record": str(eval_file)}))
+        .debugging(seed=0)
+    )  # fmt: skip
+    algo = config.build_algo()
+    logger = rltrack.make_logger(_local_config(tmp_path, "rllib"))
+    per_iteration, evaluations, sampled, rllib_lr = [], [], [], []
+    try:
+        for _ in range(3):  # evaluation at iteration 2 only; iteration 3's result repeats it
+            train_before, eval_before = len(_recorded(train_file)), len(_recorded(eval_file))
+            result = algo.train()
+            per_iteration.append(_recorded(train_file)[train_before:])
+            evaluations.append(_recorded(eval_file)[eval_before:])
+            sampled.append(int(result["env_runners"]["num_env_steps_sampled_lifetime"]))
+            rllib_lr.append(float(result["learners"]["default_policy"]["default_optimizer_learning_rate"]))
+            log_result(logger, result)
+    finally:
+        algo.stop()
+        logger.close()
+    tfevents = read_tfevents(logger.run_dir / "log" / "serial")
+
+    collector = _blocks(logger.run_dir, "collector")
+    assert [b.steps for b in collector] == [{"env_steps": s, "train_iter": i} for i, s in enumerate(sampled, 1)]
+    for block, episodes in zip(collector, per_iteration):
+        assert episodes  # CartPole episodes are short: every iteration finishes some
+        assert_episode_stats(block, [r for r, _ in episodes], [n for _, n in episodes])
+    assert collector[-1].values["total_episode_count"] == sum(len(e) for e in per_iteration)
+    assert_text_equals_tfevents(collector, "collector", tfevents, "env_steps")
+    collector_events = [e for e in rltrack.read_journal(logger.run_dir) if e.namespace == "collector" and e.kind == "scalars"]
+    assert [e.preaggregated for e in collector_events] == [False] * 3  # computed here from the episodes
+
+    assert [len(e) for e in evaluations] == [0, 3, 0]
+    [evaluator] = _blocks(logger.run_dir, "evaluator")  # iteration 3's repeated evaluation is not a new block
+    assert evaluator.steps["train_iter"] == evaluator.values["train_iter"] == 2
+    assert_episode_stats(evaluator, [r for r, _ in evaluations[1]], [n for _, n in evaluations[1]])
+    assert_text_equals_tfevents([evaluator], "evaluator", tfevents, "env_steps")
+
+    learner = _blocks(logger.run_dir, "learner", "total_loss_avg")
+    assert [b.values["cur_lr_avg"] for b in learner] == pytest.approx(rllib_lr, rel=1e-5)
+    assert {"policy_loss_avg", "value_loss_avg", "entropy_avg"} <= set(learner[0].values)
+    assert_text_equals_tfevents(learner, "learner", tfevents, "env_steps")

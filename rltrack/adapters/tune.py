@@ -55,10 +55,28 @@ What one result dict becomes (the same for both ways in):
   `Event` per namespace and kind, then `Logger.dump(steps)`: one table and one
   progress.csv row per result. Keys that appear late (evaluation metrics) are
   simply new columns (the core's progress.csv keeps them);
-* canonical names (`CANONICAL`, DI-engine vocabulary) are added beside the
-  native ones or replace them, per the config's `run.names`. Modules other than
-  RLlib's `default_policy` get `learner/<module>/<name>`
-  (`learners/p0/total_loss` -> `learner/p0/total_loss_avg`);
+* canonical names (DI-engine vocabulary) come as DI-engine's stage blocks
+  (`rltrack.stages`), beside the native keys or replacing those that have a
+  canonical twin, per the config's `run.names` (`"native"`: no blocks):
+  - `collector`, per iteration: from the individual episodes when the result
+    has them (`record_episodes` below): `episode_count`, `reward_mean/std/
+    max/min`, `each_reward`, `avg_envstep_per_episode`, `envstep_count` and
+    running totals, not preaggregated. Without them, from RLlib's own
+    statistics as `CANONICAL` maps them, marked `preaggregated`: RLlib's
+    `episode_return_mean/min/max` and `episode_len_mean` are over its
+    smoothing window (`metrics_num_episodes_for_smoothing`, 100 episodes), not
+    over the iteration; `reward_std` and `each_reward` are then absent;
+  - `evaluator`, only in iterations where an evaluation ran (RLlib repeats the
+    last evaluation's metrics in the results in between; the evaluation's
+    lifetime episode and step counts tell them apart): the same two ways, plus
+    `train_iter` and one `[INFO]` line per episode when episodes are known;
+  - `learner`: `cur_lr_avg`, `total_loss_avg`, `policy_loss_avg`, ... from
+    each module's `learners/<module>/...` values (RLlib's means over the
+    iteration's updates; `preaggregated`); modules other than
+    `default_policy` get `<module>/<name>` (`learners/p0/total_loss` ->
+    `learner/p0/total_loss_avg`). RLlib gives no collection or evaluation
+    duration for the iteration (its timers are smoothed), so the rates,
+    `collect_time` and `evaluate_time` are absent;
 * source = "rllib" when the result is an RLlib one (it has `env_runners` or
   `learners`), with `preaggregated=True` (RLlib reports smoothed, windowed
   values and lifetime sums) on all its events except the one holding Tune's
@@ -69,6 +87,14 @@ What one result dict becomes (the same for both ways in):
   e.g. a list of strings, it drops and counts in report.json); objects of any
   other type are turned into their `str()` here, so they arrive as text rather
   than being dropped.
+
+Individual episodes: RLlib's results hold only aggregates. Add the RLlib
+callback `record_episodes` to the algorithm config
+(`config.callbacks(on_episode_end=record_episodes)`): it logs each finished
+episode's return and length to RLlib's own metrics as an `item_series`, which
+RLlib hands over once per iteration under `env_runners/rltrack/` (and
+`evaluation/env_runners/rltrack/`), from every env runner; the blocks are then
+computed from those episodes.
 
 The calling thread (Tune's driver loop, or your training loop) walks the
 nested dict once, looks each key up in a cache of decisions kept per path (a
@@ -101,8 +127,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from rltrack.canonical import NAME_MODES, with_canonical_names
+from rltrack.canonical import NAME_MODES
 from rltrack.events import Event
+from rltrack.stages import BLOCK_KEYS, CollectorStats, emit_block, evaluator_block, evaluator_info_lines
 
 if TYPE_CHECKING:
     from rltrack.pipeline import Logger
@@ -178,6 +205,26 @@ _RLLIB_MARKERS = ("env_runners", "learners")
 _HPARAMS_KEY = "config"
 
 
+#: Where `record_episodes` puts each finished episode, inside RLlib's `env_runners` metrics.
+EPISODE_SERIES = ("rltrack", "episode_return", "episode_length")
+
+
+def record_episodes(*, episode: Any, metrics_logger: Any, **kwargs: Any) -> None:
+    """An RLlib `on_episode_end` callback: logs the finished episode's return and
+    length (`env_runners/rltrack/episode_return`, `.../episode_length`), so the
+    collector and evaluator blocks are computed from the individual episodes.
+    The length is the episode's env step count `t` (`env_t` for multi-agent
+    episodes), which holds across the chunks RLlib cuts episodes into; the
+    return sums the earlier chunks (`prev_episode_chunks`) too."""
+    chunks = [episode, *(kwargs.get("prev_episode_chunks") or ())]
+    length = getattr(episode, "env_t", None)
+    if length is None:
+        length = episode.t
+    folder, returns, lengths = EPISODE_SERIES
+    metrics_logger.log_value((folder, returns), float(sum(c.get_return() for c in chunks)), reduce="item_series")
+    metrics_logger.log_value((folder, lengths), int(length), reduce="item_series")
+
+
 def canonical_name(native: str) -> str | None:
     """The canonical flat name of an RLlib flat key, or None."""
     canonical = CANONICAL.get(native)
@@ -205,8 +252,9 @@ _STEP = "step"
 
 def _classify(key: str, mode: str, rllib: bool) -> Any:
     """What a flat key becomes: `_INFO`, `_STEP`, or a tuple of
-    ((namespace, kind, preaggregated), key-within-namespace) destinations.
-    Every RLlib value is preaggregated except Tune's own durations."""
+    ((namespace, kind, preaggregated), key-within-namespace) destinations
+    (none for a key whose canonical twin replaces it). Every RLlib value is
+    preaggregated except Tune's own durations."""
     if key in RUN_INFO_KEYS:
         return _INFO
     if key == ITERATION_KEY:
@@ -219,16 +267,10 @@ def _classify(key: str, mode: str, rllib: bool) -> Any:
         kind = "timing" if "timers" in parts[:-1] or parts[-1].endswith("_timer") else "scalars"
     else:
         kind = "scalars"
-    mapping = {}
-    if rllib:
-        canonical = canonical_name(key)
-        if canonical is not None:
-            mapping[key] = canonical
-    out = []
-    for name in with_canonical_names({key: None}, mapping, mode):
-        namespace, _, short = name.partition("/") if "/" in name else ("", "", name)
-        out.append(((namespace, kind, preaggregated), short))
-    return tuple(out)
+    if mode == "canonical" and rllib and canonical_name(key) is not None:
+        return ()  # its canonical twin is in a stage block
+    namespace, _, short = key.partition("/") if "/" in key else ("", "", key)
+    return (((namespace, kind, preaggregated), short),)
 
 
 class _Node:
@@ -352,6 +394,8 @@ class _RunState:
     info: dict[str, Any] = field(default_factory=dict)
     hparams_logged: bool = False
     framework_sent: bool = False
+    collector: CollectorStats = field(default_factory=CollectorStats)
+    evaluation_seen: Any = None  # the last evaluation's lifetime counts
 
 
 def _state_for(logger: Any) -> _RunState:
@@ -396,7 +440,76 @@ def _send(logger: Any, state: _RunState, result: Mapping[str, Any], *, hparams_f
     run = state.run
     for (namespace, kind, preaggregated), data in walk.groups.items():
         logger.emit(Event(now, data, kind, namespace, dict(steps), source, "0", run, preaggregated))
+    if rllib and state.mode != "native":
+        for namespace, block, preaggregated, info_lines in _stage_blocks(result, state, steps.get("train_iter")):
+            emit_block(logger, namespace, block, steps, source=source, preaggregated=preaggregated, info_lines=info_lines, dump=False)
     logger.dump(steps or None)
+
+
+# ---- the stage blocks ---------------------------------------------------------------
+
+
+def _stage_blocks(result: Mapping[str, Any], state: _RunState, train_iter: int | None) -> list[tuple[str, dict[str, Any], bool, list[str]]]:
+    """(namespace, block, preaggregated, [INFO] lines) of one RLlib result."""
+    blocks = []
+    runners = result.get("env_runners")
+    if _is_mapping(runners):
+        blocks.append(_episode_block("collector", runners, state, train_iter))
+    evaluation = _lookup(result, ("evaluation", "env_runners"))
+    if _is_mapping(evaluation):
+        seen = (evaluation.get("num_episodes_lifetime"), evaluation.get("num_env_steps_sampled_lifetime"))
+        if seen == (None, None) or seen != state.evaluation_seen:  # else: the last evaluation, repeated
+            state.evaluation_seen = seen
+            blocks.append(_episode_block("evaluator", evaluation, state, train_iter))
+    learner = _learner_block(result.get("learners"))
+    if learner:
+        blocks.append(("learner", learner, True, []))
+    return blocks
+
+
+def _episode_block(namespace: str, runners: Mapping[str, Any], state: _RunState, train_iter: int | None) -> tuple[str, dict[str, Any], bool, list[str]]:
+    folder, returns_key, lengths_key = EPISODE_SERIES
+    series = runners.get(folder)
+    returns = series.get(returns_key) if _is_mapping(series) else None
+    if isinstance(returns, (list, tuple)):
+        lengths = series.get(lengths_key)
+        lengths = list(lengths) if isinstance(lengths, (list, tuple)) and len(lengths) == len(returns) else None
+        if namespace == "collector":
+            envsteps = _int(runners.get("num_env_steps_sampled"))
+            return namespace, state.collector.stage(episode_rewards=returns, episode_lengths=lengths, envstep_count=envsteps), False, []
+        block = evaluator_block(episode_rewards=returns, episode_lengths=lengths, train_iter=train_iter)
+        return namespace, block, False, evaluator_info_lines(returns)
+    prefix = "env_runners/" if namespace == "collector" else "evaluation/env_runners/"
+    found = {}
+    for native, canonical in CANONICAL.items():
+        if native.startswith(prefix) and canonical.startswith(f"{namespace}/") and native[len(prefix):] in runners:
+            found[canonical[len(namespace) + 1:]] = runners[native[len(prefix):]]
+    if namespace == "evaluator" and train_iter is not None:
+        found["train_iter"] = train_iter
+    block = {key: found[key] for key in BLOCK_KEYS[namespace] if key in found}
+    return namespace, block, True, []
+
+
+def _learner_block(learners: Any) -> dict[str, Any]:
+    """`learner` block keys of every module's values, `cur_lr_avg` and `total_loss_avg` first."""
+    if not _is_mapping(learners):
+        return {}
+    block: dict[str, Any] = {}
+    for module, values in learners.items():
+        if module == "__all_modules__" or not _is_mapping(values):
+            continue
+        prefix = "" if module == _DEFAULT_MODULE else f"{module}/"
+        for tail, name in _LEARNER_TAILS.items():
+            if tail in values:
+                block[f"{prefix}{name}"] = values[tail]
+    return dict(sorted(block.items(), key=lambda item: (not item[0].endswith("cur_lr_avg"), not item[0].endswith("total_loss_avg"))))
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 _LOG_RESULT_STATES: weakref.WeakKeyDictionary[Any, _RunState] = weakref.WeakKeyDictionary()
@@ -590,4 +703,5 @@ __all__ = [
     "canonical_name",
     "is_rllib_result",
     "log_result",
+    "record_episodes",
 ]
