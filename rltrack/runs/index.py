@@ -42,6 +42,8 @@ ARCHIVE_DIR = "archive"
 #: The runs table's columns a query shows, in this order (the row id and signature are internal).
 RUN_COLUMNS = ("id", "task", "start_time", "host", "ip", "status", "source", "writer", "archived", "path")
 HPARAM_PREFIX = "hp/"
+#: Runs stored per transaction while refreshing.
+COMMIT_EVERY = 500
 BEST_PREFIX = "best/"
 
 _SCHEMA = """
@@ -89,7 +91,7 @@ def signature(run_format: RunFormat, path: Path) -> str:
     parts = []
     for file in run_format.signature_files(path):
         try:
-            stat = file.stat()
+            stat = os.stat(file)
         except OSError:
             parts.append("")
         else:
@@ -121,8 +123,8 @@ def run_fields(run: Run) -> dict[str, Any]:
     return fields
 
 
-def _store(db: sqlite3.Connection, root: Path, run: Run, stamp: str) -> None:
-    path = _relative(root, run.path)
+def _store(db: sqlite3.Connection, path: str, run: Run, stamp: str) -> None:
+    """(Re)writes the rows of `run`, whose directory is `path` relative to the root."""
     archived = int(path == ARCHIVE_DIR or path.startswith(ARCHIVE_DIR + "/"))
     run_id = _free_id(db, run.id, path)
     db.execute("DELETE FROM runs WHERE path = ?", (path,))
@@ -152,27 +154,28 @@ def refresh(root: Path, db: sqlite3.Connection | None = None) -> dict[str, int]:
 
 
 def _refresh(db: sqlite3.Connection, root: Path) -> dict[str, int]:
+    """Re-reads changed runs, committing every COMMIT_EVERY runs (a commit per run
+    would wait for the disk thousands of times when an index is built)."""
     known = dict(db.execute("SELECT path, signature FROM runs").fetchall())
     counts = {"added": 0, "updated": 0, "removed": 0, "unreadable": 0}
     seen: set[str] = set()
-    for path, run_format in find_runs(root):
-        relative = _relative(root, path)
+    for path, relative, run_format in find_runs(root):
         seen.add(relative)
         stamp = signature(run_format, path)
         if known.get(relative) == stamp:
             continue
         try:
-            run = Run(path, run_format)
-            with db:
-                _store(db, root, run, stamp)
+            _store(db, relative, Run(path, run_format), stamp)
         except (OSError, ValueError, KeyError, TypeError) as exc:  # a damaged run is skipped, never fatal
             counts["unreadable"] += 1
             _warn(f"{path}: not indexed ({type(exc).__name__}: {exc})")
             continue
         counts["updated" if relative in known else "added"] += 1
+        if (counts["updated"] + counts["added"]) % COMMIT_EVERY == 0:
+            db.commit()
     gone = [p for p in known if p not in seen]
-    with db:
-        db.executemany("DELETE FROM runs WHERE path = ?", [(p,) for p in gone])
+    db.executemany("DELETE FROM runs WHERE path = ?", [(p,) for p in gone])
+    db.commit()
     counts["removed"] = len(gone)
     return counts
 
@@ -196,7 +199,7 @@ def update_run(run_dir: str | Path, root: str | Path | None = None) -> bool:
         if run_format is None:
             raise ValueError("not a run directory")
         with closing(connect(base)) as db, db:
-            _store(db, base, Run(run_dir, run_format), signature(run_format, run_dir))
+            _store(db, _relative(base, run_dir), Run(run_dir, run_format), signature(run_format, run_dir))
     except (OSError, ValueError, KeyError, TypeError, sqlite3.Error) as exc:
         _warn(f"{run_dir}: index not updated ({type(exc).__name__}: {exc})")
         return False

@@ -82,7 +82,8 @@ class RLTrackFormat:
         return out
 
     def signature_files(self, path: Path) -> list[Path]:
-        return [path / "meta.json", *sorted(path.glob("journal*.jsonl"))]
+        journals = sorted(name for name in os.listdir(path) if name.startswith("journal") and name.endswith(".jsonl"))
+        return [path / "meta.json", *(path / name for name in journals)]
 
 
 def _total_config(path: Path) -> dict:
@@ -125,11 +126,12 @@ def format_of(path: Path) -> RunFormat | None:
     return None
 
 
-def find_runs(root: Path) -> Iterator[tuple[Path, RunFormat]]:
-    """Every run directory under `root` (sorted, depth-first) and its format."""
+def find_runs(root: Path) -> Iterator[tuple[Path, str, RunFormat]]:
+    """Every run directory under `root` (sorted, depth-first): its path, its path
+    relative to `root` (with `/`), its format."""
     all_formats = formats()
 
-    def walk(directory: Path, depth: int) -> Iterator[tuple[Path, RunFormat]]:
+    def walk(directory: Path, relative: str, depth: int) -> Iterator[tuple[Path, str, RunFormat]]:
         try:
             entries = sorted(os.scandir(directory), key=lambda e: e.name)
         except OSError:
@@ -137,11 +139,12 @@ def find_runs(root: Path) -> Iterator[tuple[Path, RunFormat]]:
         for entry in entries:
             if entry.name.startswith(".") or entry.name in _SKIP_DIRS or not entry.is_dir(follow_symlinks=False):
                 continue
-            path = Path(entry.path)
+            path = directory / entry.name
+            below = f"{relative}{entry.name}"
             found = next((f for f in all_formats if f.detect(path)), None)
             if found is not None:
-                yield path, found
+                yield path, below, found
             elif depth < MAX_DEPTH:
-                yield from walk(path, depth + 1)
+                yield from walk(path, below + "/", depth + 1)
 
-    yield from walk(root, 1)
+    yield from walk(root, "", 1)
