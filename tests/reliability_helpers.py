@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import wandb_reader
 
@@ -52,6 +52,14 @@ def sync_run(run_dir: Path, home: Path, *args: str) -> subprocess.CompletedProce
         [PYTHON, "-m", "rltrack.cli", "sync", str(run_dir), *args],
         capture_output=True, text=True, env=child_env(home), timeout=300, cwd=home,
     )  # fmt: skip
+
+
+def read_run_dir(stdout: IO[str]) -> Path:
+    """The run directory a child prints as `RUN_DIR=<path>` (trackers print to stdout too)."""
+    for line in stdout:
+        if line.startswith("RUN_DIR="):
+            return Path(line[len("RUN_DIR=") :].strip())
+    raise AssertionError("the child ended without printing RUN_DIR=")
 
 
 def wandb_files(run_dir: Path) -> list[Path]:

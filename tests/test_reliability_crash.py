@@ -27,6 +27,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import rltrack
 from reliability_helpers import (
+    read_run_dir,
     PYTHON,
     child_env,
     meta,
@@ -52,7 +53,7 @@ WRITER = textwrap.dedent(
     logger = rltrack.make_logger({"run": {"root": root, "name": "killed"},
                                   "backends": {"use": ["local", "mlflow", "wandb", "neptune"], "wandb": {"project": "crash"}}})
     logger.log_hparams({"lr": 0.001})
-    print(logger.run_dir, flush=True)
+    print(f"RUN_DIR={logger.run_dir}", flush=True)
     fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     i = 0
     while True:
@@ -80,7 +81,7 @@ def crashed(tmp_path_factory):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(home), cwd=home,
     )  # fmt: skip
     try:
-        run_dir = Path(child.stdout.readline().strip())
+        run_dir = read_run_dir(child.stdout)
         deadline = time.monotonic() + 180
         while not all(Cursor(run_dir, name).delivered > 0 for name in TRACKERS):
             assert child.poll() is None, child.stderr.read()

@@ -1,0 +1,84 @@
+"""Every way a training script ends without calling `close()`: SIGTERM, Ctrl-C,
+an exception escaping the loop, and a plain end of the script. Each time,
+everything written reaches the journal and every tracker, and the run's
+status says how it ended, in meta.json and in each tracker.
+
+The script runs in a real child process with the local directory, MLflow
+(SQLite file), W&B (offline) and Neptune (offline), and ends mid-run, once
+every tracker is delivering (a script that ends before its trackers' packages
+are even imported is a separate case, see docs/RELIABILITY.md); the trackers
+are read back from their own stores.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import rltrack
+from reliability_helpers import PYTHON, read_run_dir, child_env, meta, mlflow_history, mlflow_run, neptune_failed, neptune_floats, wandb_exit_codes, wandb_files, wandb_history
+
+RECORDS = 500
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import rltrack
+
+    logger = rltrack.make_logger({{"run": {{"root": sys.argv[1], "name": "ending"}},
+                                   "backends": {{"use": ["local", "mlflow", "wandb", "neptune"], "wandb": {{"project": "exits"}}}}}})
+    from rltrack.delivery import Cursor
+
+    for i in range({records}):
+        logger.write({{"x": float(i)}}, step=i, namespace="learner")
+        if i == {records} // 2:  # mid-run: every tracker is up and delivering
+            while not all(Cursor(logger.run_dir, name).delivered for name in ("mlflow", "wandb", "neptune")):
+                time.sleep(0.1)
+    print(f"RUN_DIR={{logger.run_dir}}", flush=True)
+    {ending}
+    """
+)
+
+ENDINGS = {
+    "sigterm": ("time.sleep(300)", "killed", -signal.SIGTERM),
+    "keyboard_interrupt": ("raise KeyboardInterrupt", "killed", 1),
+    "exception": ("raise RuntimeError('the loss diverged')", "failed", 1),
+    "plain_exit": ("", "finished", 0),
+}
+MLFLOW_STATUS = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
+WANDB_EXIT_CODE = {"finished": 0, "failed": 1, "killed": 255}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_everything_written_is_delivered_and_the_status_says_how_the_run_ended(tmp_path: Path, ending: str) -> None:
+    code, status, returncode = ENDINGS[ending]
+    script = SCRIPT.format(records=RECORDS, ending=code)
+    child = subprocess.Popen(
+        [PYTHON, "-c", script, str(tmp_path / "runs")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(tmp_path), cwd=tmp_path,
+    )  # fmt: skip
+    run_dir = read_run_dir(child.stdout)
+    if ending == "sigterm":
+        child.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = child.communicate(timeout=240)
+    finally:
+        child.kill()
+    assert child.returncode == returncode, stderr
+
+    expected = [(i, float(i)) for i in range(RECORDS)]
+    assert [(e.primary_step, e.data["x"]) for e in rltrack.read_journal(run_dir)] == expected
+    assert meta(run_dir)["status"] == status
+    assert mlflow_history(run_dir, "learner/x") == expected
+    client, run_id = mlflow_run(run_dir)
+    assert client.get_run(run_id).info.status == MLFLOW_STATUS[status]
+    (wandb_file,) = wandb_files(run_dir)
+    assert [(row["step"], row["learner/x"]) for row in wandb_history(wandb_file)] == expected
+    assert wandb_exit_codes(run_dir) == [WANDB_EXIT_CODE[status]]
+    assert neptune_floats(run_dir, "learner/x") == expected
+    assert neptune_failed(run_dir)[-1] is (status != "finished")
