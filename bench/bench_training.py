@@ -1,0 +1,246 @@
+"""Training overhead: wall time of real loops with rltrack (every backend on) against without.
+
+Why this exists: the calling-thread figure leaves out what the background
+threads take from training (CPU, the GIL). Issue 6 asks for two loops:
+
+  (a) SB3 PPO on CartPole-v1, 50k steps: SB3's default outputs (stdout,
+      printed to /dev/null, and TensorBoard under `tensorboard_log`) against
+      the same with rltrack attached (`attach(model, logger)`, the four filters,
+      backends local, mlflow (SQLite file), wandb and neptune offline). Target
+      ≤ 1.03×.
+  (b) a stress loop: ~200 µs of numpy work per step (calibrated at start) and
+      10 scalars logged every step, with no logging, with rltrack (every
+      backend on), and with `wandb.log` + `mlflow.log_metrics` called directly.
+      Target ≤ 1.10× no logging; the ratio to the direct calls is reported.
+
+The variants of each loop alternate, rotated, `--repetitions` times (median,
+min–max). The timed span is the loop itself: rltrack's `close()`, which waits
+until every tracker has everything, is timed separately and read back. Process
+CPU time (all threads of this process) is reported beside the wall time.
+torch runs with one thread so that two variants see the same CPU budget.
+
+    python bench/bench_training.py            # 10+ minutes
+    python bench/bench_training.py --quick    # CI-sized: 4k PPO steps, short loops
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+import trackers
+from report import Section, verdict
+from timing import KEYS, repeat_alternating
+
+TARGET_PPO, TARGET_STRESS = 1.03, 1.10
+DEVNULL = open(os.devnull, "w")  # noqa: SIM115 - SB3's stdout table goes here for the whole process
+
+
+#: prepare() -> (the timed loop, the closing step): set-up and closing are timed apart from the loop.
+Variant = Callable[[], tuple[Callable[[], None], Callable[[], None]]]
+
+
+class Timed:
+    """Wall and process-CPU seconds of each run's loop, and what its set-up and closing took."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, list[float]] = {}
+        self.setup: dict[str, list[float]] = {}
+        self.close: dict[str, list[float]] = {}
+
+    def run(self, name: str, prepare: Variant) -> float:
+        t0 = time.perf_counter()
+        loop, finish = prepare()
+        self.setup.setdefault(name, []).append(time.perf_counter() - t0)
+        wall, cpu = time.perf_counter(), time.process_time()
+        loop()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        t0 = time.perf_counter()
+        finish()
+        self.close.setdefault(name, []).append(time.perf_counter() - t0)
+        self.cpu.setdefault(name, []).append(cpu)
+        return wall
+
+
+# ---- (a) SB3 PPO ---------------------------------------------------------------------
+
+
+def ppo(tmp: Path, steps: int, with_rltrack: bool, runs: list[int]) -> Variant:
+    """Everything a user's script does is in the timed loop: building the model,
+    the rltrack logger and `attach`, and `learn`; only close() is apart."""
+    loggers: list[Any] = []
+
+    def loop() -> None:
+        from stable_baselines3 import PPO
+
+        runs[0] += 1
+        with contextlib.redirect_stdout(DEVNULL):  # SB3's stdout writer binds sys.stdout when it is made
+            model = PPO("MlpPolicy", "CartPole-v1", verbose=1, seed=runs[0], device="cpu", tensorboard_log=str(tmp / "sb3_tb"))
+            if with_rltrack:
+                from rltrack.adapters.sb3 import attach
+
+                loggers.append(trackers.make_logger(tmp / "runs", f"ppo_{runs[0]:03d}", trackers.ALL))
+                attach(model, loggers[0])
+            model.learn(steps)
+
+    def finish() -> None:
+        for log in loggers:
+            check_closed(log, "collector", None)
+
+    return lambda: (loop, finish)
+
+
+def check_closed(log: Any, namespace: str, expected: int | None) -> None:
+    """Closes the logger (waiting for every tracker) and checks what arrived."""
+    if not log.close():
+        raise RuntimeError(f"{log.run_dir}: not everything delivered at close()")
+    if not any(True for e in trackers.rltrack.read_journal(log.run_dir) if e.namespace == namespace):
+        raise RuntimeError(f"{log.run_dir}: no {namespace} record in the journal")
+    if expected is not None and trackers.journal_count(log.run_dir, namespace) != expected + 1:  # + the warm-up record
+        raise RuntimeError(f"{log.run_dir}: the journal does not hold the {expected} records written")
+
+
+# ---- (b) the stress loop -----------------------------------------------------------------
+
+
+class Work:
+    """~`target_us` of numpy per call: a small MLP forward and update, repeated."""
+
+    def __init__(self, target_us: float) -> None:
+        rng = np.random.default_rng(0)
+        self.w = rng.normal(size=(64, 64)) * 0.1
+        self.x = rng.normal(size=(64, 32))
+        self.repeats = 1
+        per_call = min(self._time_one() for _ in range(5))
+        self.repeats = max(1, round(target_us / (per_call * 1e6)))
+        self.per_step_us = min(self._time_one() for _ in range(5)) * 1e6
+
+    def _time_one(self) -> float:
+        t0 = time.perf_counter()
+        for _ in range(50):
+            self()
+        return (time.perf_counter() - t0) / 50
+
+    def __call__(self) -> dict[str, float]:
+        x = self.x
+        for _ in range(self.repeats):
+            h = np.tanh(self.w @ x)
+            self.w -= 1e-4 * (h @ x.T) / x.shape[1]
+        return {key: float(h[j, 0]) for j, key in enumerate(KEYS)}
+
+
+def stress(work: Work, steps: int, variant: str, tmp: Path, runs: list[int]) -> Variant:
+    """The steady state: set-up (rltrack's logger with one record written and
+    delivered, so every tracker client is imported and its run made; W&B and
+    MLflow runs started) is done before the timed loop, and reported apart."""
+
+    def prepare() -> tuple[Callable[[], None], Callable[[], None]]:
+        runs[0] += 1
+        if variant == "none":
+
+            def bare() -> None:
+                for _ in range(steps):
+                    work()
+
+            return bare, lambda: None
+        if variant == "rltrack":
+            log = trackers.make_logger(tmp / "runs", f"stress_{runs[0]:03d}", trackers.ALL)
+            log.write(work(), step=0, namespace="learner")
+            trackers.settle(log)
+            write = log.write
+
+            def logged() -> None:
+                for step in range(1, steps + 1):
+                    write(work(), step=step, namespace="learner")
+
+            return logged, lambda: check_closed(log, "learner", steps)
+        import mlflow
+
+        wb = trackers.wandb_run(tmp / "direct", f"stress_{runs[0]:03d}")
+        mlflow.start_run()
+
+        def direct() -> None:
+            for step in range(steps):
+                rec = work()
+                wb.log(rec, step=step)
+                mlflow.log_metrics(rec, step=step)
+
+        return direct, lambda: (wb.finish(), mlflow.end_run())
+
+    return prepare
+
+
+# ---- report -------------------------------------------------------------------------------
+
+
+def table(results: dict[str, dict[str, Any]], timed: Timed, reference: str, per: int | dict[str, int]) -> str:
+    lines = ["| variant | steps | median s | min–max s | per step µs | ÷ reference | CPU s (process, median) | set-up s before | close() s after |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    ref = results[reference]["median"] / (per if isinstance(per, int) else per[reference])
+    for name, r in results.items():
+        n = per if isinstance(per, int) else per[name]
+        cpu, setup, close = (statistics.median(d[name]) for d in (timed.cpu, timed.setup, timed.close))
+        lines.append(f"| {name} | {n:,} | {r['median']:.2f} | {r['lo']:.2f}–{r['hi']:.2f} | {r['median'] / n * 1e6:,.0f} "
+                     f"| {r['median'] / n / ref:.3f}× | {cpu:.2f} | {setup:.2f} | {close:.2f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="CI-sized: 4k PPO steps, short stress loops, one repetition")
+    parser.add_argument("--repetitions", type=int, default=None, help="default 3, quick 1")
+    parser.add_argument("--ppo-steps", type=int, default=None, help="default 50000, quick 4096")
+    parser.add_argument("--skip-ppo", action="store_true", help="only the stress loop")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
+    args = parser.parse_args()
+    reps = args.repetitions or (1 if args.quick else 3)
+    ppo_steps = args.ppo_steps or (4096 if args.quick else 50_000)
+    stress_steps = 1_000 if args.quick else 10_000
+    direct_steps = 100 if args.quick else 500
+    section = Section()
+    out: list[str] = []
+    summary: list[str] = []
+    import torch
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory(prefix="rltrack-bench-training-") as tmp_name:
+        tmp = Path(tmp_name)
+        trackers.isolate(tmp)
+        import mlflow
+
+        mlflow.set_tracking_uri(f"sqlite:///{tmp / 'direct_mlflow.db'}")
+        mlflow.set_experiment("bench-direct")
+        runs = [0]
+        work = Work(200.0)
+        timed = Timed()
+        names = {"none": "no logging", "rltrack": "rltrack, every backend (local, mlflow, wandb, neptune)",
+                 "direct": "wandb.log + mlflow.log_metrics called directly"}  # fmt: skip
+        steps = {names["none"]: stress_steps, names["rltrack"]: stress_steps, names["direct"]: direct_steps}
+        res = repeat_alternating({names[v]: (lambda v=v: timed.run(names[v], stress(work, steps[names[v]], v, tmp, runs))) for v in names}, reps)
+        ratio = (res[names["rltrack"]]["median"] / stress_steps) / (res[names["none"]]["median"] / stress_steps)
+        direct = (res[names["direct"]]["median"] / direct_steps) / (res[names["rltrack"]]["median"] / stress_steps)
+        out += [f"### (b) stress loop: {work.per_step_us:.0f} µs of numpy work a step (calibrated), 10 scalars logged a step", "",
+                table(res, timed, names["none"], steps), ""]  # fmt: skip
+        summary.append(verdict("stress loop, rltrack with every backend ÷ no logging", f"{ratio:.3f}×", f"≤ {TARGET_STRESS:.2f}×", ratio <= TARGET_STRESS))
+        summary.append(f"- stress loop, direct wandb.log + mlflow.log_metrics ÷ rltrack, per step: {direct:.1f}×")
+        if not args.skip_ppo:
+            timed_ppo = Timed()
+            labels = {False: "SB3 default outputs (stdout, tensorboard)", True: "the same + rltrack attached, every backend"}
+            res = repeat_alternating({labels[w]: (lambda w=w: timed_ppo.run(labels[w], ppo(tmp, ppo_steps, w, runs))) for w in labels}, reps)
+            ratio = res[labels[True]]["median"] / res[labels[False]]["median"]
+            out += [f"### (a) SB3 PPO, CartPole-v1, {ppo_steps:,} steps", "", table(res, timed_ppo, labels[False], ppo_steps), ""]
+            summary.append(verdict("SB3 PPO with rltrack ÷ SB3's default outputs", f"{ratio:.3f}×", f"≤ {TARGET_PPO:.2f}×", ratio <= TARGET_PPO))
+    body = "\n".join([f"{reps} repetition(s) per variant, alternating; median and min–max of the loop's wall time.", "", *out, "Verdict:", "", *summary])
+    section.finish("bench_training: training-loop overhead", body, write=not args.no_write)
+
+
+if __name__ == "__main__":
+    main()
