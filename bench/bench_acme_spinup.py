@@ -58,7 +58,8 @@ if importlib.util.find_spec("launchpad") is None:
 import rltrack  # noqa: E402
 from rltrack.adapters.acme import RLTrackLogger, tee  # noqa: E402
 from rltrack.adapters.spinup import EpochLogger  # noqa: E402
-from timing import System, percentile, ratio_table, run_rounds, summary, time_calls  # noqa: E402  (bench/ is sys.path[0])
+from report import Section  # noqa: E402  (bench/ is sys.path[0])
+from timing import System, percentile, ratio_table, run_rounds, summary, time_calls  # noqa: E402
 
 
 
@@ -177,33 +178,36 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=200, help="timed SpinningUp epochs per variant")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="2,000 records, 40 epochs")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     if args.quick:
         args.records, args.epochs = 2_000, 40
-    started = time.time()
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    section = Section()
     with tempfile.TemporaryDirectory(prefix="rltrack-bench-") as tmp_name:
         tmp = Path(tmp_name)
         warmup = 500
         acme_results = run_rounds(acme_systems(tmp), acme_records(args.records + warmup), args.rounds, warmup)
         spinup_results = spinup_bench(tmp, args.epochs, args.rounds)
     ref = "Acme CSVLogger, None+Time 0 s (all written)"
-    print(f"## Acme and SpinningUp adapters: calling-thread cost ({time.strftime('%Y-%m-%d')})\n")
-    print(f"Command: `python bench/bench_acme_spinup.py{' --quick' if args.quick else ''}` (took {time.time() - started:.0f} s); "
-          f"{os.cpu_count()} CPUs, load average {load} at start, "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at end; Python {sys.version.split()[0]}.\n")  # fmt: skip
-    print(f"Acme: {args.records:,} timed `write`s of a 10-value record (numpy scalars) per system, {args.rounds} alternating rounds.\n")
-    print(ratio_table(acme_results, ref, unit="Acme CSV"))
-    print(f"\nSpinningUp: {args.epochs} timed epochs per variant (21 columns per row), {args.rounds} alternating rounds; "
-          "SpinningUp is not importable here, so the baseline is rltrack's EpochLogger with `send_to_rltrack=False` "
-          "(SpinningUp's code path without MPI); the printed table goes to /dev/null.\n")
-    print(ratio_table(spinup_results, "log_tabular x14 + dump_tabular, rltrack disabled (SpinningUp-equivalent baseline)", unit="baseline"))
     extra = spinup_results["log_tabular x14 + dump_tabular, sending to rltrack (local backend)"]["median"] - \
         spinup_results["log_tabular x14 + dump_tabular, rltrack disabled (SpinningUp-equivalent baseline)"]["median"]
     ours = acme_results["RLTrackLogger.write (local backend)"]["median"]
-    print(f"\n- Acme: RLTrackLogger.write median {ours:.1f} µs vs Acme's CSV logger {acme_results[ref]['median']:.1f} µs "
-          f"({acme_results[ref]['median'] / ours:.1f}× cheaper); tee adds ~{acme_results['tee(Acme CSV None+Time 0 s, RLTrackLogger)']['median'] - acme_results[ref]['median']:.1f} µs to Acme's chain.")  # fmt: skip
-    print(f"- SpinningUp: sending each row to rltrack adds ~{extra:.0f} µs per epoch (median) to log_tabular+dump_tabular; store() is untouched.")
+    body = "\n".join([
+        f"Acme: {args.records:,} timed `write`s of a 10-value record (numpy scalars) per system, {args.rounds} alternating rounds.",
+        "",
+        ratio_table(acme_results, ref, unit="Acme CSV"),
+        "",
+        f"SpinningUp: {args.epochs} timed epochs per variant (21 columns per row), {args.rounds} alternating rounds; "
+        "SpinningUp is not importable here, so the baseline is rltrack's EpochLogger with `send_to_rltrack=False` "
+        "(SpinningUp's code path without MPI); the printed table goes to /dev/null.",
+        "",
+        ratio_table(spinup_results, "log_tabular x14 + dump_tabular, rltrack disabled (SpinningUp-equivalent baseline)", unit="baseline"),
+        "",
+        f"- Acme: RLTrackLogger.write median {ours:.1f} µs vs Acme's CSV logger {acme_results[ref]['median']:.1f} µs "
+        f"({acme_results[ref]['median'] / ours:.1f}× cheaper); tee adds ~{acme_results['tee(Acme CSV None+Time 0 s, RLTrackLogger)']['median'] - acme_results[ref]['median']:.1f} µs to Acme's chain.",
+        f"- SpinningUp: sending each row to rltrack adds ~{extra:.0f} µs per epoch (median) to log_tabular+dump_tabular; store() is untouched.",
+    ])  # fmt: skip
+    section.finish("bench_acme_spinup: Acme and SpinningUp adapters, calling-thread cost", body, write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ sys.path.insert(0, str(REPO))
 
 import rltrack  # noqa: E402
 from rltrack.adapters.sb3 import RLTrackWriter  # noqa: E402
-from timing import System, ratio_table, run_rounds  # noqa: E402  (bench/ is sys.path[0])
+from report import Section  # noqa: E402  (bench/ is sys.path[0])
+from timing import System, ratio_table, run_rounds  # noqa: E402
 
 
 #: The system fed pre-built SB3 dicts (what Logger.dump hands each writer) instead of record() calls.
@@ -146,37 +147,36 @@ def main() -> None:
     parser.add_argument("--dumps", type=int, default=10_000, help="timed dumps per system")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="1,500 dumps per system")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     if args.quick:
         args.dumps = 1_500
-    started = time.time()
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    section = Section()
     warmup = 200
     with tempfile.TemporaryDirectory(prefix="rltrack-bench-sb3-") as tmp_name:
         items = sb3_records(args.dumps + warmup)
         results = run_rounds(systems(Path(tmp_name)), items, args.rounds, warmup, own_items={WRITER_ALONE: as_sb3_dicts(items)})
         burst_write, burst_total = pipeline_per_dump(Path(tmp_name), args.dumps // 2)
-    import stable_baselines3
-
     native = "SB3 csv+json+tensorboard (native)"
     both = "SB3 csv+json+tensorboard + RLTrackWriter"
-    print(f"## SB3 adapter: calling-thread cost per dump ({time.strftime('%Y-%m-%d')})\n")
-    print(f"Command: `python bench/bench_sb3.py{' --quick' if args.quick else ''}` (took {time.time() - started:.0f} s); "
-          f"{os.cpu_count()} CPUs, load average {load} at start, {' '.join(f'{x:.2f}' for x in os.getloadavg())} at end; "
-          f"Python {sys.version.split()[0]}, stable-baselines3 {stable_baselines3.__version__}. "
-          f"{args.dumps:,} timed dumps per system, {args.rounds} alternating rounds; rltrack with the local backend, no filters.\n")  # fmt: skip
-    print(ratio_table(results, native, per="system (per dump of 10 keys)", unit="SB3 native"))
     added = results[both]["median"] - results[native]["median"]
     alone = results["RLTrackWriter.write alone"]["median"]
-    print(f"\n- Attaching rltrack to SB3's csv+json+tensorboard logger adds {added:.1f} µs per dump (median, "
-          f"{results[both]['median'] / results[native]['median']:.2f}×); `RLTrackWriter.write` itself takes {alone:.1f} µs "
-          f"({alone / 10:.2f} µs per key).")  # fmt: skip
-    print(f"- Mean per dump: {results[native]['mean']:.0f} µs native, {results[both]['mean']:.0f} µs with rltrack: the "
-          "difference beyond the writer's own cost is rltrack's pipeline thread doing its work for each dump "
-          "(journal, tfevents, csv, text tables) while holding the GIL.")  # fmt: skip
-    print(f"- Burst of {args.dumps // 2:,} dumps straight into RLTrackWriter.write (local backend): {burst_write:.1f} µs per dump "
-          f"on the calling thread, {burst_total:.0f} µs per dump until flush() returns (the pipeline thread's throughput, "
-          "about what one SB3 dump costs the process in total).")  # fmt: skip
+    body = "\n".join([
+        f"{args.dumps:,} timed dumps per system, {args.rounds} alternating rounds; rltrack with the local backend, no filters.",
+        "",
+        ratio_table(results, native, per="system (per dump of 10 keys)", unit="SB3 native"),
+        "",
+        f"- Attaching rltrack to SB3's csv+json+tensorboard logger adds {added:.1f} µs per dump (median, "
+        f"{results[both]['median'] / results[native]['median']:.2f}×); `RLTrackWriter.write` itself takes {alone:.1f} µs "
+        f"({alone / 10:.2f} µs per key).",
+        f"- Mean per dump: {results[native]['mean']:.0f} µs native, {results[both]['mean']:.0f} µs with rltrack: the "
+        "difference beyond the writer's own cost is rltrack's pipeline thread doing its work for each dump "
+        "(journal, tfevents, csv, text tables) while holding the GIL.",
+        f"- Burst of {args.dumps // 2:,} dumps straight into RLTrackWriter.write (local backend): {burst_write:.1f} µs per dump "
+        f"on the calling thread, {burst_total:.0f} µs per dump until flush() returns (the pipeline thread's throughput, "
+        "about what one SB3 dump costs the process in total).",
+    ])  # fmt: skip
+    section.finish("bench_sb3: SB3 adapter, calling-thread cost per dump", body, write=not args.no_write)
 
 
 if __name__ == "__main__":

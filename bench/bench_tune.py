@@ -52,7 +52,8 @@ sys.path.insert(0, str(REPO))
 
 import rltrack  # noqa: E402
 from rltrack.adapters.tune import log_result  # noqa: E402
-from timing import System, run_rounds  # noqa: E402  (bench/ is sys.path[0])
+from report import Section  # noqa: E402  (bench/ is sys.path[0])
+from timing import System, run_rounds  # noqa: E402
 
 
 def results(n: int, size: str, seed: int = 0) -> list[dict[str, Any]]:
@@ -238,11 +239,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="400 results")
     parser.add_argument("--no-ray", action="store_true", help="do not start Ray: stage trial files under a temporary directory")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     if args.quick:
         args.results = 400
+    section = Section()
     started = time.time()
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     import ray
 
     tables = {}
@@ -258,20 +260,17 @@ def main() -> None:
         burst = drain(tmp, results(2_000, "150", seed=1))
     ray.shutdown()
     ref = "Tune CSVLoggerCallback.log_trial_result"
-    print(f"## Ray Tune / RLlib adapter: calling-thread cost per result ({time.strftime('%Y-%m-%d')})\n")
-    print(f"Command: `python bench/bench_tune.py{' --quick' if args.quick else ''}` (took {time.time() - started:.0f} s, "
-          f"{ray_started - started:.0f} s of it starting Ray; {how}); {os.cpu_count()} CPUs, load average {load} at start, "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} at end; Python {sys.version.split()[0]}, ray {ray.__version__}.\n")  # fmt: skip
+    out = [f"{ray_started - started:.0f} s of the run went to starting Ray; {how}.", ""]
     for size, (leaves, res) in tables.items():
-        print(f"### {leaves} metric and timing leaves + training_iteration + {BOOKKEEPING} Tune bookkeeping keys + config (20 keys); {args.results:,} timed results per system, "
-              f"{args.rounds} alternating rounds\n")
-        print(table(res, ref))
         ours = res["RLTrackCallback.log_trial_result (local backend)"]["median"]
         three = res["Tune's 3 default logger callbacks (CSV+JSON+TBX)"]["median"]
-        print(f"\n- RLTrackCallback median {ours:.1f} µs vs Tune's CSV {res[ref]['median']:.1f} µs and its three default "
-              f"callbacks together {three:.1f} µs ({three / ours:.1f}× ours).\n")  # fmt: skip
-    print(f"Burst of 2,000 150-key results through log_result: {burst[0]:.1f} µs per result on the calling thread, "
-          f"{burst[1]:.1f} µs per result until flush() returned (journal + local backend written).")
+        out += [f"### {leaves} metric and timing leaves + training_iteration + {BOOKKEEPING} Tune bookkeeping keys + config (20 keys); "
+                f"{args.results:,} timed results per system, {args.rounds} alternating rounds", "", table(res, ref), "",
+                f"- RLTrackCallback median {ours:.1f} µs vs Tune's CSV {res[ref]['median']:.1f} µs and its three default "
+                f"callbacks together {three:.1f} µs ({three / ours:.1f}× ours).", ""]  # fmt: skip
+    out.append(f"Burst of 2,000 150-key results through log_result: {burst[0]:.1f} µs per result on the calling thread, "
+               f"{burst[1]:.1f} µs per result until flush() returned (journal + local backend written).")  # fmt: skip
+    section.finish("bench_tune: Ray Tune / RLlib adapter, calling-thread cost per result", "\n".join(out), write=not args.no_write)
 
 
 if __name__ == "__main__":
