@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 import tempfile
 import time
