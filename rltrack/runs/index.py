@@ -11,8 +11,10 @@ Tables:
     runs    one row per run: id (readable, see rltrack.runs.run), path (relative
             to the root), task, start_time, start_unix, host, ip, status, source,
             writer, archived, signature (mtime and size of the files the run's
-            format names; a changed signature means the run changed)
-    fields  (run, name, value): the run's hyperparameters (flat `a/b` names;
+            format names; a changed signature means the run changed),
+            fields_json (the run's fields as one JSON object: what a query
+            returns, read in one row per run)
+    fields  (run, name, value), what `where` filters on: the run's hyperparameters (flat `a/b` names;
             `hp/<name>` when a name is one of the runs columns), and for each
             of `MAIN_METRICS` present its final value (`<metric>`) and best
             value (`best/<metric>`)
@@ -46,6 +48,9 @@ HPARAM_PREFIX = "hp/"
 COMMIT_EVERY = 500
 BEST_PREFIX = "best/"
 
+#: Bumped whenever the tables change; an index of another version is rebuilt.
+SCHEMA_VERSION = 2
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     rowid INTEGER PRIMARY KEY,
@@ -60,7 +65,8 @@ CREATE TABLE IF NOT EXISTS runs (
     source TEXT NOT NULL,
     writer TEXT NOT NULL,
     archived INTEGER NOT NULL,
-    signature TEXT NOT NULL
+    signature TEXT NOT NULL,
+    fields_json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_by_task ON runs (task, start_unix);
 CREATE TABLE IF NOT EXISTS fields (
@@ -78,11 +84,17 @@ def index_path(root: Path) -> Path:
 
 
 def connect(root: Path) -> sqlite3.Connection:
-    """The index of `root` (created empty if missing); several processes may write it."""
+    """The index of `root` (created empty if missing); several processes may write it.
+    An index made by another version of this schema is emptied (the next refresh
+    fills it again from the run directories)."""
     root.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(index_path(root), timeout=30.0)
     db.execute("PRAGMA foreign_keys = ON")
-    db.executescript(_SCHEMA)
+    if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        with db:
+            db.executescript("DROP TABLE IF EXISTS fields; DROP TABLE IF EXISTS runs;")
+            db.executescript(_SCHEMA)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return db
 
 
@@ -127,14 +139,15 @@ def _store(db: sqlite3.Connection, path: str, run: Run, stamp: str) -> None:
     """(Re)writes the rows of `run`, whose directory is `path` relative to the root."""
     archived = int(path == ARCHIVE_DIR or path.startswith(ARCHIVE_DIR + "/"))
     run_id = _free_id(db, run.id, path)
+    fields = run_fields(run)
     db.execute("DELETE FROM runs WHERE path = ?", (path,))
     cursor = db.execute(
-        "INSERT INTO runs (id, path, task, start_time, start_unix, host, ip, status, source, writer, archived, signature)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO runs (id, path, task, start_time, start_unix, host, ip, status, source, writer, archived, signature, fields_json)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (run_id, path, run.task, run.start_time.isoformat(), run.info.start_unix, run.host, run.ip,
-         run.status, run.source, run.writer, archived, stamp),
+         run.status, run.source, run.writer, archived, stamp, json.dumps(fields)),
     )
-    db.executemany("INSERT INTO fields (run, name, value) VALUES (?, ?, ?)", [(cursor.lastrowid, n, v) for n, v in run_fields(run).items()])
+    db.executemany("INSERT INTO fields (run, name, value) VALUES (?, ?, ?)", [(cursor.lastrowid, n, v) for n, v in fields.items()])
 
 
 def _free_id(db: sqlite3.Connection, run_id: str, path: str) -> str:
@@ -223,7 +236,7 @@ def rows(root: Path) -> list[dict[str, Any]]:
 def _rows(db: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Iterator[dict[str, Any]]:
     db.row_factory = sqlite3.Row
     for row in db.execute(sql, params).fetchall():
-        out = {k: row[k] for k in row.keys() if k not in ("rowid", "signature")}
+        out = {k: row[k] for k in row.keys() if k not in ("rowid", "signature", "fields_json")}
         out.update(db.execute("SELECT name, value FROM fields WHERE run = ? ORDER BY name", (row["rowid"],)).fetchall())
         yield out
     db.row_factory = None
@@ -237,12 +250,11 @@ def resolve(root: str | Path, id_or_path: str | Path) -> Path:
         return candidate
     root = Path(root)
     text = str(id_or_path)
-    refresh(root)
     with closing(connect(root)) as db:
-        exact = db.execute("SELECT path FROM runs WHERE id = ?", (text,)).fetchall()
-        matches = exact or db.execute(
-            "SELECT path FROM runs WHERE substr(id, 1, ?) = ? ORDER BY id LIMIT 11", (len(text), text)
-        ).fetchall()
+        matches = _id_matches(db, text)
+        if len(matches) != 1:  # perhaps a run the index does not know yet
+            _refresh(db, root)
+            matches = _id_matches(db, text)
     if len(matches) == 1:
         return root / matches[0][0]
     if not matches:
@@ -251,6 +263,12 @@ def resolve(root: str | Path, id_or_path: str | Path) -> Path:
             f"list the ids with `rltrack runs ls --root {root}`"
         )
     raise LookupError(f"{text!r} is the beginning of several run ids under {root}; give more of the id (see `rltrack runs ls --root {root}`)")
+
+
+def _id_matches(db: sqlite3.Connection, text: str) -> list[tuple[str]]:
+    """Paths of the run whose id is `text`, else of those whose id begins with it."""
+    exact = db.execute("SELECT path FROM runs WHERE id = ?", (text,)).fetchall()
+    return exact or db.execute("SELECT path FROM runs WHERE substr(id, 1, ?) = ? ORDER BY id LIMIT 11", (len(text), text)).fetchall()
 
 
 def _warn(message: str) -> None:
