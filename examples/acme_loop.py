@@ -5,7 +5,11 @@ an actor loop (label "actor", steps key "actor_steps"), the learner inside the
 actor's `update()` (label "learner", "learner_steps") and a greedy evaluator
 loop every few episodes (label "evaluator"). All three loggers come from one
 `make_logger_factory(...)`, so they share one rltrack run: namespaces
-collector / learner / evaluator, actor_steps and learner_steps as step axes.
+collector / learner / evaluator, actor_steps and learner_steps as step axes,
+and DI-engine's blocks in log/<namespace>/<namespace>_logger.txt: a collector
+block per 10 episodes, an evaluator block per evaluation (3 episodes, with an
+[INFO] line each), a learner block of averaged losses per 100 learner
+records (one record per 25 updates here) and at the end.
 `acme_factory=` keeps Acme's default terminal logger printing as usual.
 
     python examples/acme_loop.py --episodes 300

@@ -9,9 +9,11 @@ exactly as it does: `store(...)` during the epoch, `log_tabular(...)` and
     from rltrack.adapters.spinup import EpochLogger   # was: from spinup.utils.logx import EpochLogger
 
 SpinningUp's files land in --output-dir (progress.txt, config.json, pyt_save/),
-and every row also goes to an rltrack run under --root: EpRet as
-collector/reward_*, TestEpRet as evaluator/reward_*, TotalEnvInteracts and
-Epoch as the env_steps and epoch axes, the losses under learner/.
+and every row also goes to an rltrack run under --root: TotalEnvInteracts and
+Epoch as the env_steps and epoch axes, the table's columns under collector/,
+evaluator/ and learner/, and per epoch DI-engine's collector, evaluator and
+learner blocks computed from the stored EpRet/EpLen, TestEpRet/TestEpLen and
+losses (log/<namespace>/<namespace>_logger.txt).
 
     python examples/spinup_style_vpg.py --epochs 10
 """

@@ -9,7 +9,10 @@ progress.csv, journal.jsonl, log/...). Tune's own results stay where Tune puts
 them (--storage, default ~/ray_results). The function trainable reports a
 string (to text), a list (to a histogram) and an evaluation score that first
 appears at iteration 3 (kept: a new progress.csv column); the RLlib variant
-maps RLlib's keys to canonical names (collector/reward_mean, learner/...).
+records each episode (`record_episodes`), so every iteration's collector block
+in log/collector/collector_logger.txt (reward_mean/std/max/min, each_reward,
+counts) is computed from that iteration's episodes; evaluator and learner
+blocks follow RLlib's evaluation and learner results.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 
 from ray import tune
 
-from rltrack.adapters.tune import RLTrackCallback
+from rltrack.adapters.tune import RLTrackCallback, record_episodes
 
 
 def trainable(config: dict) -> None:
@@ -64,6 +67,7 @@ def main() -> None:
             PPOConfig()
             .environment("CartPole-v1")
             .env_runners(num_env_runners=0)
+            .callbacks(on_episode_end=record_episodes)  # individual episodes for the stage blocks
             .training(lr=tune.grid_search([1e-4, 1e-3]), train_batch_size_per_learner=500, minibatch_size=100, num_epochs=2)
             .evaluation(evaluation_interval=2, evaluation_duration=3, evaluation_duration_unit="episodes")
         )

@@ -1,8 +1,8 @@
 """Ray Tune / RLlib adapter: real `tune.run`, real `tune.Tuner`, real RLlib PPO on CartPole.
 
 Ray's start-up is slow (~30 s on a 2-core machine), so the tests that need a
-running Ray share one `ray.init` through the module-scoped `ray_session`
-fixture. The tests above it need no Ray session (they feed `log_result`
+running Ray share one `ray.init` through the session-scoped `ray_cluster`
+fixture (tests/conftest.py). The tests above it need no Ray session (they feed `log_result`
 result dicts shaped like RLlib's and Tune's).
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -255,23 +254,7 @@ def test_experiment_end_closes_open_trials_and_new_configs_are_relogged(tmp_path
 # ---- with a real Ray session ------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray = pytest.importorskip("ray")
-    for attempt in (1, 2):
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-            break
-        except Exception as exc:  # Ray gives its raylet a fixed 30 s to register; a loaded machine can miss it
-            ray.shutdown()
-            if attempt == 2 or "timed out during startup" not in str(exc):
-                raise
-    yield ray
-    ray.shutdown()
-
-
-def test_tune_run_grid_one_run_dir_per_trial_late_keys_hparams_failure(tmp_path: Path, ray_session) -> None:
+def test_tune_run_grid_one_run_dir_per_trial_late_keys_hparams_failure(tmp_path: Path, ray_cluster) -> None:
     from ray import tune
 
     from rltrack.adapters.tune import RLTrackCallback
@@ -328,7 +311,7 @@ def test_tune_run_grid_one_run_dir_per_trial_late_keys_hparams_failure(tmp_path:
 
 
 @pytest.mark.slow
-def test_tuner_run_config_callback_and_run_name_as_group(tmp_path: Path, ray_session) -> None:
+def test_tuner_run_config_callback_and_run_name_as_group(tmp_path: Path, ray_cluster) -> None:
     from ray import tune
 
     from rltrack.adapters.tune import RLTrackCallback
@@ -355,7 +338,7 @@ def test_tuner_run_config_callback_and_run_name_as_group(tmp_path: Path, ray_ses
     assert {e.source for e in rltrack.read_journal(run_dir) if e.kind == "scalars"} == {"rllib"}
 
 
-def test_rllib_ppo_cartpole_train_through_log_result(tmp_path: Path, ray_session) -> None:
+def test_rllib_ppo_cartpole_train_through_log_result(tmp_path: Path, ray_cluster) -> None:
     from ray.rllib.algorithms.ppo import PPOConfig
 
     config = (
@@ -368,17 +351,21 @@ def test_rllib_ppo_cartpole_train_through_log_result(tmp_path: Path, ray_session
     )
     algo = config.build_algo()
     logger = rltrack.make_logger(run={"root": str(tmp_path), "name": "ppo"}, backends={"use": ["memory", "local"]})
-    sampled = []
+    sampled, episodes = [], []
     try:
         for _ in range(2):
             result = algo.train()
             sampled.append(int(result["env_runners"]["num_env_steps_sampled_lifetime"]))
+            episodes.append(int(result["env_runners"]["num_episodes"]))
             adapter.log_result(logger, result)
     finally:
         algo.stop()
         logger.close()
     memory = logger.backends["memory"]
     assert len(memory.metrics["collector/reward_mean"]) == 2
+    # without record_episodes: RLlib's windowed statistics, marked preaggregated; no std, no each_reward
+    assert memory.metrics["collector/episode_count"] == episodes
+    assert "collector/reward_std" not in memory.metrics and "collector/each_reward" not in memory.metrics
     assert memory.steps["collector/reward_mean"] == sampled
     learner = {tag for tag in memory.metrics if tag.startswith("learner/")}
     assert {"learner/total_loss_avg", "learner/policy_loss_avg", "learner/value_loss_avg"} <= learner

@@ -8,7 +8,6 @@ test computes from those episodes with numpy."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -296,15 +295,6 @@ def test_acme_environment_loops_and_learner_give_blocks(tmp_path: Path) -> None:
 # ---- RLlib ------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def ray_session() -> Any:
-    """test_adapter_tune's session, with more time for the raylet to register on a loaded machine."""
-    from test_adapter_tune import ray_session as shared
-
-    os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")
-    yield from shared.__wrapped__()
-
-
 def _recording_cartpole(config: dict[str, Any]) -> Any:
     """CartPole that appends each finished episode's return and length, as JSON
     lines, to the file its env_config names (RLlib may build envs anywhere)."""
@@ -331,7 +321,7 @@ def _recorded(path: Path) -> list[list[float]]:
 
 
 @pytest.mark.slow
-def test_rllib_ppo_iterations_give_blocks_from_individual_episodes(tmp_path: Path, ray_session: Any) -> None:
+def test_rllib_ppo_iterations_give_blocks_from_individual_episodes(tmp_path: Path, ray_cluster: Any) -> None:
     from ray import tune
     from ray.rllib.algorithms.ppo import PPOConfig
 
