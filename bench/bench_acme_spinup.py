@@ -35,7 +35,6 @@ busy" row for what GIL sharing adds.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import importlib.util
@@ -58,7 +57,7 @@ if importlib.util.find_spec("launchpad") is None:
 import rltrack  # noqa: E402
 from rltrack.adapters.acme import RLTrackLogger, tee  # noqa: E402
 from rltrack.adapters.spinup import EpochLogger  # noqa: E402
-from report import Section  # noqa: E402  (bench/ is sys.path[0])
+from report import Section, arguments  # noqa: E402  (bench/ is sys.path[0])
 from timing import System, percentile, ratio_table, run_rounds, summary, time_calls  # noqa: E402
 
 
@@ -173,12 +172,10 @@ def spinup_bench(tmp: Path, epochs: int, rounds: int) -> dict[str, dict[str, flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, "2,000 records, 40 epochs")
     parser.add_argument("--records", type=int, default=10_000, help="timed Acme writes per system")
     parser.add_argument("--epochs", type=int, default=200, help="timed SpinningUp epochs per variant")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="2,000 records, 40 epochs")
-    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     if args.quick:
         args.records, args.epochs = 2_000, 40

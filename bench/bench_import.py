@@ -17,14 +17,13 @@ The slowest imports under rltrack are listed, to show where the time goes.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
 import sys
 import time
 
-from report import Section, verdict
+from report import Section, arguments, verdict
 
 HEAVY = ("torch", "mlflow", "wandb", "neptune", "ray", "stable_baselines3", "tensorboard")
 TARGET_MS = 150.0
@@ -49,10 +48,8 @@ def heavy_imported() -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="5 repetitions")
+    parser = arguments(__doc__, "5 repetitions")
     parser.add_argument("--repetitions", type=int, default=None, help="default 15, quick 5")
-    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     repetitions = args.repetitions or (5 if args.quick else 15)
     section = Section()

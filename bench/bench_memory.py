@@ -26,7 +26,6 @@ bytes MLflow has not received (its pending backlog, which must be all of it).
 
 from __future__ import annotations
 
-import argparse
 import gc
 import socket
 import tempfile
@@ -37,7 +36,7 @@ from pathlib import Path
 import psutil
 
 import trackers
-from report import Section, verdict
+from report import Section, arguments, verdict
 from timing import records
 
 from rltrack.delivery import pending_bytes
@@ -114,11 +113,9 @@ def run(root: Path, name: str, n: int, paced: bool, uri: str) -> dict[str, float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="100k paced records, 20k burst")
+    parser = arguments(__doc__, "100k paced records, 20k burst")
     parser.add_argument("--records", type=int, default=None, help="paced records (default 1,000,000, quick 100,000)")
     parser.add_argument("--burst", type=int, default=None, help="burst records (default 200,000, quick 20,000)")
-    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     n = args.records or (100_000 if args.quick else 1_000_000)
     burst = args.burst or (20_000 if args.quick else 200_000)

@@ -33,7 +33,6 @@ rltrack's pipeline thread to run during it, so GIL sharing is in the figures.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import sys
 import tempfile
@@ -48,7 +47,7 @@ sys.path.insert(0, str(REPO))
 
 import rltrack  # noqa: E402
 from rltrack.adapters.sb3 import RLTrackWriter  # noqa: E402
-from report import Section  # noqa: E402  (bench/ is sys.path[0])
+from report import Section, arguments  # noqa: E402  (bench/ is sys.path[0])
 from timing import System, ratio_table, run_rounds  # noqa: E402
 
 
@@ -142,11 +141,9 @@ def pipeline_per_dump(tmp: Path, n: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, "1,500 dumps per system")
     parser.add_argument("--dumps", type=int, default=10_000, help="timed dumps per system")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="1,500 dumps per system")
-    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     if args.quick:
         args.dumps = 1_500

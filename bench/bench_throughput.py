@@ -30,14 +30,13 @@ the median and the min–max are reported.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import trackers
-from report import Section, verdict
+from report import Section, arguments, verdict
 from timing import KEYS, records, repeat_alternating
 
 from rltrack.events import Event
@@ -95,42 +94,41 @@ def tb_scalars(logdir: Path) -> int:
     return sum(len(acc.Scalars(tag)) for tag in acc.Tags()["scalars"])
 
 
-def tb_rltrack(runs: Counter, n: int) -> Callable[[], float]:
-    """µs per scalar: rltrack's event-file writer, one event of 10 scalars per record."""
-    from rltrack.backends.tfevents import EventFileWriter
+def tb_writer(runs: Counter, n: int, label: str, write_all: Callable[[Path, list[dict[str, float]]], None]) -> Callable[[], float]:
+    """µs per scalar for `write_all(logdir, records)` to write n records of 10
+    scalars and close its file; the scalars are then read back."""
 
     def run() -> float:
-        root, name = runs.next("tb_rltrack")
-        events = [Event(time.time(), rec, "scalars", "learner", {"step": i}) for i, rec in enumerate(records(n))]
-        start = time.perf_counter()
-        writer = EventFileWriter(root / name)
-        for event in events:
-            writer.write(event)
-        writer.close()
-        elapsed = time.perf_counter() - start
-        check(name, tb_scalars(root / name), n * len(KEYS))
-        return elapsed / (n * len(KEYS)) * 1e6
-
-    return run
-
-
-def tb_tensorboardx(runs: Counter, n: int) -> Callable[[], float]:
-    def run() -> float:
-        from tensorboardX import SummaryWriter
-
-        root, name = runs.next("tb_tensorboardx")
+        root, name = runs.next(label)
         recs = records(n)
         start = time.perf_counter()
-        writer = SummaryWriter(str(root / name))
-        for i, rec in enumerate(recs):
-            for key, value in rec.items():
-                writer.add_scalar(f"learner/{key}", value, i)
-        writer.close()
+        write_all(root / name, recs)
         elapsed = time.perf_counter() - start
         check(name, tb_scalars(root / name), n * len(KEYS))
         return elapsed / (n * len(KEYS)) * 1e6
 
     return run
+
+
+def rltrack_event_file(logdir: Path, recs: list[dict[str, float]]) -> None:
+    """rltrack's event-file writer, one event of 10 scalars per record (as the pipeline thread calls it)."""
+    from rltrack.backends.tfevents import EventFileWriter
+
+    writer = EventFileWriter(logdir)
+    now = time.time()
+    for i, rec in enumerate(recs):
+        writer.write(Event(now, rec, "scalars", "learner", {"step": i}))
+    writer.close()
+
+
+def tensorboardx_add_scalar(logdir: Path, recs: list[dict[str, float]]) -> None:
+    from tensorboardX import SummaryWriter
+
+    writer = SummaryWriter(str(logdir))
+    for i, rec in enumerate(recs):
+        for key, value in rec.items():
+            writer.add_scalar(f"learner/{key}", value, i)
+    writer.close()
 
 
 # ---- native tracker clients -----------------------------------------------------------
@@ -223,11 +221,9 @@ def rows(results: dict[str, dict[str, Any]], unit: str, reference: str | None = 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="CI-sized: fewer records, one repetition, no mlflow server")
+    parser = arguments(__doc__, "fewer records, one repetition, no mlflow server")
     parser.add_argument("--no-server", action="store_true", help="skip the local mlflow server")
     parser.add_argument("--repetitions", type=int, default=None, help="default 3, quick 1")
-    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     reps = args.repetitions or (1 if args.quick else 3)
     n_local = 20_000 if args.quick else 200_000
@@ -246,8 +242,8 @@ def main() -> None:
         out += ["### Local backend, end to end (records/s)", "", *rows(local, "records/s"), ""]
         summary.append(verdict("local backend end to end", f"{local_rps:,.0f} records/s", f"≥ {TARGET_LOCAL_RPS:,.0f}", local_rps >= TARGET_LOCAL_RPS))
 
-        tb = repeat_alternating({"tensorboardX SummaryWriter.add_scalar": tb_tensorboardx(runs, n_tb),
-                                 "rltrack EventFileWriter.write (10 scalars an event)": tb_rltrack(runs, n_tb)}, reps)  # fmt: skip
+        tb = repeat_alternating({"tensorboardX SummaryWriter.add_scalar": tb_writer(runs, n_tb, "tbx", tensorboardx_add_scalar),
+                                 "rltrack EventFileWriter.write (10 scalars an event)": tb_writer(runs, n_tb, "tb", rltrack_event_file)}, reps)  # fmt: skip
         speedup = tb["tensorboardX SummaryWriter.add_scalar"]["median"] / tb["rltrack EventFileWriter.write (10 scalars an event)"]["median"]
         out += [f"### TensorBoard event files, {n_tb * len(KEYS):,} scalars until the file is closed (µs per scalar)", "",
                 *rows(tb, "µs/scalar", "tensorboardX SummaryWriter.add_scalar"), ""]  # fmt: skip

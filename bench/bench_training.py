@@ -25,7 +25,6 @@ torch runs with one thread so that two variants see the same CPU budget.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import statistics
@@ -37,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 
 import trackers
-from report import Section, verdict
+from report import Section, arguments, verdict
 from timing import KEYS, repeat_alternating
 
 TARGET_PPO, TARGET_STRESS = 1.03, 1.10
@@ -194,12 +193,10 @@ def table(results: dict[str, dict[str, Any]], timed: Timed, reference: str, per:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="CI-sized: 4k PPO steps, short stress loops, one repetition")
+    parser = arguments(__doc__, "4k PPO steps, short stress loops, one repetition")
     parser.add_argument("--repetitions", type=int, default=None, help="default 3, quick 1")
     parser.add_argument("--ppo-steps", type=int, default=None, help="default 50000, quick 4096")
     parser.add_argument("--skip-ppo", action="store_true", help="only the stress loop")
-    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     reps = args.repetitions or (1 if args.quick else 3)
     ppo_steps = args.ppo_steps or (4096 if args.quick else 50_000)

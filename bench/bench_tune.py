@@ -37,7 +37,6 @@ last line measures how fast rltrack's pipeline thread drains a burst.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -52,8 +51,8 @@ sys.path.insert(0, str(REPO))
 
 import rltrack  # noqa: E402
 from rltrack.adapters.tune import log_result  # noqa: E402
-from report import Section  # noqa: E402  (bench/ is sys.path[0])
-from timing import System, run_rounds  # noqa: E402
+from report import Section, arguments  # noqa: E402  (bench/ is sys.path[0])
+from timing import System, ratio_table, run_rounds  # noqa: E402
 
 
 def results(n: int, size: str, seed: int = 0) -> list[dict[str, Any]]:
@@ -204,15 +203,6 @@ def drain(tmp: Path, items: list[dict[str, Any]]) -> tuple[float, float]:
     return (t1 - t0) / len(items) * 1e6, (t2 - t0) / len(items) * 1e6
 
 
-def table(results: dict[str, dict[str, float]], reference: str) -> str:
-    ref = results[reference]["median"]
-    lines = ["| system | median µs | p90 µs | p99 µs | mean µs | round medians µs | ÷ Tune CSV |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for name, r in results.items():
-        lines.append(f"| {name} | {r['median']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['mean']:.1f} "
-                     f"| {r['lo']:.1f}–{r['hi']:.1f} | {r['median'] / ref:.2f}× |")  # fmt: skip
-    return "\n".join(lines)
-
-
 def init_ray(tmp: Path) -> str:
     """Starts Ray for the Trials' session directory; if it cannot start, stages
     trial files under `tmp` instead. Returns which of the two happened."""
@@ -234,12 +224,10 @@ def stage_locally(tmp: Path, why: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, "400 results")
     parser.add_argument("--results", type=int, default=2_000, help="timed results per system and size")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="400 results")
     parser.add_argument("--no-ray", action="store_true", help="do not start Ray: stage trial files under a temporary directory")
-    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     if args.quick:
         args.results = 400
@@ -265,7 +253,7 @@ def main() -> None:
         ours = res["RLTrackCallback.log_trial_result (local backend)"]["median"]
         three = res["Tune's 3 default logger callbacks (CSV+JSON+TBX)"]["median"]
         out += [f"### {leaves} metric and timing leaves + training_iteration + {BOOKKEEPING} Tune bookkeeping keys + config (20 keys); "
-                f"{args.results:,} timed results per system, {args.rounds} alternating rounds", "", table(res, ref), "",
+                f"{args.results:,} timed results per system, {args.rounds} alternating rounds", "", ratio_table(res, ref, unit="Tune CSV"), "",
                 f"- RLTrackCallback median {ours:.1f} µs vs Tune's CSV {res[ref]['median']:.1f} µs and its three default "
                 f"callbacks together {three:.1f} µs ({three / ours:.1f}× ours).", ""]  # fmt: skip
     out.append(f"Burst of 2,000 150-key results through log_result: {burst[0]:.1f} µs per result on the calling thread, "

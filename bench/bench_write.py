@@ -23,7 +23,6 @@ prints where its time goes by file and by function.
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import gc
 import pstats
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import trackers
-from report import Section, verdict
+from report import Section, arguments, verdict
 from timing import percentile, records, summary
 
 TARGET_ON_DISK_S = 1.0
@@ -136,11 +135,9 @@ def profile(root: Path, n: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="CI-sized run")
+    parser = arguments(__doc__, "a 5,000-record burst, 1,000 busy writes")
     parser.add_argument("--burst", type=int, default=None, help="records in the burst (default 20000, quick 5000)")
     parser.add_argument("--profile", action="store_true", help="only profile the pipeline thread during a burst")
-    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     args = parser.parse_args()
     n_burst = args.burst or (5_000 if args.quick else 20_000)
     n_busy, backlog = (1_000, 4_000) if args.quick else (2_000, 8_000)

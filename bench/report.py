@@ -10,6 +10,7 @@ tables and verdicts. `Section.finish` prints it and appends it to RESULTS.md.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import importlib.metadata
 import os
@@ -98,6 +99,15 @@ class Section:
                 f.write("\n" + text)
             print(f"(appended to {RESULTS.relative_to(REPO)})")
         return text
+
+
+def arguments(doc: str, quick: str) -> argparse.ArgumentParser:
+    """The options every benchmark has: `--quick` (CI-sized; `quick` says what
+    it changes) and `--no-write` (print only); the script adds its own."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=f"CI-sized run: {quick}")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
+    return parser
 
 
 def verdict(name: str, value: str, target: str, met: bool) -> str:

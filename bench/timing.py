@@ -85,10 +85,11 @@ def run_rounds(
 def ratio_table(results: dict[str, dict[str, float]], reference: str, per: str = "system", unit: str | None = None) -> str:
     """Markdown table of `summary` results with each median divided by `reference`'s."""
     ref = results[reference]["median"]
-    lines = [f"| {per} | median µs | p90 µs | p99 µs | mean µs | round medians µs | ÷ {unit or reference} |", "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"| {per} | calls timed | median µs | p90 µs | p99 µs | mean µs | round medians µs | ÷ {unit or reference} |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, r in results.items():
-        lines.append(f"| {name} | {r['median']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['mean']:.1f} "
-                     f"| {r['lo']:.1f}–{r['hi']:.1f} | {r['median'] / ref:.2f}× |")  # fmt: skip
+        lines.append(f"| {name} | {r['n']:,} | {r['median']:.1f} | {r['p90']:.1f} | {r['p99']:.1f} | {r['mean']:.1f} "
+                     f"| {r['lo']:.1f}–{r['hi']:.1f} | {r['median'] / ref:,.2f}× |")  # fmt: skip
     return "\n".join(lines)
 
 
