@@ -448,6 +448,7 @@ def _watch_uncaught() -> None:
     global _WATCHER
     if _WATCHER is None:
         _WATCHER = sys.excepthook = _UncaughtWatcher(sys.excepthook)
+        _close_before_atexit()
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _close_on_sigterm)
 
@@ -461,6 +462,20 @@ def _close_on_sigterm(signum: int, frame: Any) -> None:
         logger.close(timeout=30, status="killed")
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _close_before_atexit() -> None:
+    """Runs `_close_open_loggers` when the interpreter starts to shut down,
+    before any `atexit` handler: wandb, neptune and mlflow tear their clients
+    down in atexit handlers registered after ours (so run before it), and
+    loggers still delivering to them must be closed first. `concurrent.futures`
+    uses the same hook; where it is missing, the atexit handler below remains."""
+    register = getattr(threading, "_register_atexit", None)
+    if register is not None:
+        try:
+            register(_close_open_loggers)
+        except RuntimeError:  # the interpreter is already shutting down
+            pass
 
 
 @atexit.register
