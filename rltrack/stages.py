@@ -116,7 +116,7 @@ class CollectorStats:
         self.total_envstep_count: int | None = None
         self.total_train_sample_count: int | None = None
         self.total_episode_count = 0
-        self.total_duration = 0.0
+        self.total_duration: float | None = None
 
     def stage(
         self,
@@ -155,14 +155,15 @@ class CollectorStats:
             block["avg_episode_per_sec"] = episodes / duration
         if duration is not None:
             block["collect_time"] = float(duration)
-            self.total_duration += float(duration)
+            self.total_duration = (self.total_duration or 0.0) + float(duration)
         block.update(_reward_stats(rewards))
         if self.total_envstep_count is not None:
             block["total_envstep_count"] = self.total_envstep_count
         if self.total_train_sample_count is not None:
             block["total_train_sample_count"] = self.total_train_sample_count
         block["total_episode_count"] = self.total_episode_count
-        block["total_duration"] = self.total_duration
+        if self.total_duration is not None:  # no stage said how long it took: unknown, not 0
+            block["total_duration"] = self.total_duration
         return block
 
 

@@ -52,6 +52,8 @@ def test_collector_stage_leaves_out_what_it_cannot_know() -> None:
     assert "collect_time" not in only_returns and "avg_episode_per_sec" not in only_returns
     assert only_returns["total_envstep_count"] == 128  # the total known so far stays
     assert only_returns["reward_mean"] == 4.0
+    never_timed = stages.CollectorStats().stage(episode_rewards=[1.0], envstep_count=10)
+    assert "total_duration" not in never_timed and "collect_time" not in never_timed  # unknown, not 0
 
 
 def test_mismatched_lengths_name_both_counts_and_the_fix() -> None:
