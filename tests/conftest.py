@@ -11,16 +11,16 @@ import pytest
 def ray_cluster():
     """One local Ray cluster for the whole test session (starting one costs
     seconds). Ray gives its raylet a fixed 30 s to register, which a loaded
-    machine can miss: a start that timed out is tried once more."""
+    machine can miss: a start that timed out is tried twice more."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray = pytest.importorskip("ray")
-    for attempt in (1, 2):
+    for attempt in (1, 2, 3):
         try:
             ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
             break
         except Exception as exc:
             ray.shutdown()
-            if attempt == 2 or "timed out during startup" not in str(exc):
+            if attempt == 3 or "timed out during startup" not in str(exc):
                 raise
     yield ray
     ray.shutdown()
