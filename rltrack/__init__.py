@@ -3,15 +3,51 @@
     logger = rltrack.make_logger("rltrack.toml")
     logger.write({"reward": 1.0}, step=100, namespace="collector")
     logger.close()
+
+The public names are imported on first use (PEP 562 `__getattr__`), so that
+`import rltrack` stays cheap for code that only needs part of it (an adapter,
+`read_journal`); `from rltrack import make_logger` works as usual.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-from rltrack.config import ConfigError, load_config, make_logger  # noqa: E402
-from rltrack.events import SCHEMA_VERSION, Event  # noqa: E402
-from rltrack.journal import read_journal  # noqa: E402
-from rltrack.optional import MissingExtraError  # noqa: E402
-from rltrack.pipeline import Logger  # noqa: E402
+#: public name -> the module defining it
+_PUBLIC = {
+    "ConfigError": "rltrack.config",
+    "load_config": "rltrack.config",
+    "make_logger": "rltrack.config",
+    "SCHEMA_VERSION": "rltrack.events",
+    "Event": "rltrack.events",
+    "read_journal": "rltrack.journal",
+    "MissingExtraError": "rltrack.optional",
+    "Logger": "rltrack.pipeline",
+}
+
+if TYPE_CHECKING:
+    from rltrack.config import ConfigError, load_config, make_logger
+    from rltrack.events import SCHEMA_VERSION, Event
+    from rltrack.journal import read_journal
+    from rltrack.optional import MissingExtraError
+    from rltrack.pipeline import Logger
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rltrack' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])
+
 
 __all__ = [
     "SCHEMA_VERSION",
