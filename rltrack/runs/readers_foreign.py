@@ -43,6 +43,15 @@ def _task(path: Path, config: dict[str, Any]) -> str:
     return name if isinstance(name, str) and name else path.name
 
 
+def _json_dict(path: Path) -> dict[str, Any]:
+    """The JSON object in `path`; {} when the file holds something else or bad JSON."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _earliest_mtime(files: Iterable[Path]) -> float:
     return min(f.stat().st_mtime for f in files if f.exists())
 
@@ -103,7 +112,7 @@ class SpinupFormat:
         return (path / "progress.txt").is_file() and (path / "config.json").is_file()
 
     def info(self, path: Path) -> RunInfo:
-        config = self._config(path)
+        config = _json_dict(path / "config.json")
         files = [path / "config.json", path / "progress.txt"]
         return RunInfo(path, self.name, self.name, _task(path, config), UNKNOWN, "", _earliest_mtime(files), UNKNOWN, config, scalar_hparams(config))
 
@@ -116,15 +125,6 @@ class SpinupFormat:
 
     def signature_files(self, path: Path) -> list[Path]:
         return [path / "config.json", path / "progress.txt"]
-
-    @staticmethod
-    def _config(path: Path) -> dict[str, Any]:
-        try:
-            config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-        except ValueError:
-            return {}
-        return config if isinstance(config, dict) else {}
-
 
 def _spinup_namespace(column: str) -> tuple[str, str]:
     """SpinningUp columns by the adapter's rule (`AverageEpRet` -> collector, `LossPi` -> learner)."""
@@ -150,7 +150,7 @@ class TuneFormat:
         results = self._results(path)
         first = results[0] if results else {}
         last = results[-1] if results else {}
-        config = self._params(path)
+        config = _json_dict(path / "params.json")
         hparams = scalar_hparams(config)
         state = self._trial_state(path)
         searched = state.get("evaluated_params")
@@ -223,15 +223,6 @@ class TuneFormat:
                 if isinstance(result, dict):
                     results.append(result)
         return results
-
-    @staticmethod
-    def _params(path: Path) -> dict[str, Any]:
-        try:
-            params = json.loads((path / "params.json").read_text(encoding="utf-8"))
-        except ValueError:
-            return {}
-        return params if isinstance(params, dict) else {}
-
 
 class DIEngineFormat:
     """A DI-engine / LightZero experiment dir: TensorBoard files under `log/serial`, `total_config.py`.
