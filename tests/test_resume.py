@@ -14,6 +14,7 @@ import wandb_reader
 from mlflow.tracking import MlflowClient
 
 import rltrack
+import rltrack.runs
 from rltrack import ConfigError
 
 SEGMENTS = [(0, 30), (30, 55), (55, 80)]  # steps written by the first run and each resumption
@@ -64,6 +65,17 @@ def test_one_directory_whose_files_carry_on(resumed_run):
     assert [r["previous_status"] for r in meta["resumed"]] == ["finished", "finished"]
     assert meta["tracked"] == {"lr": 0.01}  # hparams of the first segment survive resumption
     assert "'lr': 0.01" in (run_dir / "total_config.py").read_text()
+
+
+def test_the_experiment_index_shows_one_run_and_resumes_it_by_id(resumed_run):
+    root, run_dir = resumed_run
+    table = rltrack.runs.query(root)
+    assert list(table["path"]) == ["long_job"] and table["status"].iloc[0] == "finished"
+    run_id = table["id"].iloc[0]
+    with rltrack.make_logger({"run": {"root": str(root)}, "backends": {"use": ["local"]}}, resume=run_id) as log:
+        log.write({"reward": 80.0}, step=80, namespace="learner")
+    assert log.run_dir.resolve() == run_dir.resolve()
+    assert len(rltrack.runs.query(root)) == 1
 
 
 def test_one_mlflow_run_with_every_step_once_in_order(resumed_run):
