@@ -92,22 +92,12 @@ def _tune_runs(root: Path, storage: Path) -> list[MadeRun]:
         for i in range(1, 4):
             tune.report({"env_runners": {"episode_return_mean": config["lr"] * 1000 * i, "num_env_steps_sampled_lifetime": 100 * i}})
 
-    for attempt in (1, 2):
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-            break
-        except Exception as exc:  # Ray gives its raylet a fixed time to register; a loaded machine can miss it
-            ray.shutdown()
-            if attempt == 2 or "timed out" not in str(exc):
-                raise
-    try:
-        callback = RLTrackCallback(_config(root, "tune_grid", "cartpole", ["env_id", "lr"]))
-        tune.run(trainable, config={"lr": tune.grid_search([0.001, 0.1]), "env_id": "CartPole-v1"}, callbacks=[callback],
-                 storage_path=str(storage), name="grid", verbose=0)
-        tune.run(trainable, config={"lr": tune.grid_search([0.005, 0.05]), "env_id": "CartPole-v1"},
-                 storage_path=str(root), name="tune_native", verbose=0)
-    finally:
-        ray.shutdown()
+    assert ray.is_initialized(), "start Ray first (the ray_cluster fixture of tests/conftest.py)"
+    callback = RLTrackCallback(_config(root, "tune_grid", "cartpole", ["env_id", "lr"]))
+    tune.run(trainable, config={"lr": tune.grid_search([0.001, 0.1]), "env_id": "CartPole-v1"}, callbacks=[callback],
+             storage_path=str(storage), name="grid", verbose=0)
+    tune.run(trainable, config={"lr": tune.grid_search([0.005, 0.05]), "env_id": "CartPole-v1"},
+             storage_path=str(root), name="tune_native", verbose=0)
     made = []
     for run_dir in sorted((root / "tune_grid").iterdir()):
         lr = json.loads((run_dir / "meta.json").read_text())["tracked"]["lr"]
@@ -202,7 +192,8 @@ def _plain_run(root: Path) -> MadeRun:
 
 def make_runs_root(root: Path, scratch: Path, with_tune: bool = True) -> list[MadeRun]:
     """Fills `root` (see the module docstring); `scratch` holds what must not be under it.
-    `with_tune=False` leaves out the two `tune.run`s (a Ray session costs tens of seconds).
+    `with_tune=False` leaves out the two `tune.run`s; with them, Ray must be running
+    (the session's `ray_cluster` fixture, tests/conftest.py).
     The returned paths are relative to `root`."""
     saved = {k: os.environ.pop(k) for k in ("RLTRACK_CONFIG", "RLTRACK_BACKENDS") if k in os.environ}
     try:

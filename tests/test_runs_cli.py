@@ -147,7 +147,7 @@ def test_export_writes_the_tidy_table(root, tmp_path, capsys, file_format) -> No
 
 
 @pytest.mark.slow
-def test_ls_where_over_the_full_root_with_tune(tmp_path_factory, tmp_path, capsys) -> None:
+def test_ls_where_over_the_full_root_with_tune(tmp_path_factory, tmp_path, capsys, ray_cluster) -> None:
     """The whole fixture: rltrack runs of every adapter, Tune's own trial dirs and the other foreign ones."""
     path = tmp_path / "root"
     made = runs_root_copy(tmp_path_factory, path, with_tune=True)
