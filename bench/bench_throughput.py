@@ -214,7 +214,7 @@ def mlflow_log_batch(uri: str, n: int) -> Callable[[], float]:
 def rows(results: dict[str, dict[str, Any]], unit: str, reference: str | None = None) -> list[str]:
     lines = []
     for name, r in results.items():
-        ratio = f" | {r['median'] / results[reference]['median']:,.1f}×" if reference else ""
+        ratio = f" | {r['median'] / results[reference]['median']:,.3g}×" if reference else ""
         lines.append(f"| {name} | {r['median']:,.1f} | {r['lo']:,.1f}–{r['hi']:,.1f}{ratio} |")
     head = f"| path | median {unit} | min–max |" + (" ÷ the reference |" if reference else "")
     return [head, "|---|---:|---:|" + ("---:|" if reference else ""), *lines]
