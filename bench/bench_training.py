@@ -29,11 +29,13 @@ import contextlib
 import os
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import psutil
 
 import trackers
 from report import Section, arguments, verdict
@@ -136,7 +138,41 @@ class Work:
         return {key: float(h[j, 0]) for j, key in enumerate(KEYS)}
 
 
-def stress(work: Work, steps: int, variant: str, tmp: Path, runs: list[int]) -> Variant:
+def cpu_by_thread() -> dict[str, float]:
+    """CPU seconds (user + system) each thread of this process has used, by
+    thread name (threads Python did not start are summed as "other")."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for thread in psutil.Process().threads():
+        name = names.get(thread.id, "other")
+        name = "rltrack pipeline" if name.startswith("rltrack-") and not name.startswith("rltrack-deliver-") else name
+        out[name] = out.get(name, 0.0) + thread.user_time + thread.system_time
+    return out
+
+
+class ThreadCpu:
+    """CPU per thread over the timed loops of the rltrack variant, summed over repetitions."""
+
+    def __init__(self) -> None:
+        self.used: dict[str, float] = {}
+        self.records = 0
+
+    def around(self, loop: Callable[[], None], records: int) -> Callable[[], None]:
+        def measured() -> None:
+            before = cpu_by_thread()
+            loop()
+            for name, seconds in cpu_by_thread().items():
+                self.used[name] = self.used.get(name, 0.0) + seconds - before.get(name, 0.0)
+            self.records += records
+
+        return measured
+
+    def line(self) -> str:
+        parts = [f"{name} {seconds / self.records * 1e6:,.0f}" for name, seconds in sorted(self.used.items(), key=lambda kv: -kv[1])]
+        return "CPU µs per step by thread during the rltrack loops (psutil, load-independent): " + ", ".join(parts)
+
+
+def stress(work: Work, steps: int, variant: str, tmp: Path, runs: list[int], threads: ThreadCpu) -> Variant:
     """The steady state: set-up (rltrack's logger with one record written and
     delivered, so every tracker client is imported and its run made; W&B and
     MLflow runs started) is done before the timed loop, and reported apart."""
@@ -160,7 +196,7 @@ def stress(work: Work, steps: int, variant: str, tmp: Path, runs: list[int]) -> 
                 for step in range(1, steps + 1):
                     write(work(), step=step, namespace="learner")
 
-            return logged, lambda: check_closed(log, "learner", steps)
+            return threads.around(logged, steps), lambda: check_closed(log, "learner", steps)
         import mlflow
 
         wb = trackers.wandb_run(tmp / "direct", f"stress_{runs[0]:03d}")
@@ -218,14 +254,15 @@ def main() -> None:
         runs = [0]
         work = Work(200.0)
         timed = Timed()
+        threads = ThreadCpu()
         names = {"none": "no logging", "rltrack": "rltrack, every backend (local, mlflow, wandb, neptune)",
                  "direct": "wandb.log + mlflow.log_metrics called directly"}  # fmt: skip
         steps = {names["none"]: stress_steps, names["rltrack"]: stress_steps, names["direct"]: direct_steps}
-        res = repeat_alternating({names[v]: (lambda v=v: timed.run(names[v], stress(work, steps[names[v]], v, tmp, runs))) for v in names}, reps)
+        res = repeat_alternating({names[v]: (lambda v=v: timed.run(names[v], stress(work, steps[names[v]], v, tmp, runs, threads))) for v in names}, reps)
         ratio = (res[names["rltrack"]]["median"] / stress_steps) / (res[names["none"]]["median"] / stress_steps)
         direct = (res[names["direct"]]["median"] / direct_steps) / (res[names["rltrack"]]["median"] / stress_steps)
         out += [f"### (b) stress loop: {work.per_step_us:.0f} µs of numpy work a step (calibrated), 10 scalars logged a step", "",
-                table(res, timed, names["none"], steps), ""]  # fmt: skip
+                table(res, timed, names["none"], steps), "", threads.line(), ""]  # fmt: skip
         summary.append(verdict("stress loop, rltrack with every backend ÷ no logging", f"{ratio:.3f}×", f"≤ {TARGET_STRESS:.2f}×", ratio <= TARGET_STRESS))
         summary.append(f"- stress loop, direct wandb.log + mlflow.log_metrics ÷ rltrack, per step: {direct:.1f}×")
         if not args.skip_ppo:
