@@ -218,7 +218,12 @@ class NeptuneBackend(RemoteBackend):
             return  # counted where it was found
         step = event.primary_step
         if isinstance(value, (int, float)):
-            if not math.isfinite(value):
+            try:
+                finite = math.isfinite(value)
+            except OverflowError:  # an int beyond float range: Neptune's series are floats
+                self._count("dropped", "integer too large for a 64-bit float")
+                return
+            if not finite:
                 self._count("dropped", "non-finite value (Neptune takes finite floats only)")
                 return
             kind = "float"
@@ -296,7 +301,7 @@ class NeptuneBackend(RemoteBackend):
 
         try:
             return call()
-        except (ValueError, TypeError, MetadataInconsistency) as exc:
+        except (ValueError, TypeError, AttributeError, MetadataInconsistency) as exc:  # AttributeError: a path that is a namespace
             self._count("dropped", f"{what}: {type(exc).__name__}: {exc}")
             return None
 
@@ -306,4 +311,9 @@ def _summary(values: list[float]) -> dict[str, float]:
     finite = [v for v in values if math.isfinite(v)]
     if not finite:
         return {}
-    return {"min": min(finite), "max": max(finite), "mean": statistics.fmean(finite), "std": statistics.pstdev(finite)}
+    summary = {"min": min(finite), "max": max(finite)}
+    try:
+        summary.update(mean=statistics.fmean(finite), std=statistics.pstdev(finite))
+    except OverflowError:  # values near the float limit: their sum overflows; min and max still say something
+        pass
+    return summary

@@ -46,6 +46,7 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import errno
 import html
 import json
 import math
@@ -132,7 +133,12 @@ class WandbBackend(RemoteBackend):
             if held > 0:
                 held -= 1
                 continue
-            self._run.log(row)
+            try:
+                self._run.log(row)
+            except OSError as exc:  # a media file named after a key too long for the file system: this row only
+                if exc.errno != errno.ENAMETOOLONG:
+                    raise
+                self.run.report.count("dropped", f"{event.kind} event: a key too long for a W&B media file name", section=self.name)
             self._rows += 1
 
     def close(self, status: str) -> None:
