@@ -1,0 +1,157 @@
+"""A bad environment: an unwritable or vanishing run root, a full disk, a
+tracker package that is not installed, a tracker nobody answers at.
+
+What must hold: a clear error at start where the problem can be known at
+start; otherwise training goes on, the problem is reported once on stderr
+(not a line per record), and the journal keeps what it can.
+
+The file systems are real: a read-only bind mount (as root, chmod would not
+stop a write) and a 2 MB tmpfs; both are unmounted in teardown. The missing
+package is really missing: the child runs without site-packages on its path,
+seeing a copy of it (symlinks) without mlflow.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+import rltrack
+from mlflow_server import free_port
+from reliability_helpers import REPO, child_env
+
+
+def mount(*args: str) -> None:
+    done = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"mount {' '.join(args)} is not permitted here: {done.stderr.strip()}")
+
+
+@pytest.fixture
+def read_only_root(tmp_path: Path) -> Iterator[Path]:
+    source, target = tmp_path / "source", tmp_path / "read_only"
+    source.mkdir()
+    target.mkdir()
+    mount("--bind", str(source), str(target))
+    try:
+        mount("-o", "remount,bind,ro", str(target))
+        yield target
+    finally:
+        subprocess.run(["umount", "--lazy", str(target)], check=True)  # lazy: a file the logger failed to close may still be open
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    target = tmp_path / "small"
+    target.mkdir()
+    mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(target))
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", "--lazy", str(target)], check=True)  # lazy: a file the logger failed to close may still be open
+
+
+def rltrack_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("rltrack:")]
+
+
+def test_a_read_only_run_root_is_an_error_at_start(read_only_root: Path) -> None:
+    with pytest.raises(OSError, match=str(read_only_root)):
+        rltrack.make_logger({"run": {"root": str(read_only_root / "runs"), "name": "ro"}})
+
+
+def test_a_file_where_the_run_root_should_be_is_an_error_at_start(tmp_path: Path) -> None:
+    (tmp_path / "not_a_dir").write_text("")
+    with pytest.raises(OSError, match="not_a_dir"):
+        rltrack.make_logger({"run": {"root": str(tmp_path / "not_a_dir" / "runs"), "name": "x"}})
+
+
+def test_a_run_directory_removed_mid_run_never_stops_training(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": "vanishing"}})
+    for i in range(200):
+        logger.write({"x": float(i)}, step=i)
+    logger.flush()
+    shutil.rmtree(logger.run_dir)
+    start = time.monotonic()
+    for i in range(200, 2200):
+        logger.write({"x": float(i)}, step=i)
+        if i % 100 == 0:
+            logger.dump()
+    logger.log_checkpoint({"w": 1}, iteration=1)
+    logger.close(timeout=10)
+    assert time.monotonic() - start < 15
+    lines = rltrack_lines(capfd.readouterr().err)
+    assert 1 <= len(lines) <= 6, lines  # once per component that failed, not per record
+
+
+def test_a_full_disk_keeps_training_and_the_journal_keeps_what_fitted(small_disk: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    logger = rltrack.make_logger({"run": {"root": str(small_disk), "name": "full"}})
+    padding = "p" * 200
+    records = 20_000  # ~6 MB of journal, csv and text logs: three times the disk
+    start = time.monotonic()
+    for i in range(records):
+        logger.write({"x": float(i)}, step=i, namespace="learner")
+        if i % 1000 == 0:
+            logger.log_text("note", padding, step=i)
+            logger.dump()
+    write_seconds = time.monotonic() - start
+    assert logger.close(timeout=30)
+    lines = rltrack_lines(capfd.readouterr().err)
+    assert 1 <= len(lines) <= 6, lines
+    kept = [e.data["x"] for e in rltrack.read_journal(logger.run_dir) if e.kind == "scalars"]
+    assert 0 < len(kept) < records and kept == [float(i) for i in range(len(kept))]  # a prefix, nothing torn mid-file
+    assert write_seconds < 10
+
+
+MISSING_MLFLOW = textwrap.dedent(
+    """
+    import sys
+    sys.path[:] = [p for p in sys.path if "site-packages" not in p] + sys.argv[1:3]
+    import rltrack
+    try:
+        rltrack.make_logger({"run": {"root": "runs", "name": "x"}, "backends": {"use": ["local", "mlflow"]}})
+    except rltrack.ConfigError as exc:
+        print(exc)
+    """
+)
+
+
+def test_a_missing_tracker_package_is_a_config_error_naming_the_extra(tmp_path: Path) -> None:
+    site = Path(next(p for p in sys.path if p.endswith("site-packages")))
+    without = tmp_path / "site-packages"
+    without.mkdir()
+    for entry in site.iterdir():
+        if not entry.name.lower().startswith("mlflow"):
+            (without / entry.name).symlink_to(entry)
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", MISSING_MLFLOW, str(without), str(REPO)],
+        capture_output=True, text=True, env=child_env(tmp_path), cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "backends.mlflow" in done.stdout and "pip install 'rltrack[mlflow]'" in done.stdout, done.stdout
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unreachable_tracker_is_reported_once_and_never_slows_training(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": "nobody"}, "backends": {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": uri}}})
+    start = time.monotonic()
+    for i in range(3000):
+        logger.write({"x": float(i)}, step=i)
+    training = time.monotonic() - start
+    closing = time.monotonic()
+    assert logger.close(timeout=3) is False
+    assert time.monotonic() - closing < 6
+    assert training < 2
+    lines = rltrack_lines(capfd.readouterr().err)
+    assert len(lines) == 1 and f"rltrack sync {logger.run_dir} --to mlflow" in lines[0] and "not reachable" in lines[0], lines
+    assert len(list(rltrack.read_journal(logger.run_dir))) == 3000
+    assert os.path.getsize(logger.run_dir / "journal.jsonl") > 0
