@@ -267,7 +267,11 @@ class Logger:
             if not worker.finish(status, left):
                 complete = False
                 self._report_pending(worker)
-        self.report.save(self.run_dir / "report.json")
+        try:
+            self.report.save(self.run_dir / "report.json")
+        except OSError as exc:  # a full disk or a vanished run directory must not raise into the training script
+            print(f"rltrack: could not save {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
+            return False
         return complete
 
     def _report_pending(self, worker: DeliveryWorker) -> None:
