@@ -52,19 +52,21 @@ class Loop:
         return took
 
 
-def wait_delivered(run_dir: Path, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while Cursor(run_dir, "mlflow").delivered == 0:
+def started(root: Path, uri: str, name: str, seconds: float) -> Loop:
+    """A loop that has logged for `seconds` and whose first records reached the server."""
+    loop = Loop(make(root, uri, name))
+    loop.run(seconds)
+    deadline = time.monotonic() + 120
+    while Cursor(loop.logger.run_dir, "mlflow").delivered == 0:
         assert time.monotonic() < deadline, "nothing reached the server"
         time.sleep(0.1)
+    return loop
 
 
 @pytest.mark.slow
 def test_a_30_second_outage_loses_nothing_doubles_nothing_and_costs_training_nothing(mlflow_server, tmp_path, capsys):
-    logger = make(tmp_path, mlflow_server.uri, "outage")
-    loop = Loop(logger)
-    loop.run(2)
-    wait_delivered(logger.run_dir)
+    loop = started(tmp_path, mlflow_server.uri, "outage", 2)
+    logger = loop.logger
     process = psutil.Process()
     rss_before = process.memory_info().rss
     mlflow_server.stop()
@@ -94,10 +96,8 @@ def test_a_30_second_outage_loses_nothing_doubles_nothing_and_costs_training_not
 
 @pytest.mark.slow
 def test_a_tracker_that_never_comes_back_does_not_hold_close_past_its_timeout(mlflow_server, tmp_path, capfd):
-    logger = make(tmp_path, mlflow_server.uri, "gone")
-    loop = Loop(logger)
-    loop.run(1)
-    wait_delivered(logger.run_dir)
+    loop = started(tmp_path, mlflow_server.uri, "gone", 1)
+    logger = loop.logger
     mlflow_server.stop()
     try:
         start = time.monotonic()
