@@ -34,7 +34,9 @@ Why it is built this way:
   process died before saving its cursor) skips the rows the run already holds.
   What the run holds is read from W&B itself on resume: the history records
   of the run's earlier offline files, or the resumed run's `starting_step`
-  online. Rows W&B never received are sent; none is sent twice. A failed `wandb.init`
+  online. None is sent twice. Rows of earlier batches that `run.log` took
+  but W&B had not written when the process was killed cannot be sent again
+  (they are behind the cursor); they are counted as `lost` in the report. A failed `wandb.init`
   leaves its id reserved in the process ("run ID is in use" on every retry):
   a new run is then tried with a fresh id, but a saved run is not, and waits
   for `rltrack sync` in a new process.
@@ -119,6 +121,9 @@ class WandbBackend(RemoteBackend):
         state = self._load_state()
         if state.get("batch") == first:  # begun before, by this process or one that died: skip what W&B holds
             held = self._rows - int(state["rows_before"])
+            if held < 0:  # W&B writes behind: rows `log` took before the process died never reached its file
+                self.run.report.count("lost", "rows W&B took but had not written when its process died", -held, section=self.name)
+                held = 0
         else:
             held = 0
             self._save_state(batch=first, rows_before=self._rows)
