@@ -103,7 +103,7 @@ def test_a_full_disk_keeps_training_and_the_journal_keeps_what_fitted(small_disk
             logger.log_text("note", padding, step=i)
             logger.dump()
     write_seconds = time.monotonic() - start
-    assert logger.close(timeout=30)
+    assert logger.close(timeout=30) is False  # returns (never raises) and says not everything could be written
     lines = rltrack_lines(capfd.readouterr().err)
     assert 1 <= len(lines) <= 6, lines
     kept = [e.data["x"] for e in rltrack.read_journal(logger.run_dir) if e.kind == "scalars"]
