@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rltrack.backends.base import RunContext
+from rltrack.backends.mlflow_sqlite import SqliteMetricWriter
 from rltrack.backends.remote import RemoteBackend
 from rltrack.delivery import CURSOR_DIR, Cursor
 from rltrack.events import NUMERIC_KINDS, Event
@@ -107,6 +108,7 @@ class MlflowBackend(RemoteBackend):
         experiment: str = DEFAULT_EXPERIMENT,
         run_name: str | None = None,
         tags: dict[str, Any] | None = None,
+        bulk_sqlite: bool = True,
     ) -> None:
         if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri):
             raise ValueError(f"tracking_uri = {tracking_uri!r} must be a URI such as 'http://127.0.0.1:5000' or 'sqlite:///mlflow.db'")
@@ -121,6 +123,9 @@ class MlflowBackend(RemoteBackend):
         self.experiment = experiment
         self.run_name = run_name
         self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
+        if not isinstance(bulk_sqlite, bool):
+            raise ValueError(f"bulk_sqlite = {bulk_sqlite!r} must be true or false")
+        self.bulk_sqlite = bulk_sqlite  # metrics into a SQLite store in bulk (rltrack.backends.mlflow_sqlite)
 
     def open(self, run: RunContext) -> None:
         super().open(run)
@@ -132,6 +137,8 @@ class MlflowBackend(RemoteBackend):
         self._axes: dict[str, tuple[int, float]] = {}  # steps/<axis> metric -> last (step, value) sent
         self._renamed: set[str] = set()
         self._last_ms: int | None = None  # capture time of the last event delivered by this process
+        self._bulk: SqliteMetricWriter | None = None
+        self._bulk_checked = not self.bulk_sqlite
 
     # ---- delivery ------------------------------------------------------------
 
@@ -140,6 +147,12 @@ class MlflowBackend(RemoteBackend):
         client = self._mlflow_client()
         run_id = self._run_id or self._start_run(events[0])
         batch = _Batch(events, self.run.run_dir, self._params, self._axes)
+        if not self._bulk_checked:  # the store's file exists once the run does
+            self._bulk_checked = True
+            self._bulk = SqliteMetricWriter.open(self.tracking_uri)
+        if self._bulk is not None:
+            self._bulk.write(run_id, batch.metrics)
+            batch.metrics = []
         entities = require("mlflow.entities", "mlflow", PURPOSE)
         for request in batch.requests(entities):
             client.log_batch(run_id, **request)
@@ -161,6 +174,9 @@ class MlflowBackend(RemoteBackend):
         """Ends the MLflow run with FINISHED / FAILED / KILLED. Skipped when
         no run was ever created, or when a resumed session delivered nothing
         and the run already ended with this status."""
+        if self._bulk is not None:
+            self._bulk.close()
+            self._bulk, self._bulk_checked = None, False
         if self._run_id is None:
             state = self._saved_state()
             if state is None or (self._last_ms is None and state.get("status") == status):
