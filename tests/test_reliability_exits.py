@@ -45,7 +45,7 @@ SCRIPT = textwrap.dedent(
 
 ENDINGS = {
     "sigterm": ("time.sleep(300)", "killed", -signal.SIGTERM),
-    "keyboard_interrupt": ("raise KeyboardInterrupt", "killed", 1),
+    "keyboard_interrupt": ("raise KeyboardInterrupt", "killed", -signal.SIGINT),  # Python ends an uncaught Ctrl-C by SIGINT
     "exception": ("raise RuntimeError('the loss diverged')", "failed", 1),
     "plain_exit": ("", "finished", 0),
 }
