@@ -45,7 +45,7 @@ class JournalWriter:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        _end_torn_tail(path)
+        end_torn_tail(path)
         self._file: IO[str] = path.open("a", encoding="utf-8")
         self.lines = 0
 
@@ -95,13 +95,15 @@ def _read_file(path: Path) -> Iterator[Event]:
                 raise ValueError(f"{path}:{number}: not a journal line ({exc})") from None
 
 
-def _end_torn_tail(path: Path) -> None:
-    """Before appending to a journal whose last line has no newline (a killed
-    writer): end that line if it is a whole event, else cut it off. Either way
-    the next event starts on a line of its own instead of gluing onto the torn
-    one, which would turn a tolerated torn tail into a bad line in the middle."""
+def end_torn_tail(path: Path) -> str | None:
+    """Before appending to (or delivering the rest of) a journal whose last
+    line has no newline (a killed writer): end that line if it is a whole
+    event ("ended"), else cut it off ("cut"); None if the file ends cleanly.
+    Either way the next event starts on a line of its own instead of gluing
+    onto the torn one, which would turn a tolerated torn tail into a bad line
+    in the middle."""
     if not path.exists():
-        return
+        return None
     with path.open("rb+") as f:
         end = f.seek(0, 2)
         pos = end
@@ -115,11 +117,12 @@ def _end_torn_tail(path: Path) -> None:
                 break
             pos = start
         if cut == end:
-            return
+            return None
         f.seek(cut)
         try:
             Event.from_json(f.read().decode("utf-8"))
-        except (KeyError, ValueError, TypeError, AttributeError):
+        except (KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError):
             f.truncate(cut)
-        else:
-            f.write(b"\n")
+            return "cut"
+        f.write(b"\n")
+        return "ended"

@@ -23,7 +23,7 @@ from typing import IO, Any
 from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_class
 from rltrack.config import build_backend, load_config
 from rltrack.delivery import DeliveryWorker, report_pending
-from rltrack.journal import JOURNAL_NAME, journal_files
+from rltrack.journal import JOURNAL_NAME, end_torn_tail, journal_files
 from rltrack.report import Report
 
 ENDED = ("finished", "failed", "killed")
@@ -62,6 +62,10 @@ def sync(
         if not _is_tracker(name):
             raise SyncError(f"--to {name}: the {name} backend writes during the run and has nothing to sync; sync delivers to trackers such as mlflow")
     report = Report()  # this sync's counts; added to report.json at the end
+    for path in journals.values():  # the writers are gone (see _final_status): a torn tail will never be completed
+        if end_torn_tail(path) == "cut":
+            report.count("torn", f"{path.name}: the last line was cut short by a crash and is removed", section="journal")
+            print(f"rltrack: {path.name} ended in a line cut short by a crash; it is removed", file=out)
     context = RunContext(run_dir=run_dir, name=meta.get("name", run_dir.name), config=run_config, report=report)
     complete = True
     started: list[str] = []

@@ -127,3 +127,22 @@ def test_sync_names_what_it_cannot_deliver_to(tmp_path, capsys):
     assert "has nothing to sync" in capsys.readouterr().err
     assert cli.main(["sync", str(tmp_path), "--to", "mlflow"]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_a_torn_last_journal_line_is_removed_and_reported(tmp_path):
+    with rltrack.make_logger({"run": {"root": str(tmp_path), "name": "torn"}, "backends": {"use": ["local"]}}) as log:
+        for i in range(20):
+            log.write({"x": float(i)}, step=i, namespace="learner")
+    journal = log.run_dir / "journal.jsonl"
+    with journal.open("a") as f:  # what a writer killed in the middle of a line leaves
+        f.write('{"time": 1.0, "data": {"x": 2')
+    done = sync_command(str(log.run_dir), "--to", "mlflow")
+    assert done.returncode == 0, done.stderr
+    assert "cut short by a crash" in done.stderr
+    report = json.loads((log.run_dir / "report.json").read_text())
+    assert report["counts"]["journal.torn"] == {"journal.jsonl: the last line was cut short by a crash and is removed": 1}
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [m.value for m in client.get_metric_history(run.info.run_id, "learner/x")] == [float(i) for i in range(20)]

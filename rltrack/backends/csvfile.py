@@ -28,9 +28,10 @@ class GrowingCsv:
             self._file: IO[str] = path.open("a", newline="", encoding="utf-8")
         else:
             self._file = path.open("w", newline="", encoding="utf-8")
+        self._known = set(self.columns)  # membership per key per row: a list made this quadratic
 
     def write_row(self, row: dict[str, Any]) -> None:
-        new = [key for key in row if key not in self.columns]
+        new = [key for key in row if key not in self._known]
         if new:
             self._widen(new)
         csv.writer(self._file).writerow(["" if row.get(c) is None else row[c] for c in self.columns])
@@ -42,6 +43,7 @@ class GrowingCsv:
             with self.path.open(newline="", encoding="utf-8") as f:
                 old_rows = list(csv.reader(f))[1:]
         self.columns += new
+        self._known.update(new)
         self._file = self.path.open("w", newline="", encoding="utf-8")
         writer = csv.writer(self._file)
         writer.writerow(self.columns)
