@@ -35,6 +35,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 def ls_json(capsys, root: Path, *options: str) -> list[dict]:
     code, out, _ = run_cli(capsys, "runs", "ls", "--root", str(root), "--json", *options)
     assert code == 0
+    assert out.strip().startswith("["), repr(out[:500])
     return json.loads(out)
 
 
@@ -151,6 +152,7 @@ def test_ls_where_over_the_full_root_with_tune(tmp_path_factory, tmp_path, capsy
     """The whole fixture: rltrack runs of every adapter, Tune's own trial dirs and the other foreign ones."""
     path = tmp_path / "root"
     made = runs_root_copy(tmp_path_factory, path, with_tune=True)
+    capsys.readouterr()  # what the adapters printed while the fixture was made (SpinningUp's tables)
     found = ls_json(capsys, path, "--where", "lr<0.01 and env_id=='CartPole-v1'")
     assert sorted(r["path"] for r in found) == sorted(str(m.path) for m in made if m.hparams.get("lr", 1) < 0.01 and m.hparams.get("env_id") == "CartPole-v1")
     assert {m.writer for m in made} == {"rltrack", "sb3", "tune", "spinup", "di-engine"}
