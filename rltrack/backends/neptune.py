@@ -127,10 +127,17 @@ class NeptuneBackend(RemoteBackend):
             self.run.report.count(category, reason, n, section=self.name)
 
     def close(self, status: str) -> None:
-        if self._run is not None:
-            self._run["sys/failed"] = status != "finished"
-            self._run.stop()
-            self._run = None
+        """Sets `sys/failed` and stops the run. A run that an earlier session
+        started (a crashed one, synced with nothing left to send) is opened
+        again to be marked failed, as the MLflow backend ends it FAILED."""
+        if self._run is None:
+            started_before = (self.run.run_dir / CURSOR_DIR / f"{self.name}_run.json").is_file()
+            if status == "finished" or not started_before:
+                return
+            self._run = self._init()
+        self._run["sys/failed"] = status != "finished"
+        self._run.stop()
+        self._run = None
 
     # ---- events to Neptune values -----------------------------------------
 
