@@ -137,7 +137,9 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     globs = run["backup_code"]
     if not isinstance(globs, list) or not all(isinstance(g, str) and g for g in globs):
         raise ConfigError(f'{where}: run.backup_code = {globs!r} must be a list of glob patterns, e.g. backup_code = ["src/**/*.py"]')
-    for index, pattern in enumerate(run["redact"] if isinstance(run["redact"], list) else [run["redact"]]):
+    if not isinstance(run["redact"], list):
+        raise ConfigError(f'{where}: run.redact = {run["redact"]!r} must be a list of regexes, e.g. redact = ["session[_-]?id"]')
+    for index, pattern in enumerate(run["redact"]):
         try:
             re.compile(pattern)
         except (re.error, TypeError) as exc:
@@ -145,8 +147,6 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
                 f'{where}: run.redact[{index}] = {pattern!r} is not a regular expression ({exc}); '
                 'give key words to redact as a list of regexes, e.g. redact = ["session[_-]?id"]'
             ) from None
-    if not isinstance(run["redact"], list):
-        raise ConfigError(f'{where}: run.redact = {run["redact"]!r} must be a list of regexes, e.g. redact = ["session[_-]?id"]')
     worker = run["worker"]
     if worker is not None and (not isinstance(worker, str) or not WRITER_NAME.fullmatch(worker)):
         raise ConfigError(

@@ -87,9 +87,9 @@ class Redactor:
             return self.mapping(value)
         if isinstance(value, (list, tuple)):
             return type(value)(self.value(key, v) for v in value)
-        if isinstance(value, (str, bytes)):
-            return REDACTED if self.is_secret_key(key) else self.text(value) if isinstance(value, str) else value
-        return value
+        if isinstance(value, (str, bytes)) and self.is_secret_key(key):
+            return REDACTED
+        return self.text(value) if isinstance(value, str) else value
 
     def mapping(self, data: Mapping[Any, Any]) -> dict[Any, Any]:
         """A redacted copy; the input is left as it was (it may be the user's own config)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rltrack.events import DEFAULT_STEP_AXIS
+from rltrack.events import DEFAULT_STEP_AXIS, Event
 from rltrack.journal import read_journal
 
 
@@ -50,19 +50,21 @@ class ResumeState:
     @classmethod
     def from_journal(cls, journal: Path) -> ResumeState:
         state = cls()
-        try:
-            events = list(read_journal(journal))
-        except FileNotFoundError:
-            return state
-        for event in events:
-            if event.kind == "hparams":
-                continue
-            if event.kind == "artifact" and event.namespace == "ckpt":
-                if event.data.get("best"):
-                    state.best_metric = event.data.get("metric")
-                continue
-            state.last_steps = dict(event.steps)
-            auto = event.steps.get(DEFAULT_STEP_AXIS)
-            if auto is not None:
-                state.namespace_counts[event.namespace] = max(state.namespace_counts.get(event.namespace, 0), auto + 1)
+        try:  # events are read one at a time: a long run's journal is not held in memory
+            for event in read_journal(journal):
+                state._add(event)
+        except FileNotFoundError:  # resumed before anything was journaled
+            pass
         return state
+
+    def _add(self, event: Event) -> None:
+        if event.kind == "hparams":
+            return
+        if event.kind == "artifact" and event.namespace == "ckpt":
+            if event.data.get("best"):
+                self.best_metric = event.data.get("metric")
+            return
+        self.last_steps = dict(event.steps)
+        auto = event.steps.get(DEFAULT_STEP_AXIS)
+        if auto is not None:
+            self.namespace_counts[event.namespace] = max(self.namespace_counts.get(event.namespace, 0), auto + 1)
