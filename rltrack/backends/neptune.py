@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rltrack.backends.base import RunContext
-from rltrack.backends.remote import RemoteBackend
+from rltrack.backends.remote import RemoteBackend, check_names, check_tags
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import ensure_installed, require
@@ -84,11 +84,8 @@ class NeptuneBackend(RemoteBackend):
             raise ValueError("api_token must not be written in a config file; set the NEPTUNE_API_TOKEN environment variable instead")
         if mode not in MODES:
             raise ValueError(f"mode = {mode!r} is not a Neptune mode rltrack can write with; use one of {', '.join(MODES)}")
-        for key, value in (("project", project), ("name", name), ("dir", dir)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"{key} = {value!r} must be a non-empty string")
-        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
-            raise ValueError(f'tags = {tags!r} must be a list of strings, e.g. tags = ["ppo", "cartpole"]')
+        check_names(project=project, name=name, dir=dir)
+        check_tags(tags)
         ensure_installed("neptune", "neptune", "The neptune backend")
         self.project = project
         self.mode = mode

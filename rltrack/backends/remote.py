@@ -10,8 +10,22 @@ The tracker's run is created on first delivery, not in the constructor.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from rltrack.backends.base import RunContext
 from rltrack.events import Event
+
+
+def check_names(**values: str | None) -> None:
+    """Settings that are left out or non-empty strings (project, name, dir, ...)."""
+    for key, value in values.items():
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"{key} = {value!r} must be a non-empty string")
+
+
+def check_tags(tags: Sequence[str]) -> None:
+    if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
+        raise ValueError(f'tags = {tags!r} must be a list of strings, e.g. tags = ["ppo", "cartpole"]')
 
 
 class RemoteBackend:

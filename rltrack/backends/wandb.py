@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rltrack.backends.base import RunContext
-from rltrack.backends.remote import RemoteBackend
+from rltrack.backends.remote import RemoteBackend, check_names, check_tags
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import ensure_installed, require
@@ -92,11 +92,8 @@ class WandbBackend(RemoteBackend):
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode = {mode!r} is not a W&B mode; use one of {', '.join(MODES)}")
-        for key, value in (("project", project), ("entity", entity), ("group", group), ("name", name), ("dir", dir)):
-            if value is not None and (not isinstance(value, str) or not value):
-                raise ValueError(f"{key} = {value!r} must be a non-empty string")
-        if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
-            raise ValueError(f'tags = {tags!r} must be a list of strings, e.g. tags = ["ppo", "cartpole"]')
+        check_names(project=project, entity=entity, group=group, name=name, dir=dir)
+        check_tags(tags)
         if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
             raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
         ensure_installed("wandb", "wandb", "The wandb backend")
