@@ -28,15 +28,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from rltrack.canonical import NAME_MODES
 from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, backend_class
+from rltrack.canonical import NAME_MODES
 from rltrack.filters import FILTER_TYPES, Filter, FilterChain
 from rltrack.journal import WRITER_NAME
 from rltrack.optional import MissingExtraError
 from rltrack.pipeline import Logger
 from rltrack.redact import Redactor
-from rltrack.resume import resolve_run_dir
 from rltrack.report import Report
+from rltrack.resume import resolve_run_dir
 from rltrack.rundir import create_run_dir, safe_filename
 
 DEFAULTS: dict[str, Any] = {

@@ -254,7 +254,9 @@ class NeptuneBackend(RemoteBackend):
         self._counts[category, reason] += n
 
     def _text(self, value: Any) -> str:
-        from neptune.types.series.string_series import MAX_STRING_SERIES_VALUE_LENGTH as limit
+        from neptune.types.series.string_series import (
+            MAX_STRING_SERIES_VALUE_LENGTH as limit,
+        )
 
         text = str(value)
         if len(text) > limit:
