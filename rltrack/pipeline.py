@@ -323,8 +323,6 @@ class Logger:
                 self._wake.clear()
 
     def _process(self, event: Event) -> list[Event]:
-        if self._worker is not None:
-            event.worker = self._worker
         if event.steps:
             event.steps = self._clean_steps(event.steps)
             self._last_steps = event.steps
@@ -362,8 +360,6 @@ class Logger:
             self._flush_all()
             item.done.set()
         elif isinstance(item, _Record):
-            if self._worker is not None:
-                item.event.worker = self._worker
             self._deliver([item.event])
             self._feed_sinks()
         elif isinstance(item, _RunInfo):
@@ -376,6 +372,9 @@ class Logger:
         journal on disk without waiting for text tables and event files."""
         if not events:
             return
+        if self._worker is not None:  # every journaled event, filter-made ones too, names its writer
+            for event in events:
+                event.worker = self._worker
         self._safely("journal", "append", lambda: self._journal.append(events), None)
         self._backlog.extend(events)
 
