@@ -137,19 +137,18 @@ class MlflowBackend(RemoteBackend):
         self._axes: dict[str, tuple[int, float]] = {}  # steps/<axis> metric -> last (step, value) sent
         self._renamed: set[str] = set()
         self._last_ms: int | None = None  # capture time of the last event delivered by this process
-        self._bulk: SqliteMetricWriter | None = None
-        self._bulk_checked = not self.bulk_sqlite
+        self._bulk: SqliteMetricWriter | None = None  # opened with the run: the store's file exists then
 
     # ---- delivery ------------------------------------------------------------
 
     def deliver(self, events: list[Event]) -> None:
         self._check_reachable()
         client = self._mlflow_client()
-        run_id = self._run_id or self._start_run(events[0])
+        run_id = self._run_id
+        if run_id is None:
+            run_id = self._start_run(events[0])
+            self._bulk = SqliteMetricWriter.open(self.tracking_uri) if self.bulk_sqlite else None
         batch = _Batch(events, self.run.run_dir, self._params, self._axes)
-        if not self._bulk_checked:  # the store's file exists once the run does
-            self._bulk_checked = True
-            self._bulk = SqliteMetricWriter.open(self.tracking_uri)
         if self._bulk is not None:
             self._bulk.write(run_id, batch.metrics)
             batch.metrics = []
@@ -176,7 +175,7 @@ class MlflowBackend(RemoteBackend):
         and the run already ended with this status."""
         if self._bulk is not None:
             self._bulk.close()
-            self._bulk, self._bulk_checked = None, False
+            self._bulk = None
         if self._run_id is None:
             state = self._saved_state()
             if state is None or (self._last_ms is None and state.get("status") == status):
