@@ -33,11 +33,12 @@ WRITER = textwrap.dedent(
     import rltrack
 
     root, worker, records = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    WRITERS = sys.argv[4].split(",")
     config = {"run": {"root": root, "name": "impala", "worker": worker}, "backends": {"use": ["local"]}}
     with rltrack.make_logger(config) as log:
         namespace = "learner" if worker == "learner" else "collector"
         for seq in range(records):
-            log.write({"seq": seq, "payload": seq * 0.5}, step={"step": seq}, namespace=namespace)
+            log.write({"seq": seq, "payload": WRITERS.index(worker) * 1e6 + seq}, step={"step": seq}, namespace=namespace)
             if seq % 500 == 499:
                 log.dump()
     """
@@ -62,7 +63,7 @@ def check_run(run_dir: Path, writers: list[str], records: int) -> None:
 
 def test_processes_write_one_run_each_in_files_of_their_own(tmp_path):
     procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), worker, str(RECORDS)], stderr=subprocess.PIPE, text=True)
+        subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), worker, str(RECORDS), ",".join(WRITERS)], stderr=subprocess.PIPE, text=True)
         for worker in WRITERS
     ]
     for proc in procs:
@@ -85,8 +86,10 @@ def test_processes_write_one_run_each_in_files_of_their_own(tmp_path):
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert len(client.get_metric_history(run.info.run_id, "learner/seq")) == RECORDS
-    # the three actors log the same key at the same steps: MLflow keeps every (step, value, timestamp) row
-    assert len(client.get_metric_history(run.info.run_id, "collector/seq")) == 3 * RECORDS
+    # the actors' `seq` rows can be identical to the millisecond, which MLflow stores once;
+    # `payload` differs per writer, so every actor's record is a row of its own
+    payloads = sorted(m.value for m in client.get_metric_history(run.info.run_id, "collector/payload"))
+    assert payloads == sorted(WRITERS.index(w) * 1e6 + s for w in WRITERS[1:] for s in range(RECORDS))
 
 
 @pytest.mark.slow
