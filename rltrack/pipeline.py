@@ -22,7 +22,7 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.backends.remote import RemoteBackend
@@ -73,6 +73,14 @@ class _Close:
 @dataclass
 class _RunInfo:
     info: dict[str, Any]
+
+
+@dataclass
+class _Deferred:
+    """Events an adapter builds on the pipeline thread: `build()` is called
+    there, in queue order, and what it returns is processed like written events."""
+
+    build: Callable[[], Iterable[Event]]
 
 
 @dataclass
@@ -159,6 +167,16 @@ class Logger:
         """Hand over an event an adapter built itself."""
         if self._accepting():
             self._queue.append(event)
+
+    def emit_deferred(self, build: Callable[[], Iterable[Event]]) -> None:
+        """Hand over work an adapter would otherwise do on the training thread
+        (routing keys to namespaces, canonical names): `build` runs on the
+        pipeline thread, in order with everything else written, and returns the
+        events. It must only use what the caller handed over (copies of the
+        framework's values), never state the training thread keeps changing.
+        An exception in it is counted in the report, like a filter's."""
+        if self._accepting():
+            self._queue.append(_Deferred(build))
 
     def dump(self, step: int | Mapping[str, int] | None = None) -> None:
         """The store-then-log point: aggregating filters emit, tables are printed."""
@@ -300,6 +318,10 @@ class Logger:
                 item = self._queue.popleft()
                 if isinstance(item, Event):
                     batch.extend(self._safely("pipeline", "process", lambda: self._process(item), []))
+                    continue
+                if isinstance(item, _Deferred):
+                    for event in self._safely("pipeline", "deferred", lambda: list(item.build()), []):
+                        batch.extend(self._safely("pipeline", "process", lambda: self._process(event), []))
                     continue
                 self._deliver(batch)
                 self._feed_sinks()  # control items see every record written before them

@@ -125,6 +125,28 @@ def test_write_rejects_an_unknown_kind(tmp_path: Path) -> None:
             logger.write({"x": 1.0}, kind="scalar")
 
 
+def test_deferred_events_are_built_on_the_pipeline_thread_in_order(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    import threading
+
+    built_on = []
+
+    def build(value: float) -> list[Event]:
+        built_on.append(threading.current_thread().name)
+        if value == 3.0:
+            raise RuntimeError("bad route")
+        return [Event(time.time(), {"x": value}, "scalars", "learner", {"step": int(value)})]
+
+    with make(tmp_path) as logger:
+        for i in range(5):
+            logger.write({"x": 100.0 + i}, step=i, namespace="learner")
+            logger.emit_deferred(lambda i=i: build(float(i)))
+    values = [e.data["x"] for e in journal(logger, "scalars")]
+    assert values == [100.0, 0.0, 101.0, 1.0, 102.0, 2.0, 103.0, 104.0, 4.0]  # in order; the failing build lost only its own
+    assert set(built_on) == {f"rltrack-{logger.name}"}
+    errors = json.loads((logger.run_dir / "report.json").read_text())["counts"]["core.errors"]
+    assert list(errors) == ["pipeline.deferred: RuntimeError: bad route"]
+
+
 # ---- journal ----------------------------------------------------------------
 
 
