@@ -26,6 +26,7 @@ the median and the min–max are reported.
 
     python bench/bench_throughput.py            # several minutes, starts a local mlflow server
     python bench/bench_throughput.py --quick    # CI-sized, under a minute, no server
+    python bench/bench_throughput.py --only-local --repetitions 5   # the local row alone, printed
 """
 
 from __future__ import annotations
@@ -224,6 +225,7 @@ def main() -> None:
     parser = arguments(__doc__, "fewer records, one repetition, no mlflow server")
     parser.add_argument("--no-server", action="store_true", help="skip the local mlflow server")
     parser.add_argument("--repetitions", type=int, default=None, help="default 3, quick 1")
+    parser.add_argument("--only-local", action="store_true", help="only the local backend row (nothing is appended to RESULTS.md)")
     args = parser.parse_args()
     reps = args.repetitions or (1 if args.quick else 3)
     n_local = 20_000 if args.quick else 200_000
@@ -241,6 +243,10 @@ def main() -> None:
         local_rps = next(iter(local.values()))["median"]
         out += ["### Local backend, end to end (records/s)", "", *rows(local, "records/s"), ""]
         summary.append(verdict("local backend end to end", f"{local_rps:,.0f} records/s", f"≥ {TARGET_LOCAL_RPS:,.0f}", local_rps >= TARGET_LOCAL_RPS))
+        if args.only_local:
+            values = ", ".join(f"{v:,.0f}" for v in next(iter(local.values()))["values"])
+            print("\n".join([*out, f"each repetition: {values} records/s", "", *summary]))
+            return
 
         tb = repeat_alternating({"tensorboardX SummaryWriter.add_scalar": tb_writer(runs, n_tb, "tbx", tensorboardx_add_scalar),
                                  "rltrack EventFileWriter.write (10 scalars an event)": tb_writer(runs, n_tb, "tb", rltrack_event_file)}, reps)  # fmt: skip
