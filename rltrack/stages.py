@@ -317,16 +317,43 @@ def emit_block(
     `dump=False` leaves the `Logger.dump(steps)` to the caller: an adapter
     that sends a whole row (other namespaces, other blocks) at the same steps
     dumps once, so progress.csv gets one row for it."""
-    now = time.time()
-    steps = dict(steps)
+    model_text = None
+    if model is not None and logger not in _MODEL_PRINTED:
+        _MODEL_PRINTED.add(logger)
+        model_text = str(model)
+    events = block_events(
+        namespace, block, steps, time.time(), logger.name, source=source, preaggregated=preaggregated, info_lines=info_lines, model_text=model_text
+    )
+    for event in events:
+        logger.emit(event)
+    if dump:
+        logger.dump(steps)
+
+
+def block_events(
+    namespace: str,
+    block: Mapping[str, Any],
+    steps: Mapping[str, int],
+    now: float,
+    run: str,
+    *,
+    source: str = "api",
+    preaggregated: bool = False,
+    info_lines: Sequence[str] = (),
+    model_text: str | None = None,
+) -> list[Event]:
+    """The events of one stage's block, as `emit_block` sends them, without
+    sending them: an adapter's build function returns these from the pipeline
+    thread (`Logger.emit_deferred`), with `now` taken on the calling thread.
+    `model_text` is the model's print, if it is to be sent with this block."""
+    events: list[Event] = []
 
     def send(data: dict[str, Any], kind: str) -> None:
         if data:
-            logger.emit(Event(now, data, kind, namespace, dict(steps), source, run=logger.name, preaggregated=preaggregated))
+            events.append(Event(now, data, kind, namespace, dict(steps), source, run=run, preaggregated=preaggregated))
 
-    if model is not None and logger not in _MODEL_PRINTED:
-        _MODEL_PRINTED.add(logger)
-        send({MODEL_KEY: str(model)}, "text")
+    if model_text is not None:
+        send({MODEL_KEY: model_text}, "text")
     send({INFO_KEY: "\n".join(info_lines)} if info_lines else {}, "text")
     numbers: dict[str, Any] = {}
     lists: dict[str, Any] = {}
@@ -341,5 +368,4 @@ def emit_block(
     send(numbers, "scalars")  # the parts of one block share one time
     send(lists, "histogram")
     send(texts, "text")
-    if dump:
-        logger.dump(steps)
+    return events

@@ -373,3 +373,32 @@ def test_canonical_table_stays_inside_each_namespace():
     from rltrack.canonical import vocabulary
 
     assert "collector/episode_return" in vocabulary()["collector/reward_mean"]["acme"]
+
+
+def test_routing_and_blocks_are_built_on_the_pipeline_thread_from_a_copy(tmp_path):
+    """The calling thread only queues: no event is emitted from it (the renames
+    and learner blocks are built on the pipeline thread), and what Acme does to
+    its dict after `write` does not change what was logged. The order is kept:
+    a block comes after the records it averages, before the next one's record."""
+    logger = rltrack.make_logger(memory_config(tmp_path))
+    ours = RLTrackLogger(logger, "learner", "learner_steps", stage_every=2)
+
+    def emit_on_calling_thread(event):
+        raise AssertionError(f"emitted on the calling thread: {event}")
+
+    logger.emit = emit_on_calling_thread
+    for step in (1, 2, 3):
+        data = {"loss": float(step), "learner_steps": step}
+        ours.write(data)
+        data["loss"] = -1.0
+        data["later"] = 0.0
+    ours.close()
+    logger.close()
+    sent = [(e.steps["learner_steps"], e.data) for e in logger.backends["memory"].events]
+    assert sent == [
+        (1, {"loss": 1.0, "learner_steps": 1}),
+        (2, {"total_loss_avg": 1.5}),
+        (2, {"loss": 2.0, "learner_steps": 2}),
+        (3, {"loss": 3.0, "learner_steps": 3}),
+        (3, {"total_loss_avg": 3.0}),
+    ]

@@ -60,7 +60,10 @@ from the raw records of one logging interval:
 The calling thread only copies the dict (shallowly: numpy scalars, arrays and
 JAX arrays are converted on rltrack's pipeline thread, as Acme's own
 `AsyncLogger` does; do not mutate an array in place after writing it), looks up
-the step keys and renames, and appends one `Event` to the logger's queue.
+the step keys, counts the record towards its stage and hands the rest to
+rltrack's pipeline thread (`Logger.emit_deferred`): renaming, taking the values
+into the stage and computing the blocks happen there, in order with
+everything else written.
 
 Acme need not be installed to import this module. When it is importable,
 `RLTrackLogger` and the `tee` wrapper are registered as virtual subclasses of
@@ -78,13 +81,20 @@ import importlib
 import inspect
 import threading
 import time
+from functools import partial
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from rltrack.events import DEFAULT_STEP_AXIS, Event
 from rltrack.pipeline import exit_status
-from rltrack.stages import CollectorStats, LearnerAverages, emit_block, evaluator_block, evaluator_info_lines
+from rltrack.stages import (
+    CollectorStats,
+    LearnerAverages,
+    block_events,
+    evaluator_block,
+    evaluator_info_lines,
+)
 
 SOURCE = "acme"
 
@@ -182,7 +192,8 @@ class RLTrackLogger:
         self._swap = mode == "canonical"
 
     def write(self, data: Mapping[str, Any]) -> None:
-        """Hands `data` to rltrack as one event; costs a dict copy and an append."""
+        """Hands `data` to rltrack as one event: on the calling thread a dict
+        copy, the step lookup and a queue append; the rest on the pipeline thread."""
         if self.closed:
             report = getattr(self.logger, "report", None)
             if report is not None:
@@ -197,15 +208,22 @@ class RLTrackLogger:
         if not steps:
             steps[DEFAULT_STEP_AXIS] = self._writes
         self._writes += 1
-        if self._stage is not None:
-            self._stage.add(values, steps)
+        record = partial(self._events, time.time(), values, steps)
+        if self._stage is None:
+            self.logger.emit_deferred(record)
+        else:
+            self._stage.add(values, steps, record)
+
+    def _events(self, now: float, values: dict[str, Any], steps: dict[str, Any]) -> list[Event]:
+        """Pipeline thread: the record's event, with the canonical renames."""
         for native, canonical in self._renames:
             if native in values:
                 values[canonical] = values.pop(native) if self._swap else values[native]
         for native in self._drop:
             values.pop(native, None)
-        if values:
-            self.logger.emit(Event(time.time(), values, "scalars", self.namespace, steps, SOURCE, self._worker, self._run))
+        if not values:
+            return []
+        return [Event(now, values, "scalars", self.namespace, steps, SOURCE, self._worker, self._run)]
 
     def end_stage(self) -> None:
         """Sends the stage block of the records written since the last one (e.g.
@@ -231,7 +249,15 @@ class RLTrackLogger:
 
 
 class _Stage:
-    """The raw records of one Acme logger since its last stage block."""
+    """The raw records of one Acme logger since its last stage block.
+
+    Split between two threads: the calling thread counts records and decides
+    when a block is due (`add`, `send`: `records`, `steps`); the pipeline
+    thread takes each record's values in (`take`) and computes the block
+    (`block`), so the accumulators are touched by that thread alone. The
+    queue keeps the order: a record's values are taken before its event is
+    built, and a block is built after the values of its records and before
+    its `Logger.dump`."""
 
     def __init__(self, logger: Any, namespace: str, every: int | None) -> None:
         self.logger = logger
@@ -240,23 +266,41 @@ class _Stage:
         self.records = 0
         self.steps: dict[str, Any] = {}
 
-    def add(self, values: Mapping[str, Any], steps: dict[str, Any]) -> None:
-        self.take(values)
+    def add(self, values: Mapping[str, Any], steps: dict[str, Any], record: Callable[[], list[Event]]) -> None:
+        """Calling thread: counts the record; `record` builds its event after its values are taken."""
         self.records += 1
         self.steps = steps
         if self.every is not None and self.records >= self.every:
+            self.logger.emit_deferred(partial(self._take, values))
             self.send()
+            self.logger.emit_deferred(record)
+        else:
+            self.logger.emit_deferred(partial(self._take, values, record))
 
     def send(self) -> None:
+        """Calling thread: the block of the records counted so far, then `Logger.dump`."""
         if self.records:
-            block, info_lines = self.block()
-            emit_block(self.logger, self.namespace, block, self.steps, source=SOURCE, info_lines=info_lines)
+            self.logger.emit_deferred(partial(self._block_events, time.time(), self.steps, self.block_context()))
+            self.logger.dump(self.steps)
             self.records = 0
+
+    def _take(self, values: Mapping[str, Any], then: Callable[[], list[Event]] | None = None) -> list[Event]:
+        """Pipeline thread: takes a record's values in, then builds `then`'s events."""
+        self.take(values)
+        return [] if then is None else then()
+
+    def _block_events(self, now: float, steps: dict[str, Any], context: Any) -> list[Event]:
+        block, info_lines = self.block(context)
+        return block_events(self.namespace, block, steps, now, self.logger.name, source=SOURCE, info_lines=info_lines)
+
+    def block_context(self) -> Any:
+        """What the block needs from the calling thread's state at `send`."""
+        return None
 
     def take(self, values: Mapping[str, Any]) -> None:
         raise NotImplementedError
 
-    def block(self) -> tuple[dict[str, Any], list[str]]:
+    def block(self, context: Any) -> tuple[dict[str, Any], list[str]]:
         raise NotImplementedError
 
 
@@ -266,20 +310,24 @@ class _EpisodeStage(_Stage):
     def __init__(self, logger: Any, namespace: str, every: int | None) -> None:
         super().__init__(logger, namespace, every)
         self.collector = CollectorStats()
+        self.train_counts: tuple[Any, ...] | None = None  # calling thread: the last record's training counters
         self._clear()
 
     def _clear(self) -> None:
         self.rewards: list[float] = []
         self.lengths: list[float] | None = []
         self.duration: float | None = 0.0
-        self.train_counts: tuple[Any, ...] | None = None
 
-    def add(self, values: Mapping[str, Any], steps: dict[str, Any]) -> None:
-        counts = tuple(_number(values.get(key)) for key in STEP_AXES)
-        if self.namespace == "evaluator" and self.every is None and self.records and counts != self.train_counts:
-            self.send()  # training moved on: this record starts the next evaluation
-        self.train_counts = counts
-        super().add(values, steps)
+    def add(self, values: Mapping[str, Any], steps: dict[str, Any], record: Callable[[], list[Event]]) -> None:
+        if self.namespace == "evaluator":
+            counts = tuple(_number(values.get(key)) for key in STEP_AXES)
+            if self.every is None and self.records and counts != self.train_counts:
+                self.send()  # training moved on: this record starts the next evaluation
+            self.train_counts = counts
+        super().add(values, steps, record)
+
+    def block_context(self) -> Any:
+        return self.train_counts
 
     def take(self, values: Mapping[str, Any]) -> None:
         reward = _number(values.get("episode_return"))
@@ -294,9 +342,9 @@ class _EpisodeStage(_Stage):
         if self.duration is not None:
             self.duration = None if length is None or not speed else self.duration + length / speed
 
-    def block(self) -> tuple[dict[str, Any], list[str]]:
+    def block(self, context: Any) -> tuple[dict[str, Any], list[str]]:
         rewards, lengths, duration = self.rewards, self.lengths, self.duration
-        train_iter = self.train_counts[1] if self.train_counts else None
+        train_iter = context[1] if context else None
         self._clear()
         if self.namespace == "collector":
             envsteps = None if lengths is None else int(sum(lengths))
@@ -332,12 +380,14 @@ class _LearnerStage(_Stage):
                 found[name] = _number(value)
         self.averages.add(found)
 
-    def block(self) -> tuple[dict[str, Any], list[str]]:
+    def block(self, context: Any) -> tuple[dict[str, Any], list[str]]:
         return (self.averages.take() if self.averages else {}), []
 
 
 def _number(value: Any) -> float | None:
     """A finite-or-not float from a Python/numpy/JAX scalar or 1-element array; None otherwise."""
+    if type(value) in (int, float):  # the common case, without numpy's conversion
+        return float(value)
     if value is None or isinstance(value, (str, bytes)):
         return None
     try:
