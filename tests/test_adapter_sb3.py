@@ -211,6 +211,23 @@ def test_arrays_are_copied_at_dump(tmp_path):
     assert event.kind == "histogram" and event.data == {"weights": [0.0, 1.0, 2.0, 3.0]}
 
 
+def test_routing_happens_on_the_pipeline_thread(tmp_path):
+    """The writer only copies SB3's dicts (which SB3 clears right after) and
+    queues them: no event is emitted on the training thread."""
+    logger = make_logger(tmp_path)
+
+    def emit_on_calling_thread(event):
+        raise AssertionError(f"emitted on the calling thread: {event}")
+
+    logger.emit = emit_on_calling_thread
+    sb3_logger = Logger(None, [RLTrackWriter(logger)])
+    ppo_like_dump(sb3_logger, 1)
+    logger.close()
+    assert {(e.namespace, e.kind) for e in sb3_events(logger)} == {
+        ("collector", "scalars"), ("time", "scalars"), ("time", "timing"), ("learner", "scalars"), ("custom", "text")
+    }
+
+
 def test_typed_values_become_media_and_hparams(tmp_path):
     import matplotlib
 

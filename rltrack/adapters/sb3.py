@@ -12,9 +12,11 @@
 
 What arrives in rltrack, per `Logger.dump(step)` of SB3:
 
-* One `Event` per namespace (per namespace and kind), `source="sb3"`, built on
-  the training thread from a plain copy of the values; numpy scalars, arrays
-  and strings are converted later on rltrack's pipeline thread.
+* One `Event` per namespace (per namespace and kind), `source="sb3"`. The
+  training thread copies the values (arrays too, since SB3 may reuse them)
+  and hands them over with `Logger.emit_deferred`; routing keys to
+  namespaces and names, and converting numpy scalars, arrays and strings,
+  happen on rltrack's pipeline thread.
 * Step axes: `env_steps` = the `step` SB3 passes (its `num_timesteps`), and
   `train_iter` = `time/iterations` for on-policy algorithms (PPO, A2C: one
   per rollout-and-update round) or `train/n_updates` for off-policy ones
@@ -76,6 +78,7 @@ import time
 import types
 import warnings
 import weakref
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -163,6 +166,22 @@ class _Route:
             self.targets.append((namespace, leaf, kind, native_prefix == "rollout"))
 
 
+def _excluded(formats: tuple[str, ...] | None) -> bool:
+    """Whether a key SB3 recorded with `exclude=formats` is kept from rltrack."""
+    return bool(formats) and (FORMAT_NAME in formats or (len(formats) >= 5 and SB3_FORMATS.issubset(formats)))
+
+
+class _Typed:
+    """One of SB3's typed values, already encoded on the calling thread:
+    its rltrack kind and JSON data (kind None: it could not be encoded)."""
+
+    __slots__ = ("kind", "data")
+
+    def __init__(self, kind: str | None, data: Any) -> None:
+        self.kind = kind
+        self.data = data
+
+
 class _WriterImpl:
     """An SB3 `KVWriter` that sends every dump to an rltrack `Logger`.
 
@@ -184,7 +203,8 @@ class _WriterImpl:
         self.train_iter: int | None = None
         #: The key `train_iter` is read from; None: the first of TRAIN_ITER_KEYS seen in a dump.
         self.train_iter_key: str | None = train_iter_key
-        self._routes: dict[str, _Route] = {}
+        #: Pipeline thread only: the route of each native key, per names mode.
+        self._routes: dict[str, dict[str, _Route]] = {}
         self._typed: tuple[type, ...] | None = None
         #: Set by `RLTrackCallback`: computes the collector/learner/buffer blocks at SB3's own dumps.
         self.stages: _StageRecorder | None = None
@@ -195,11 +215,11 @@ class _WriterImpl:
         native names (`rollout/ep_rew_mean` is a 100-episode moving mean,
         `collector/reward_mean` the stage's own episodes)."""
         self.stages = stages
-        self._routes = {}
 
     def write(self, key_values: dict[str, Any], key_excluded: dict[str, tuple[str, ...]], step: int = 0) -> None:
-        """Called by SB3's `Logger.dump` on the training thread: copies the values
-        into one `Event` per namespace and hands them to the rltrack logger."""
+        """Called by SB3's `Logger.dump` on the training thread, which then clears
+        both dicts: copies them (arrays too; SB3's images, figures and videos are
+        saved now) and leaves the routing to the pipeline thread (`_events`)."""
         now = time.time()
         iter_key = self.train_iter_key
         if iter_key is None:
@@ -212,27 +232,48 @@ class _WriterImpl:
             if value is not None:
                 self.train_iter = value
         steps = {"env_steps": step} if self.train_iter is None else {"env_steps": step, "train_iter": self.train_iter}
+        values, excluded = dict(key_values), dict(key_excluded)
+        for key in [key for key, value in values.items() if type(value) not in _PLAIN]:
+            if not _excluded(excluded.get(key)):
+                values[key] = self._own_copy(key, values[key], steps)
+        if self.stages is not None and ALGORITHM_DUMP_KEY in key_values:  # the algorithm's dump, not EvalCallback's
+            self.stages.emit_stage(steps)
+        mode = "native" if self.stages is not None else self.mode
+        self.logger.emit_deferred(partial(self._events, now, values, excluded, steps, mode))
+        self.logger.dump(steps)
+
+    def _own_copy(self, key: str, value: Any, steps: dict[str, int]) -> Any:
+        """A value that is not a plain Python one, safe to read later on the
+        pipeline thread: arrays and tensors copied, SB3's typed values encoded
+        (`_Typed`)."""
         typed = self._typed or self._sb3_types()
-        routes = self._routes
+        if isinstance(value, typed):
+            return _Typed(*self._typed_value(key, value, steps))
+        if getattr(value, "ndim", 0):  # arrays may change after dump
+            return value.detach().clone() if hasattr(value, "detach") else value.copy()
+        return value
+
+    def _events(self, now: float, values: dict[str, Any], excluded: dict[str, tuple[str, ...]], steps: dict[str, int], mode: str) -> list[Event]:
+        """Pipeline thread: one `Event` per namespace and kind of one SB3 dump."""
+        routes = self._routes.get(mode)
+        if routes is None:
+            routes = self._routes[mode] = {}
         buckets: dict[tuple[str, str], dict[str, Any]] = {}
         preaggregated: set[tuple[str, str]] = set()
-        for key, value in key_values.items():
-            excluded = key_excluded.get(key)
-            if excluded and (FORMAT_NAME in excluded or (len(excluded) >= 5 and SB3_FORMATS.issubset(excluded))):
+        for key, value in values.items():
+            if _excluded(excluded.get(key)):
                 continue
             media_kind = None
-            if isinstance(value, typed):
-                media_kind, value = self._typed_value(key, value, steps)
-                if media_kind is None:
+            if type(value) is _Typed:
+                media_kind, value = value.kind, value.data
+                if media_kind is None:  # could not be encoded (counted in the report)
                     continue
                 if media_kind == "hparams":
                     buckets.setdefault(("", "hparams"), {}).update(value)
                     continue
-            elif type(value) not in _PLAIN and getattr(value, "ndim", 0):  # arrays may change after dump: copy
-                value = value.detach().clone() if hasattr(value, "detach") else value.copy()
             route = routes.get(key)
             if route is None:
-                route = routes[key] = _Route(key, "native" if self.stages is not None else self.mode)
+                route = routes[key] = _Route(key, mode)
             for namespace, leaf, kind, preagg in route.targets:
                 bucket = (namespace, media_kind or kind)
                 data = buckets.get(bucket)
@@ -241,13 +282,11 @@ class _WriterImpl:
                 data[leaf] = value
                 if preagg:
                     preaggregated.add(bucket)
-        if self.stages is not None and ALGORITHM_DUMP_KEY in key_values:  # the algorithm's dump, not EvalCallback's
-            self.stages.emit_stage(steps)
-        emit = self.logger.emit
         run = self.logger.name
-        for (namespace, kind), data in buckets.items():
-            emit(Event(now, data, kind, namespace, dict(steps), "sb3", run=run, preaggregated=(namespace, kind) in preaggregated))
-        self.logger.dump(steps)
+        return [
+            Event(now, data, kind, namespace, dict(steps), "sb3", run=run, preaggregated=(namespace, kind) in preaggregated)
+            for (namespace, kind), data in buckets.items()
+        ]
 
     def close(self) -> None:
         """Called by SB3's `Logger.close()`; see `close_logger`."""
