@@ -257,3 +257,30 @@ def test_canonical_names_mode(tmp_path):
     assert "collector/AverageEpRet" not in tags and "learner/DeltaLossV" in tags  # unmapped keys stay
     for native, canonical in CANONICAL.items():
         assert native.split("/")[0] == canonical.split("/")[0]
+
+
+def test_rows_and_blocks_are_built_on_the_pipeline_thread(tmp_path):
+    """`dump_tabular` only copies the row and the epoch's raw values and queues
+    them: no event is emitted on the training thread; a column added in a
+    later epoch is routed like the others."""
+    shared = rltrack.make_logger(config(tmp_path, name="deferred"))
+
+    def emit_on_calling_thread(event):
+        raise AssertionError(f"emitted on the calling thread: {event}")
+
+    shared.emit = emit_on_calling_thread
+    logger = EpochLogger(output_dir=str(tmp_path / "out"), rltrack_logger=shared)
+    for epoch in range(2):
+        logger.store(EpRet=1.0 + epoch, EpLen=10)
+        logger.store(LossPi=0.5)
+        logger.log_tabular("Epoch", epoch)
+        logger.log_tabular("EpRet", average_only=True)
+        logger.log_tabular("LossPi", average_only=True)
+        if epoch:
+            logger.log_tabular("Late", 7.0)
+        logger.dump_tabular()
+    logger.close()
+    shared.close()
+    metrics = shared.backends["memory"].metrics
+    assert metrics["collector/EpRet"] == [1.0, 2.0] and metrics["collector/reward_mean"] == [1.0, 2.0]
+    assert metrics["learner/policy_loss_avg"] == [0.5, 0.5] and metrics["learner/Late"] == [7.0]

@@ -91,6 +91,7 @@ import pickle
 import sys
 import time
 import warnings
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -98,7 +99,13 @@ import numpy as np
 from rltrack.canonical import with_canonical_names
 from rltrack.events import DEFAULT_STEP_AXIS, Event
 from rltrack.pipeline import Logger, exit_status
-from rltrack.stages import CollectorStats, LearnerAverages, emit_block, evaluator_block, evaluator_info_lines
+from rltrack.stages import (
+    CollectorStats,
+    LearnerAverages,
+    block_events,
+    evaluator_block,
+    evaluator_info_lines,
+)
 
 SOURCE = "spinup"
 
@@ -243,12 +250,13 @@ class EpochLogger:
         self.exp_name = exp_name
         self.epoch_dict: dict[str, list[Any]] = {}
         self._file_columns = 0  # how many header columns progress.txt has
-        self._columns: dict[str, tuple[str, bool]] = {}  # column -> (stored key it came from, is a statistic)
         self._dumps = 0
         self._warned_empty: set[str] = set()
+        #: column -> its route (`_route`). Replaced, never changed, when a column
+        #: is added, so the pipeline thread can read the one a row was sent with.
         self._routes: dict[str, tuple[tuple[str, bool] | None, tuple[str, ...]]] = {}
         self._stage_values: dict[str, list[float]] = {}  # this epoch's raw values behind the stage blocks
-        self._collector_stats = CollectorStats()
+        self._collector_stats = CollectorStats()  # pipeline thread only, as `_last_env_steps`
         self._last_env_steps = 0
         self._owns_rltrack = False
         self.rltrack: Any = None
@@ -295,9 +303,9 @@ class EpochLogger:
         self.epoch_dict[key] = []
 
     def _set(self, column: str, val: Any, source: str, statistic: bool) -> None:
-        if column not in self._columns:
+        if column not in self._routes:
             self.log_headers.append(column)  # late keys too: see the module docstring
-            self._columns[column] = (source, statistic)
+            self._routes = {**self._routes, column: self._route(column, source, statistic)}
         if column in self.log_current_row:
             raise AssertionError("You already set %s this iteration. Maybe you forgot to call dump_tabular()" % column)
         self.log_current_row[column] = val
@@ -434,20 +442,25 @@ class EpochLogger:
         self._file_columns = len(self.log_headers)
 
     def _send_row(self, row: dict[str, Any]) -> None:
+        """Training thread: copies the row and this epoch's raw values and hands
+        them to rltrack's pipeline thread, where `_row_events` builds the events."""
         steps: dict[str, Any] = {}
         for column, axis in STEP_COLUMNS.items():
             if column in row:
                 steps[axis] = row[column]
         if not steps:
             steps[DEFAULT_STEP_AXIS] = self._dumps
-        blocks = self._stage_blocks(row) if self._names != "native" else {}
-        self._stage_values.clear()
+        raw, self._stage_values = self._stage_values, {}
+        self.rltrack.emit_deferred(partial(self._row_events, time.time(), dict(row), steps, raw, self._routes))
+        self.rltrack.dump(steps)
+
+    def _row_events(self, now: float, row: dict[str, Any], steps: dict[str, Any], raw: dict[str, list[float]], routes: dict[str, Any]) -> list[Event]:
+        """Pipeline thread: the events of one row, its columns (under their native
+        and canonical names) and this epoch's stage blocks."""
+        blocks = self._stage_blocks(row, raw) if self._names != "native" else {}
         groups: dict[tuple[str, bool], dict[str, Any]] = {}
         for column, val in row.items():
-            route = self._routes.get(column)
-            if route is None:
-                route = self._routes[column] = self._route(column)
-            group, names = route
+            group, names = routes[column]
             if group is None:
                 continue
             data = groups.get(group)
@@ -456,19 +469,18 @@ class EpochLogger:
             for name in names:
                 if name == column or group[0] not in blocks:  # a block replaces the canonical twins
                     data[name] = val
-        now = time.time()
         run = str(getattr(self.rltrack, "name", ""))
+        events = []
         for (namespace, statistic), data in groups.items():
             if data:
                 kind = "timing" if namespace == "time" else "scalars"
-                self.rltrack.emit(Event(now, data, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic))
+                events.append(Event(now, data, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic))
         for namespace, (block, info_lines) in blocks.items():
-            emit_block(self.rltrack, namespace, block, steps, source=SOURCE, info_lines=info_lines, dump=False)
-        self.rltrack.dump(steps)
+            events += block_events(namespace, block, steps, now, run, source=SOURCE, info_lines=info_lines)
+        return events
 
-    def _stage_blocks(self, row: dict[str, Any]) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    def _stage_blocks(self, row: dict[str, Any], raw: dict[str, list[float]]) -> dict[str, tuple[dict[str, Any], list[str]]]:
         """namespace -> (block, [INFO] lines) of this epoch, from the raw values stored in it."""
-        raw = self._stage_values
         blocks: dict[str, tuple[dict[str, Any], list[str]]] = {}
         envsteps = None
         total = row.get("TotalEnvInteracts")
@@ -492,12 +504,12 @@ class EpochLogger:
             blocks["learner"] = (averages.take(), [])
         return blocks
 
-    def _route(self, column: str) -> tuple[tuple[str, bool] | None, tuple[str, ...]]:
+    def _route(self, column: str, source: str, statistic: bool) -> tuple[tuple[str, bool] | None, tuple[str, ...]]:
         """Where a column goes: (namespace, is a statistic) and the key names it is sent
-        under there (native and/or canonical per `run.names`); None for step columns."""
+        under there (native and/or canonical per `run.names`); None for step columns.
+        `source` is the stored key the column came from."""
         if column in STEP_COLUMNS:
             return None, ()
-        source, statistic = self._columns[column]
         namespace = _namespace(source)
         named = with_canonical_names({f"{namespace}/{column}": None}, CANONICAL, self._names)
         return (namespace, statistic), tuple(flat.partition("/")[2] for flat in named)
