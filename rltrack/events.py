@@ -75,7 +75,7 @@ class Event:
 
     def tag(self, key: str) -> str:
         """`<namespace>/<key>`, the name a key carries in flat trackers."""
-        return f"{self.namespace}/{key}" if self.namespace else key
+        return tag(self.namespace, key)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,6 +120,11 @@ class Event:
     @classmethod
     def from_json(cls, line: str) -> Event:
         return cls.from_dict(json.loads(line))
+
+
+def tag(namespace: str, key: str) -> str:
+    """`<namespace>/<key>` (just `key` without a namespace): `Event.tag`."""
+    return f"{namespace}/{key}" if namespace else key
 
 
 def _json_fallback(value: Any) -> Any:

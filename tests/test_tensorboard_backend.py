@@ -7,6 +7,7 @@ backend and `<logdir>/<run name>/` of the `tensorboard` backend.
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
 import numpy as np
@@ -227,3 +228,51 @@ def test_tb_axes_write_each_value_against_both_axes_in_the_tensorboard_backend(t
     assert_scalars_equal(acc, renamed)
     assert {"learner_iter/weights", "learner_step/weights"} <= set(acc.Tags()["histograms"])
     assert [e.step for e in acc.Histograms("learner_step/weights")] == [448]
+
+
+def _tfrecords(path: Path) -> list[bytes]:
+    """The payloads of a TFRecord file (length, masked CRC, data, masked CRC)."""
+    data, out, pos = path.read_bytes(), [], 0
+    while pos < len(data):
+        length = int.from_bytes(data[pos : pos + 8], "little")
+        out.append(data[pos + 12 : pos + 12 + length])
+        pos += 16 + length
+    return out
+
+
+def test_scalar_events_are_byte_for_byte_what_tensorboards_protobufs_encode(tmp_path: Path) -> None:
+    """A record's Summary is packed in one go from per-key-tuple layouts; the
+    bytes are the ones TensorBoard's own `Event` proto serialises, for records
+    whose keys repeat, change, hold None (skipped) or values beyond float32."""
+    from tensorboard.compat.proto.event_pb2 import Event as EventProto
+    from tensorboard.compat.proto.summary_pb2 import Summary
+
+    from rltrack.backends.tfevents import EventFileWriter
+    from rltrack.events import Event
+
+    rng = np.random.default_rng(5)
+    steps = random.Random(5)
+    keys = ["a", "loss/x", "reward_mean", "ünï", "k" * 200]
+    records = []
+    for i in range(300):
+        chosen = [k for k in keys if rng.random() < 0.8] or ["a"]
+        data: dict[str, float | int | None] = {k: float(rng.normal() * 10.0 ** rng.integers(-40, 40)) for k in chosen}
+        if i % 7 == 0:
+            data[chosen[0]] = [None, 3, -(10**400), 1e300, math.inf, -math.inf][i % 6]
+        records.append((float(1.7e9 + i / 3), steps.randint(-(2**70), 2**70), data))
+    writer = EventFileWriter(tmp_path)
+    for wall_time, step, data in records:
+        writer.write(Event(wall_time, data, "scalars", "learner", {"env_steps": step}))
+    writer.close()
+    expected = []
+    for wall_time, step, data in records:
+        values = [Summary.Value(tag=f"learner/{k}", simple_value=_as_float32(v)) for k, v in data.items() if v is not None]
+        step = min(max(step, -(2**63)), 2**63 - 1)
+        expected.append(EventProto(wall_time=wall_time, step=step, summary=Summary(value=values)).SerializeToString())
+    assert _tfrecords(writer.path)[1:] == expected
+
+
+def _as_float32(value: float) -> float:
+    """What a float32 field holds: beyond float32's range, +-inf (protobuf
+    would round a double to float32 the same way for the rest)."""
+    return float(np.float32(value)) if abs(value) <= 3.4028234663852886e38 else math.inf if value > 0 else -math.inf

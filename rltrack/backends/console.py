@@ -21,7 +21,7 @@ class ConsoleBackend(Backend):
     def write(self, events: list[Event]) -> None:
         for event in events:
             if event.kind in NUMERIC_KINDS:
-                for namespace, pending in self._tables.add(event):
+                for namespace, pending in self._tables.add(event.namespace, event.time, event.steps, event.data):
                     self._print(namespace, pending)
 
     def dump(self) -> None:

@@ -29,12 +29,19 @@ class GrowingCsv:
         else:
             self._file = path.open("w", newline="", encoding="utf-8")
         self._known = set(self.columns)  # membership per key per row: a list made this quadratic
+        self._writer = csv.writer(self._file)
 
     def write_row(self, row: dict[str, Any]) -> None:
-        new = [key for key in row if key not in self._known]
-        if new:
-            self._widen(new)
-        csv.writer(self._file).writerow(["" if row.get(c) is None else row[c] for c in self.columns])
+        """A row of `row`'s values under their columns; a column it lacks, or a
+        None, is left empty (csv writes None as "")."""
+        if not self._known.issuperset(row):
+            self._widen([key for key in row if key not in self._known])
+        values = list(map(row.get, self.columns))
+        line = _numbers_line(values)
+        if line:
+            self._file.write(line)
+        else:
+            self._writer.writerow(values)
 
     def _widen(self, new: list[str]) -> None:
         self._file.close()
@@ -45,12 +52,31 @@ class GrowingCsv:
         self.columns += new
         self._known.update(new)
         self._file = self.path.open("w", newline="", encoding="utf-8")
-        writer = csv.writer(self._file)
-        writer.writerow(self.columns)
-        writer.writerows(r + [""] * len(new) for r in old_rows)
+        self._writer = csv.writer(self._file)
+        self._writer.writerow(self.columns)
+        self._writer.writerows(r + [""] * len(new) for r in old_rows)
 
     def flush(self) -> None:
         self._file.flush()
 
     def close(self) -> None:
         self._file.close()
+
+
+_NUMBERS = frozenset((int, float, type(None)))
+
+
+def _numbers_line(values: list[Any]) -> str:
+    """The line `csv.writer` writes for a row of ints, floats and Nones, built
+    without it (its per-character quoting scan is most of a row's cost): numbers
+    never need quoting, floats are written as their repr, None as nothing.
+    "" when the csv module must write the row (other types, or a lone empty
+    field, which it writes as `""`)."""
+    types = set(map(type, values))
+    if not types <= _NUMBERS:
+        return ""
+    if type(None) in types:
+        line = ",".join(["" if value is None else repr(value) for value in values])
+    else:
+        line = ",".join(map(repr, values))
+    return line + "\r\n" if line else ""

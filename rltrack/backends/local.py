@@ -22,14 +22,21 @@ written by `rltrack.rundir` for every run, whichever backends are chosen.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import IO, Any, Sequence
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.backends.csvfile import GrowingCsv
-from rltrack.backends.tables import TABLE_SECONDS, LatestValues, Pending, format_grids, format_table
+from rltrack.backends.tables import (
+    TABLE_SECONDS,
+    LatestValues,
+    Pending,
+    format_grids,
+    format_table,
+)
 from rltrack.backends.tfevents import EventFileWriter, check_tb_axes
-from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.events import NUMERIC_KINDS, Event, tag
 from rltrack.rundir import safe_filename
 from rltrack.stages import BLOCK_KEYS, INFO_KEY, MODEL_KEY
 
@@ -85,11 +92,15 @@ class LocalBackend(Backend):
         self._text_log(event.namespace).writelines(lines)
 
     def _numeric(self, event: Event) -> None:
-        numbers = {k: v for k, v in event.data.items() if v is not None}
-        for namespace, pending in self._tables.add(event):
+        data = event.data
+        for namespace, pending in self._tables.add(event.namespace, event.time, event.steps, data):
             self._write_table(namespace, pending)
-        flat = Event(time=event.time, data={event.tag(k): v for k, v in numbers.items()}, steps=event.steps)
-        for _, pending in self._row.add(flat):
+        tags = _tags(event.namespace, tuple(data))
+        if None in data.values():
+            row = {tag: value for tag, value in zip(tags, data.values()) if value is not None}
+        else:
+            row = dict(zip(tags, data.values()))
+        for _, pending in self._row.add("", event.time, event.steps, row):
             self._write_row(pending)
 
     def _write_table(self, namespace: str, pending: Pending) -> None:
@@ -133,6 +144,13 @@ class LocalBackend(Backend):
         self._csv.close()
         for log in self._text_logs.values():
             log.close()
+
+
+@functools.lru_cache(maxsize=4096)
+def _tags(namespace: str, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """progress.csv's columns for a record's keys (`<namespace>/<key>`): records
+    repeat their keys, so these are kept rather than built per record."""
+    return tuple(tag(namespace, key) for key in keys)
 
 
 def _in_block_order(values: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:

@@ -17,8 +17,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rltrack.events import Event
-
 #: At most one table per namespace per this many seconds when `dump` is never called.
 TABLE_SECONDS = 1.0
 
@@ -65,6 +63,8 @@ def format_grids(values: dict[str, Any]) -> str:
 class Pending:
     """The latest values and steps of one namespace since its last table."""
 
+    __slots__ = ("values", "steps", "time", "opened")
+
     def __init__(self, opened: float) -> None:
         self.values: dict[str, Any] = {}
         self.steps: dict[str, int] = {}
@@ -73,7 +73,11 @@ class Pending:
 
     def other_step(self, steps: dict[str, int]) -> bool:
         """True if `steps` puts a different value on an axis this table already has."""
-        return any(self.steps.get(axis, value) != value for axis, value in steps.items())
+        mine = self.steps
+        for axis, value in steps.items():  # a loop, not any(<generator>): this runs for every record
+            if mine.get(axis, value) != value:
+                return True
+        return False
 
     def heading(self) -> str:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.time))
@@ -82,27 +86,30 @@ class Pending:
 
 
 class LatestValues:
-    """Collects events; `add` returns the namespaces whose table fell due first."""
+    """Collects records; `add` returns the namespaces whose table fell due first."""
 
     def __init__(self, min_seconds: float = 0.0) -> None:
         self.pending: dict[str, Pending] = {}
         self.min_seconds = min_seconds
 
-    def add(self, event: Event) -> list[tuple[str, Pending]]:
+    def add(self, namespace: str, when: float, steps: dict[str, int], data: dict[str, Any]) -> list[tuple[str, Pending]]:
+        """A record's values (`data`) at time `when` and `steps` (an `Event`'s
+        fields, passed apart so that callers need not build an `Event`)."""
         due = []
-        current = self.pending.get(event.namespace)
-        new_step = current is not None and current.other_step(event.steps)
-        if current is not None and (new_step or not current.values.keys().isdisjoint(event.data)):
-            if event.time - current.opened >= self.min_seconds:
-                due.append((event.namespace, current))
-                current = None
-            elif new_step:  # throttled: the newer step replaces the older one instead of mixing with it
-                current = self.pending[event.namespace] = Pending(current.opened)
+        current = self.pending.get(namespace)
+        if current is not None:
+            new_step = current.other_step(steps)
+            if new_step or not current.values.keys().isdisjoint(data):
+                if when - current.opened >= self.min_seconds:
+                    due.append((namespace, current))
+                    current = None
+                elif new_step:  # throttled: the newer step replaces the older one instead of mixing with it
+                    current = self.pending[namespace] = Pending(current.opened)
         if current is None:
-            current = self.pending[event.namespace] = Pending(event.time)
-        current.values.update(event.data)
-        current.steps.update(event.steps)
-        current.time = event.time
+            current = self.pending[namespace] = Pending(when)
+        current.values.update(data)
+        current.steps.update(steps)
+        current.time = when
         return due
 
     def take_all(self) -> list[tuple[str, Pending]]:

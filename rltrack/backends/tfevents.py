@@ -76,47 +76,56 @@ except ImportError:  # pragma: no cover - only when installed without dependenci
 
 def _masked_crc(data: bytes) -> bytes:
     crc = crc32c(data)
-    return struct.pack("<I", (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+    return _UINT32.pack((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF)
+
+
+_UINT32, _UINT64, _DOUBLE = struct.Struct("<I"), struct.Struct("<Q"), struct.Struct("<d")
+#: The one-byte varints, built once: most varints (field keys, lengths) are one of these.
+_ONE_BYTE = [bytes([n]) for n in range(0x80)]
 
 
 def _varint(value: int) -> bytes:
     if value < 0:
         value += 1 << 64  # int64 two's complement, as protobuf encodes negatives
+    if value < 0x80:
+        return _ONE_BYTE[value]
     out = bytearray()
-    while True:
-        bits = value & 0x7F
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
         value >>= 7
-        if value:
-            out.append(bits | 0x80)
-        else:
-            out.append(bits)
-            return bytes(out)
+    out.append(value)
+    return bytes(out)
 
 
 def _field_bytes(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
-_INT64 = (-(1 << 63), (1 << 63) - 1)
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: An Event's wall_time (field 1, 64-bit) and the key of its step (field 2, varint).
+_EVENT_HEAD = struct.Struct("<BdB")
 
 
 def _event(wall_time: float, step: int, *, summary: bytes = b"", file_version: str = "") -> bytes:
-    step = min(max(step, _INT64[0]), _INT64[1])  # Event.step is an int64: a larger varint corrupts the file for readers
-    out = b"\x09" + struct.pack("<d", wall_time) + b"\x10" + _varint(step)
+    if not _INT64_MIN <= step <= _INT64_MAX:  # Event.step is an int64: a larger varint corrupts the file for readers
+        step = min(max(step, _INT64_MIN), _INT64_MAX)
+    parts = [_EVENT_HEAD.pack(0x09, wall_time, 0x10), _varint(step)]
     if file_version:
-        out += _field_bytes(3, file_version.encode())
+        parts.append(_field_bytes(3, file_version.encode()))
     if summary:
-        out += _field_bytes(5, summary)
-    return out
+        parts += (b"\x2a", _varint(len(summary)), summary)  # field 5, length-delimited
+    return b"".join(parts)
 
 
 _FLOAT32_MAX = 3.4028234663852886e38
 
 
-def _scalar_value(tag: str, value: float) -> bytes:
-    if abs(value) > _FLOAT32_MAX:  # struct refuses to pack these as "f" (and float() a huge int); float32 has +-inf
-        value = math.inf if value > 0 else -math.inf
-    return _scalar_prefix(tag) + struct.pack("<f", value)
+def _float32(value: float) -> float:
+    """`value`, or +-inf beyond float32's range: struct refuses to pack those
+    as "f" (and float() a huge int); float32 has +-inf."""
+    if abs(value) > _FLOAT32_MAX:
+        return math.inf if value > 0 else -math.inf
+    return value
 
 
 @functools.lru_cache(maxsize=4096)
@@ -125,6 +134,23 @@ def _scalar_prefix(tag: str) -> bytes:
     repeat every record, so their encoding is kept instead of redone."""
     head = _field_bytes(1, tag.encode()) + b"\x15"  # tag, then simple_value's key (field 2, 32-bit)
     return _varint(1 << 3 | 2) + _varint(len(head) + 4) + head
+
+
+class _ScalarLayout:
+    """The `Summary` of one value per tag, for a fixed tuple of tags: one
+    `struct.Struct` holds every tag's prefix bytes and float slot, so a
+    record's summary is one `pack` call instead of one encoding per value."""
+
+    def __init__(self, tags: Sequence[str]) -> None:
+        prefixes = [_scalar_prefix(tag) for tag in tags]
+        self._struct = struct.Struct("<" + "".join(f"{len(p)}sf" for p in prefixes))
+        self._args: list[Any] = [part for p in prefixes for part in (p, 0.0)]
+
+    def pack(self, values: Iterable[float]) -> bytes:
+        """Raises struct.error or OverflowError for None and values beyond float32."""
+        args = self._args  # reused: a writer is used by one thread
+        args[1::2] = values
+        return self._struct.pack(*args)
 
 
 def _histogram_value(tag: str, values: Sequence[float], bins: int = 30) -> bytes:
@@ -159,6 +185,17 @@ def _sum(values: list[float]) -> float:
         return sum(values)
 
 
+@functools.lru_cache(maxsize=256)
+def _record_head(length: int) -> bytes:
+    """A TFRecord's length and its masked CRC: records of one layout share a length."""
+    header = _UINT64.pack(length)
+    return header + _masked_crc(header)
+
+
+#: Scalar layouts kept per writer (see `EventFileWriter._layout`).
+MAX_LAYOUTS = 4096
+
+
 class EventFileWriter:
     """One `events.out.tfevents.<time>.<host>` file in `logdir`. `tb_axes`
     (see `check_tb_axes`): write each value once per named axis, tagged
@@ -167,6 +204,7 @@ class EventFileWriter:
 
     def __init__(self, logdir: Path, tb_axes: Sequence[str] | None = None) -> None:
         self._axes = [(name, TB_AXES[name]) for name in check_tb_axes(tb_axes) or ()]
+        self._layouts: dict[tuple[str, tuple[str, ...]], _ScalarLayout] = {}
         logdir.mkdir(parents=True, exist_ok=True)
         self._file: IO[bytes] = self._create(logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}")
         self._record(_event(time.time(), 0, file_version="brain.Event:2"))
@@ -188,7 +226,7 @@ class EventFileWriter:
         primary step, or once per `tb_axes` axis the event has."""
         if event.kind not in NUMERIC_KINDS and event.kind != "histogram":
             return
-        placements = [
+        placements = self._axes and [
             (f"{event.namespace or NO_NAMESPACE}_{name}/", event.steps[axis]) for name, axis in self._axes if axis in event.steps
         ]
         if not placements:
@@ -197,12 +235,28 @@ class EventFileWriter:
             if event.kind == "histogram":
                 self.histograms(event.time, step, ((prefix + k, v) for k, v in event.data.items()))
             else:
-                self.scalars(event.time, step, ((prefix + k, v) for k, v in event.data.items() if v is not None))
+                self.scalars(event.time, step, prefix, event.data)
 
-    def scalars(self, wall_time: float, step: int, values: Iterable[tuple[str, float]]) -> None:
-        summary = b"".join(_scalar_value(tag, v) for tag, v in values)
+    def scalars(self, wall_time: float, step: int, prefix: str, values: dict[str, float | None]) -> None:
+        """One event of every value but None, tagged `prefix + key`."""
+        try:
+            summary = self._layout(prefix, tuple(values)).pack(values.values())
+        except (struct.error, OverflowError):  # a None (skipped), or beyond float32: the rare case
+            kept = {key: _float32(value) for key, value in values.items() if value is not None}
+            summary = self._layout(prefix, tuple(kept)).pack(kept.values()) if kept else b""
         if summary:
             self._record(_event(wall_time, step, summary=summary))
+
+    def _layout(self, prefix: str, keys: tuple[str, ...]) -> _ScalarLayout:
+        """The layout of these keys' tags, kept per key tuple (records repeat
+        theirs); at most `MAX_LAYOUTS` are kept, so keys invented forever cost
+        time, not memory."""
+        layout = self._layouts.get((prefix, keys))
+        if layout is None:
+            layout = _ScalarLayout([prefix + key for key in keys])
+            if len(self._layouts) < MAX_LAYOUTS:
+                self._layouts[prefix, keys] = layout
+        return layout
 
     def histograms(self, wall_time: float, step: int, values: Iterable[tuple[str, Sequence[float]]]) -> None:
         summary = b"".join(_histogram_value(tag, v) for tag, v in values)
@@ -210,8 +264,7 @@ class EventFileWriter:
             self._record(_event(wall_time, step, summary=summary))
 
     def _record(self, data: bytes) -> None:
-        header = struct.pack("<Q", len(data))
-        self._file.write(header + _masked_crc(header) + data + _masked_crc(data))
+        self._file.write(b"".join((_record_head(len(data)), data, _masked_crc(data))))
 
     def flush(self) -> None:
         self._file.flush()
