@@ -155,6 +155,28 @@ def test_bookkeeping_is_sent_only_when_it_changes(tmp_path: Path) -> None:
     assert sent == [{"hostname": "h", "pid": 1, "date": "d1", "framework": "tune"}, {"date": "d2"}]
 
 
+def test_result_is_copied_and_routed_on_the_pipeline_thread(tmp_path: Path) -> None:
+    """`log_result` copies the result's nested dicts and queues the copy: no
+    event is emitted on the calling thread (the walk and the stage blocks run on
+    the pipeline thread), and changing the result afterwards changes nothing."""
+    logger = _memory_logger(tmp_path)
+
+    def emit_on_calling_thread(event):
+        raise AssertionError(f"emitted on the calling thread: {event}")
+
+    logger.emit = emit_on_calling_thread  # type: ignore[method-assign]
+    result = _result(1)
+    adapter.log_result(logger, result)
+    result["env_runners"]["episode_return_mean"] = -1.0
+    result["learners"]["default_policy"].clear()
+    result["late"] = 3.0
+    logger.close()
+    memory = logger.backends["memory"]
+    assert memory.metrics["env_runners/episode_return_mean"] == [10.0] and memory.metrics["collector/reward_mean"] == [10.0]
+    assert memory.metrics["learners/default_policy/total_loss"] == [1.0] and memory.metrics["learner/total_loss_avg"] == [1.0]
+    assert "late" not in memory.metrics
+
+
 def test_log_result_rejects_what_is_not_a_result(tmp_path: Path) -> None:
     logger = _memory_logger(tmp_path)
     with pytest.raises(TypeError, match="result dict"):

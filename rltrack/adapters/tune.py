@@ -85,8 +85,8 @@ What one result dict becomes (the same for both ways in):
   as they are and sorted out on rltrack's pipeline thread (strings -> `text`,
   arrays and sequences of numbers -> `histogram`; what the core cannot convert,
   e.g. a list of strings, it drops and counts in report.json); objects of any
-  other type are turned into their `str()` here, so they arrive as text rather
-  than being dropped.
+  other type are turned into their `str()` on the calling thread, so they
+  arrive as text rather than being dropped.
 
 Individual episodes: RLlib's results hold only aggregates. Add the RLlib
 callback `record_episodes` to the algorithm config
@@ -96,11 +96,13 @@ RLlib hands over once per iteration under `env_runners/rltrack/` (and
 `evaluation/env_runners/rltrack/`), from every env runner; the blocks are then
 computed from those episodes.
 
-The calling thread (Tune's driver loop, or your training loop) walks the
-nested dict once, looks each key up in a cache of decisions kept per path (a
-key's flat name is built and classified once per process), and appends one
-event per namespace and kind to the logger's queue; see bench/bench_tune.py
-for what that costs.
+The calling thread (Tune's driver loop, or your training loop) copies the
+result's nested dicts (not its arrays), takes out the bookkeeping keys and
+`config`, reads the steps and hands the copy to the logger's pipeline thread
+(`Logger.emit_deferred`). There the copy is walked once, each key looked up in
+a cache of decisions kept per path (a key's flat name is built and classified
+once per run), into one event per namespace and kind, and the stage blocks are
+computed; see bench/bench_tune.py for what the calling thread pays.
 
 Ray need not be installed to import this module. `RLTrackCallback` must be a
 real subclass of `ray.tune.logger.LoggerCallback` (Tune calls the `on_trial_*`
@@ -124,12 +126,19 @@ import traceback
 import weakref
 from collections import abc
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from rltrack.canonical import NAME_MODES
 from rltrack.events import Event
-from rltrack.stages import BLOCK_KEYS, CollectorStats, emit_block, evaluator_block, evaluator_info_lines
+from rltrack.stages import (
+    BLOCK_KEYS,
+    CollectorStats,
+    block_events,
+    evaluator_block,
+    evaluator_info_lines,
+)
 
 if TYPE_CHECKING:
     from rltrack.pipeline import Logger
@@ -201,7 +210,6 @@ ITERATION_KEY = "training_iteration"
 #: Candidates for the env_steps axis, first present wins (flat keys).
 ENV_STEP_KEYS = ("env_runners/num_env_steps_sampled_lifetime", "num_env_steps_sampled_lifetime", "timesteps_total")
 
-_RLLIB_MARKERS = ("env_runners", "learners")
 _HPARAMS_KEY = "config"
 
 
@@ -241,22 +249,70 @@ def canonical_name(native: str) -> str | None:
 
 def is_rllib_result(result: Mapping[str, Any]) -> bool:
     """True for a result of RLlib's new API stack (it has `env_runners` or `learners`)."""
-    return any(marker in result for marker in _RLLIB_MARKERS)
+    return "env_runners" in result or "learners" in result
 
 
-# ---- the per-key decisions, cached -------------------------------------------
+# ---- the calling thread's copy ------------------------------------------------
 
-_INFO = "info"
+#: Value types the pipeline thread's normaliser takes as they are; grows with
+#: the types seen (numpy and torch scalars and arrays, ...). Calling threads only.
+_PASS_TYPES: set[type] = {int, float, str, bool, type(None), list, tuple, bytes}
+_MISSING = object()
+
+
+def _passes(value: Any) -> bool:
+    kind = type(value)
+    if isinstance(value, (int, float)) or any(hasattr(kind, a) for a in ("item", "tolist", "__array__")):
+        _PASS_TYPES.add(kind)
+        return True
+    return False
+
+
+def _is_mapping(value: Any) -> bool:
+    kind = type(value)
+    return kind is dict or (kind not in _PASS_TYPES and isinstance(value, abc.Mapping))
+
+
+def _split(result: Mapping[str, Any], known: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    """Calling thread: (a copy of the metrics, the bookkeeping values that changed
+    since `known`, which is updated, the `config` or None). Only top-level keys
+    are bookkeeping or `config`."""
+    metrics: dict[str, Any] = {}
+    info: dict[str, Any] = {}
+    hparams = None
+    for key, value in result.items():
+        if key in RUN_INFO_KEYS and not _is_mapping(value):
+            if known.get(key, _MISSING) != value:
+                info[key] = known[key] = value
+        elif key == _HPARAMS_KEY and _is_mapping(value):
+            hparams = value
+        else:
+            metrics[key] = value if type(value) in _PASS_TYPES else _own(value)
+    return metrics, info, hparams
+
+
+def _copy(mapping: Mapping[Any, Any]) -> dict[Any, Any]:
+    return {key: value if type(value) in _PASS_TYPES else _own(value) for key, value in mapping.items()}
+
+
+def _own(value: Any) -> Any:
+    """A value the pipeline thread can read later: nested mappings copied (as
+    dicts), numbers and arrays as they are, other objects as their text."""
+    if _is_mapping(value):
+        return _copy(value)
+    return value if _passes(value) else str(value)
+
+
+# ---- the per-key decisions, cached (pipeline thread) ---------------------------
+
 _STEP = "step"
 
 
 def _classify(key: str, mode: str, rllib: bool) -> Any:
-    """What a flat key becomes: `_INFO`, `_STEP`, or a tuple of
+    """What a flat key becomes: `_STEP`, or a tuple of
     ((namespace, kind, preaggregated), key-within-namespace) destinations
     (none for a key whose canonical twin replaces it). Every RLlib value is
     preaggregated except Tune's own durations."""
-    if key in RUN_INFO_KEYS:
-        return _INFO
     if key == ITERATION_KEY:
         return _STEP
     preaggregated = rllib and key not in TIMING_KEYS
@@ -276,7 +332,7 @@ def _classify(key: str, mode: str, rllib: bool) -> Any:
 class _Node:
     """The cached decisions for the keys of one nested dict of a result (its
     path is fixed by where the node hangs), so a key's full flat name is built
-    and classified once per process, not once per result."""
+    and classified once per run, not once per result."""
 
     __slots__ = ("children", "leaves")
 
@@ -285,81 +341,41 @@ class _Node:
         self.leaves: dict[Any, Any] = {}
 
 
-_HPARAMS = object()  # the root's `config` entry: hyperparameters, not metrics
-_TREES: dict[tuple[str, bool], _Node] = {}
-_CACHED = [0]
-_CACHE_LIMIT = 100_000  # cached keys in all; beyond it (keys made of ever-new ids) decisions are recomputed
-
-
-def _tree(mode: str, rllib: bool) -> _Node:
-    root = _TREES.get((mode, rllib))
-    if root is None:
-        root = _TREES[(mode, rllib)] = _Node()
-        root.children[_HPARAMS_KEY] = _HPARAMS
-    return root
-
-
-#: Value types the pipeline thread's normaliser takes as they are; grows with
-#: the types seen (numpy and torch scalars and arrays, ...).
-_PASS_TYPES: set[type] = {int, float, str, bool, type(None), list, tuple, bytes}
-
-
-def _passes(value: Any) -> bool:
-    kind = type(value)
-    if isinstance(value, (int, float)) or any(hasattr(kind, a) for a in ("item", "tolist", "__array__")):
-        _PASS_TYPES.add(kind)
-        return True
-    return False
-
-
-def _is_mapping(value: Any) -> bool:
-    kind = type(value)
-    return kind is dict or (kind not in _PASS_TYPES and isinstance(value, abc.Mapping))
+_CACHE_LIMIT = 100_000  # cached keys per run; beyond it (keys made of ever-new ids) decisions are recomputed
 
 
 class _Walk:
-    """One result's trip through the decision tree."""
+    """One result's copy (`_split`: plain values and dicts) walked through a
+    run's decision tree into event data per (namespace, kind, preaggregated)."""
 
-    __slots__ = ("mode", "rllib", "known", "groups", "info", "hparams")
+    __slots__ = ("mode", "rllib", "state", "groups")
 
-    def __init__(self, mode: str, rllib: bool, known: dict[str, Any]) -> None:
-        self.mode = mode
+    def __init__(self, state: _RunState, rllib: bool) -> None:
+        self.mode = state.mode
         self.rllib = rllib
-        self.known = known  # bookkeeping values already sent for this run
+        self.state = state
         self.groups: dict[tuple[str, str, bool], dict[str, Any]] = {}
-        self.info: dict[str, Any] = {}
-        self.hparams: Any = None
 
-    def walk(self, mapping: Mapping[Any, Any], node: _Node, prefix: str) -> None:
-        children, leaves, groups = node.children, node.leaves, self.groups
+    def walk(self, mapping: dict[Any, Any], node: _Node, prefix: str) -> None:
+        children, leaves, groups, state = node.children, node.leaves, self.groups, self.state
         for key, value in mapping.items():
-            kind = type(value)
-            if kind is dict or (kind not in _PASS_TYPES and isinstance(value, abc.Mapping)):
+            if type(value) is dict:
                 child = children.get(key)
-                if child is _HPARAMS:
-                    self.hparams = value
-                    continue
                 if child is None:
                     child = _Node()
-                    if _CACHED[0] < _CACHE_LIMIT:
+                    if state.cached < _CACHE_LIMIT:
                         children[key] = child
-                        _CACHED[0] += 1
+                        state.cached += 1
                 self.walk(value, child, f"{prefix}{key}/")
                 continue
             decision = leaves.get(key)
             if decision is None:
                 decision = _classify(f"{prefix}{key}", self.mode, self.rllib)
-                if _CACHED[0] < _CACHE_LIMIT:
+                if state.cached < _CACHE_LIMIT:
                     leaves[key] = decision
-                    _CACHED[0] += 1
-            if decision is _INFO:
-                if self.known.get(key, _MISSING) != value:
-                    self.info[key] = self.known[key] = value
-                continue
+                    state.cached += 1
             if decision is _STEP:
                 continue
-            if kind not in _PASS_TYPES and not _passes(value):
-                value = str(value)  # an object no tracker can take: keep its text
             for group, short in decision:
                 data = groups.get(group)
                 if data is None:
@@ -367,18 +383,16 @@ class _Walk:
                 data[short] = value
 
 
-_MISSING = object()
 _ENV_STEP_PATHS = tuple(tuple(key.split("/")) for key in ENV_STEP_KEYS)
 
 
-def _lookup(result: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    value: Any = result
+def _lookup(metrics: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at `path` in a result's copy (`_split`: nested dicts), or None."""
+    value: Any = metrics
     for part in path:
-        if not _is_mapping(value):
+        if type(value) is not dict:
             return None
         value = value.get(part)
-        if value is None:
-            return None
     return value
 
 
@@ -387,7 +401,9 @@ def _lookup(result: Mapping[str, Any], path: tuple[str, ...]) -> Any:
 
 @dataclass
 class _RunState:
-    """What the adapter remembers about one rltrack Logger."""
+    """What the adapter remembers about one rltrack Logger: `info`,
+    `hparams_logged` and `framework_sent` on the calling thread; the rest
+    (decision trees, running totals) on the Logger's pipeline thread."""
 
     mode: str
     run: str
@@ -396,6 +412,8 @@ class _RunState:
     framework_sent: bool = False
     collector: CollectorStats = field(default_factory=CollectorStats)
     evaluation_seen: Any = None  # the last evaluation's lifetime counts
+    trees: dict[bool, _Node] = field(default_factory=dict)  # per rllib-or-not
+    cached: int = 0  # decisions cached in the trees
 
 
 def _state_for(logger: Any) -> _RunState:
@@ -406,44 +424,57 @@ def _state_for(logger: Any) -> _RunState:
 
 
 def _send(logger: Any, state: _RunState, result: Mapping[str, Any], *, hparams_from_result: bool) -> None:
+    """Calling thread: bookkeeping, hyperparameters and steps now; the events
+    from a copy of the metrics on the pipeline thread (`_events`)."""
     now = time.time()
     rllib = is_rllib_result(result)
     source = SOURCE_RLLIB if rllib else SOURCE_TUNE
-    walk = _Walk(state.mode, rllib, state.info)
-    walk.walk(result, _tree(state.mode, rllib), "")
-    if walk.hparams is not None and hparams_from_result and not state.hparams_logged:
-        logger.log_hparams(walk.hparams)
+    metrics, info, hparams = _split(result, state.info)
+    if hparams is not None and hparams_from_result and not state.hparams_logged:
+        logger.log_hparams(hparams)
         state.hparams_logged = True
 
     steps: dict[str, int] = {}
     for path in _ENV_STEP_PATHS:
-        value = _lookup(result, path)
+        value = _lookup(metrics, path)
         if value is not None:
             try:
                 steps["env_steps"] = int(value)
             except (TypeError, ValueError, OverflowError):
                 continue
             break
-    iteration = result.get(ITERATION_KEY)
+    iteration = metrics.get(ITERATION_KEY)
     if iteration is not None:
         try:
             steps["train_iter"] = int(iteration)
         except (TypeError, ValueError, OverflowError):
             pass
 
-    info = walk.info
     if not state.framework_sent:
         info.setdefault("framework", source)
         state.framework_sent = True
     if info:
         logger.set_run_info(info)
-    run = state.run
-    for (namespace, kind, preaggregated), data in walk.groups.items():
-        logger.emit(Event(now, data, kind, namespace, dict(steps), source, "0", run, preaggregated))
-    if rllib and state.mode != "native":
-        for namespace, block, preaggregated, info_lines in _stage_blocks(result, state, steps.get("train_iter")):
-            emit_block(logger, namespace, block, steps, source=source, preaggregated=preaggregated, info_lines=info_lines, dump=False)
+    logger.emit_deferred(partial(_events, now, metrics, steps, source, rllib, state))
     logger.dump(steps or None)
+
+
+def _events(now: float, metrics: dict[str, Any], steps: dict[str, int], source: str, rllib: bool, state: _RunState) -> list[Event]:
+    """Pipeline thread: one event per namespace and kind, then the stage blocks."""
+    root = state.trees.get(rllib)
+    if root is None:
+        root = state.trees[rllib] = _Node()
+    walk = _Walk(state, rllib)
+    walk.walk(metrics, root, "")
+    run = state.run
+    events = [
+        Event(now, data, kind, namespace, dict(steps), source, "0", run, preaggregated)
+        for (namespace, kind, preaggregated), data in walk.groups.items()
+    ]
+    if rllib and state.mode != "native":
+        for namespace, block, preaggregated, info_lines in _stage_blocks(metrics, state, steps.get("train_iter")):
+            events += block_events(namespace, block, steps, now, run, source=source, preaggregated=preaggregated, info_lines=info_lines)
+    return events
 
 
 # ---- the stage blocks ---------------------------------------------------------------
