@@ -8,8 +8,10 @@ change them only together with `SCHEMA_VERSION`.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Mapping
 
 SCHEMA_VERSION = 1
@@ -94,7 +96,16 @@ class Event:
     def to_json(self) -> str:
         """One line of JSON. Non-finite floats are written as NaN/Infinity/-Infinity,
         as Python's json module, pandas and JavaScript's JSON5 readers accept."""
-        return _ENCODER.encode(self.to_dict())
+        if self.kind not in NUMERIC_KINDS or _encode_flat is None:
+            return _ENCODER.encode(self.to_dict())
+        # Every record is a scalars event: the same text, with the fields that
+        # repeat from record to record encoded once, the rest by json's C encoder.
+        head, after_time, after_steps, end = _fixed_parts(
+            self.schema, self.run, self.source, self.namespace, self.worker, self.kind, self.preaggregated
+        )
+        return "".join(
+            (head, *_encode_flat(self.time, 0), after_time, *_encode_flat(self.steps, 0), after_steps, *_encode_flat(self.data, 0), end)
+        )
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> Event:
@@ -134,3 +145,30 @@ def _json_fallback(value: Any) -> Any:
 
 #: Built once: `json.dumps` with any option builds a new encoder per call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=_json_fallback)
+
+#: json's C encoder with `_ENCODER`'s options, built once (`JSONEncoder.encode`
+#: builds one per call), without the circular-reference check: it is used for
+#: the flat dicts of numbers of scalars events only. None without the C module.
+_encode_flat = None if c_make_encoder is None else c_make_encoder(
+    None, _json_fallback, encode_basestring_ascii, None, ":", ",", False, False, True
+)
+
+#: The fields `to_json` encodes per event; the others repeat and are kept encoded.
+_VARYING = ("time", "steps", "data")
+
+
+@functools.lru_cache(maxsize=1024)
+def _fixed_parts(schema: int, run: str, source: str, namespace: str, worker: str, kind: str, preaggregated: bool) -> tuple[str, ...]:
+    """The JSON text of an event with these fields around its time, steps and
+    data (four pieces), cut from `to_dict`'s order and `_ENCODER`'s output."""
+    template = Event(0.0, {}, kind, namespace, {}, source, worker, run, preaggregated, schema).to_dict()
+    assert tuple(name for name in template if name in _VARYING) == _VARYING, "to_json fills time, steps, data in this order"
+    pieces, text = [], "{"
+    for index, (name, value) in enumerate(template.items()):
+        text += ("," if index else "") + _ENCODER.encode(name) + ":"
+        if name in _VARYING:
+            pieces.append(text)
+            text = ""
+        else:
+            text += _ENCODER.encode(value)
+    return (*pieces, text + "}")

@@ -102,6 +102,29 @@ def test_event_json_round_trip(time_, data, kind, namespace, steps, worker, prea
     assert same(back.data, data)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    time_=st.one_of(st.floats(), st.integers(0, 2**40)),
+    data=st.dictionaries(
+        st.text(max_size=8),
+        st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=4), st.builds(np.float64, st.floats())),
+        max_size=8,
+    ),
+    kind=st.sampled_from(rltrack.events.NUMERIC_KINDS),
+    fields=st.tuples(st.text(max_size=6), st.text(max_size=6), st.text(max_size=6), st.text(max_size=4)),
+    steps=st.dictionaries(st.text(min_size=1, max_size=6), st.integers(-(2**70), 2**70), max_size=3),
+    preaggregated=st.booleans(),
+    schema=st.integers(0, SCHEMA_VERSION),
+)
+def test_scalars_lines_are_the_json_of_to_dict(time_, data, kind, fields, steps, preaggregated, schema):
+    """Scalars and timing events are encoded by a fast path (fixed fields kept
+    encoded, json's C encoder built once); the line is exactly what `json.dumps`
+    makes of `to_dict()` with the journal's options."""
+    run, source, namespace, worker = fields
+    event = Event(time_, data, kind, namespace, steps, source, worker, run, preaggregated, schema)
+    assert event.to_json() == json.dumps(event.to_dict(), separators=(",", ":"), default=repr)
+
+
 def test_non_finite_floats_survive_the_journal():
     event = Event(time=1.0, data={"a": math.nan, "b": math.inf, "c": -math.inf})
     back = Event.from_json(event.to_json())
