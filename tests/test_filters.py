@@ -293,6 +293,23 @@ def test_aggregate_special_values_match_numpy_and_do_not_raise():
                 np.testing.assert_allclose(out.data[f"x_{stat}"], expected, rtol=0, atol=0, err_msg=f"{stat} of {xs}")
 
 
+def test_ints_beyond_a_double_neither_smoothing_nor_aggregate_lose_the_record(tmp_path):
+    """float(10**400) raises: that used to stop the record in the filters (counted
+    as an error, never journaled). Now it counts as +-inf: smoothing skips it
+    as non-finite, aggregate's statistics hold it as inf."""
+    logger = logger_with(
+        tmp_path, [{"type": "smoothing", "regex": "reward"}, {"type": "aggregate", "regex": "loss", "stats": ["mean", "max"]}]
+    )
+    logger.write({"reward": 10**400, "x": 1.0}, step=1)
+    logger.write({"reward": 2.0}, step=2)
+    logger.write({"loss": -(10**400)}, step=3)
+    logger.write({"loss": 1.0}, step=4)
+    memory = finish(logger)
+    assert memory.metrics["reward"] == [10**400, 2.0] and memory.metrics["reward_smoothed"] == [2.0]
+    assert memory.metrics["loss_mean"] == [-math.inf] and memory.metrics["loss_max"] == [1.0]
+    assert "errors" not in (logger.run_dir / "report.json").read_text()
+
+
 def test_aggregate_end_to_end_passthrough_and_dump_steps(tmp_path):
     rng = np.random.default_rng(12)
     logger = logger_with(tmp_path, [{"type": "aggregate", "regex": "loss"}])

@@ -6,7 +6,7 @@ import math
 from typing import Any, Callable, Sequence
 
 from rltrack.events import Event
-from rltrack.filters.base import Filter, KeyMatcher, check_positive
+from rltrack.filters.base import Filter, KeyMatcher, as_float, check_positive
 
 
 def _sum(xs: list[float]) -> float:
@@ -107,20 +107,15 @@ class AggregateFilter(Filter):
         if window is None:
             window = self._windows[event.namespace] = _Window()
         data = event.data
-        matching = self._matches.among(data)
+        matching, others = self._matches.split(data)
         held = False
         for key in matching:
-            value = data[key]
-            if isinstance(value, (int, float)):
-                window.values.setdefault(key, []).append(float(value))
+            value = as_float(data[key])
+            if value is not None:
+                window.values.setdefault(key, []).append(value)
                 held = True
-        if len(matching) < len(data):
-            if not matching:
-                rest = data
-            else:
-                rest = dict(data)
-                for key in matching:
-                    del rest[key]
+        if others:
+            rest = data if not matching else {key: data[key] for key in others}
             if self.passthrough:
                 out.append(event.derive(rest))
             else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from rltrack.events import Event
-from rltrack.filters.base import Filter, KeyMatcher
+from rltrack.filters.base import Filter, KeyMatcher, as_float
 
 WARMUPS = ("acme", "debias")
 
@@ -36,14 +36,14 @@ class SmoothingFilter(Filter):
     def apply(self, event: Event) -> list[Event]:
         smoothed = {}
         data = event.data
-        for key in self._matches.among(data):
-            value = data[key]
-            if not isinstance(value, (int, float)) or not math.isfinite(value):
+        for key in self._matches.split(data)[0]:
+            value = as_float(data[key])
+            if value is None or not math.isfinite(value):
                 continue
-            smoothed[f"{key}_smoothed"] = self._update((event.namespace, key), float(value))
+            smoothed[f"{key}_smoothed"] = self._update((event.namespace, key), value)
         if not smoothed:
             return [event]
-        return [event.derive({**event.data, **smoothed})]
+        return [event.derive({**data, **smoothed})]
 
     def _update(self, slot: tuple[str, str], x: float) -> float:
         a, b = self._state.get(slot, (0.0, 0.0))
