@@ -85,8 +85,8 @@ What one result dict becomes (the same for both ways in):
   as they are and sorted out on rltrack's pipeline thread (strings -> `text`,
   arrays and sequences of numbers -> `histogram`; what the core cannot convert,
   e.g. a list of strings, it drops and counts in report.json); objects of any
-  other type are turned into their `str()` on the calling thread, so they
-  arrive as text rather than being dropped.
+  other type are turned into their `str()`, so they arrive as text rather
+  than being dropped.
 
 Individual episodes: RLlib's results hold only aggregates. Add the RLlib
 callback `record_episodes` to the algorithm config
@@ -96,13 +96,16 @@ RLlib hands over once per iteration under `env_runners/rltrack/` (and
 `evaluation/env_runners/rltrack/`), from every env runner; the blocks are then
 computed from those episodes.
 
-The calling thread (Tune's driver loop, or your training loop) copies the
-result's nested dicts (not its arrays), takes out the bookkeeping keys and
-`config`, reads the steps and hands the copy to the logger's pipeline thread
-(`Logger.emit_deferred`). There the copy is walked once, each key looked up in
-a cache of decisions kept per path (a key's flat name is built and classified
-once per run), into one event per namespace and kind, and the stage blocks are
-computed; see bench/bench_tune.py for what the calling thread pays.
+The calling thread (Tune's driver loop, or your training loop) makes a
+shallow copy of the result, takes the bookkeeping keys and `config` out of
+it, reads the steps and hands the copy to the logger's pipeline thread
+(`Logger.emit_deferred`). There the result is walked once, each key looked up
+in a cache of decisions kept per path (a key's flat name is built and
+classified once per run), into one event per namespace and kind, and the
+stage blocks are computed; see bench/bench_tune.py for what the calling
+thread pays. The nested dicts, lists and arrays are read there, milliseconds
+later: do not change them after handing the result over (Tune and RLlib build
+a new result, nested dicts included, every iteration).
 
 Ray need not be installed to import this module. `RLTrackCallback` must be a
 real subclass of `ray.tune.logger.LoggerCallback` (Tune calls the `on_trial_*`
@@ -252,10 +255,11 @@ def is_rllib_result(result: Mapping[str, Any]) -> bool:
     return "env_runners" in result or "learners" in result
 
 
-# ---- the calling thread's copy ------------------------------------------------
+# ---- the calling thread's part -----------------------------------------------
 
 #: Value types the pipeline thread's normaliser takes as they are; grows with
-#: the types seen (numpy and torch scalars and arrays, ...). Calling threads only.
+#: the types seen (numpy and torch scalars and arrays, ...), from any thread
+#: (a set's `add` and `in` are atomic; what it holds is true for every run).
 _PASS_TYPES: set[type] = {int, float, str, bool, type(None), list, tuple, bytes}
 _MISSING = object()
 
@@ -274,33 +278,23 @@ def _is_mapping(value: Any) -> bool:
 
 
 def _split(result: Mapping[str, Any], known: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Any]:
-    """Calling thread: (a copy of the metrics, the bookkeeping values that changed
-    since `known`, which is updated, the `config` or None). Only top-level keys
-    are bookkeeping or `config`."""
-    metrics: dict[str, Any] = {}
+    """Calling thread: (a shallow copy of the result without its bookkeeping and
+    `config`, the bookkeeping values that changed since `known`, which is
+    updated, the `config` or None). Only top-level keys are bookkeeping or `config`."""
+    metrics = dict(result)
     info: dict[str, Any] = {}
-    hparams = None
-    for key, value in result.items():
-        if key in RUN_INFO_KEYS and not _is_mapping(value):
+    for key in [key for key in metrics if key in RUN_INFO_KEYS]:
+        value = metrics[key]
+        if type(value) in _PASS_TYPES or not _is_mapping(value):
+            del metrics[key]
             if known.get(key, _MISSING) != value:
                 info[key] = known[key] = value
-        elif key == _HPARAMS_KEY and _is_mapping(value):
-            hparams = value
-        else:
-            metrics[key] = value if type(value) in _PASS_TYPES else _own(value)
+    hparams = metrics.get(_HPARAMS_KEY)
+    if hparams is not None and _is_mapping(hparams):
+        del metrics[_HPARAMS_KEY]
+    else:
+        hparams = None
     return metrics, info, hparams
-
-
-def _copy(mapping: Mapping[Any, Any]) -> dict[Any, Any]:
-    return {key: value if type(value) in _PASS_TYPES else _own(value) for key, value in mapping.items()}
-
-
-def _own(value: Any) -> Any:
-    """A value the pipeline thread can read later: nested mappings copied (as
-    dicts), numbers and arrays as they are, other objects as their text."""
-    if _is_mapping(value):
-        return _copy(value)
-    return value if _passes(value) else str(value)
 
 
 # ---- the per-key decisions, cached (pipeline thread) ---------------------------
@@ -345,8 +339,8 @@ _CACHE_LIMIT = 100_000  # cached keys per run; beyond it (keys made of ever-new 
 
 
 class _Walk:
-    """One result's copy (`_split`: plain values and dicts) walked through a
-    run's decision tree into event data per (namespace, kind, preaggregated)."""
+    """One result's metrics (`_split`) walked through a run's decision tree
+    into event data per (namespace, kind, preaggregated)."""
 
     __slots__ = ("mode", "rllib", "state", "groups")
 
@@ -356,10 +350,11 @@ class _Walk:
         self.state = state
         self.groups: dict[tuple[str, str, bool], dict[str, Any]] = {}
 
-    def walk(self, mapping: dict[Any, Any], node: _Node, prefix: str) -> None:
+    def walk(self, mapping: Mapping[Any, Any], node: _Node, prefix: str) -> None:
         children, leaves, groups, state = node.children, node.leaves, self.groups, self.state
         for key, value in mapping.items():
-            if type(value) is dict:
+            kind = type(value)
+            if kind is dict or (kind not in _PASS_TYPES and isinstance(value, abc.Mapping)):
                 child = children.get(key)
                 if child is None:
                     child = _Node()
@@ -376,6 +371,8 @@ class _Walk:
                     state.cached += 1
             if decision is _STEP:
                 continue
+            if kind not in _PASS_TYPES and not _passes(value):
+                value = str(value)  # an object no tracker can take: keep its text
             for group, short in decision:
                 data = groups.get(group)
                 if data is None:
@@ -386,13 +383,14 @@ class _Walk:
 _ENV_STEP_PATHS = tuple(tuple(key.split("/")) for key in ENV_STEP_KEYS)
 
 
-def _lookup(metrics: dict[str, Any], path: tuple[str, ...]) -> Any:
-    """The value at `path` in a result's copy (`_split`: nested dicts), or None."""
-    value: Any = metrics
+def _lookup(result: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = result
     for part in path:
-        if type(value) is not dict:
+        if type(value) is not dict and not _is_mapping(value):
             return None
         value = value.get(part)
+        if value is None:
+            return None
     return value
 
 
