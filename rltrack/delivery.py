@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
+from collections import deque
 from pathlib import Path
 
 from rltrack.backends.remote import RemoteBackend
@@ -26,23 +28,34 @@ CURSOR_DIR = "cursors"
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
 POLL = 0.1
+#: At the end of a journal, how long to wait for the tracker to store what it
+#: took before leaving the rest behind the cursor (sent again, without
+#: doubles, by the next delivery).
+STORE_WAIT = 60.0
 
 
 class Cursor:
-    """How far into the journal one backend has delivered."""
+    """How far into the journal one backend has delivered, and (for a tracker
+    that counts, see `RemoteBackend.position`) where its run stood then."""
 
     def __init__(self, run_dir: Path, backend: str, writer: str | None = None) -> None:
         self.path = run_dir / CURSOR_DIR / (f"{backend}.json" if writer is None else f"{backend}@{writer}.json")
         saved = json.loads(self.path.read_text()) if self.path.is_file() else {}
         self.offset: int = saved.get("offset", 0)
         self.delivered: int = saved.get("delivered", 0)
+        self.position: int | None = saved.get("position")
 
-    def advance(self, offset: int, events: int) -> None:
+    def advance(self, offset: int, events: int, position: int | None = None) -> None:
         self.offset = offset
         self.delivered += events
+        if position is not None:
+            self.position = position
+        saved = {"offset": self.offset, "delivered": self.delivered}
+        if self.position is not None:
+            saved["position"] = self.position
         self.path.parent.mkdir(exist_ok=True)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"offset": self.offset, "delivered": self.delivered}))
+        tmp.write_text(json.dumps(saved))
         os.replace(tmp, self.path)
 
 
@@ -89,6 +102,8 @@ class DeliveryWorker:
         self.run_dir = run_dir
         self.journal = journal_path(run_dir, writer)
         self.cursor = Cursor(run_dir, backend.name, writer)
+        self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
+        self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0
         self.last_error: str | None = None
         self._status = "finished"
@@ -123,20 +138,21 @@ class DeliveryWorker:
         self._loop()
 
     def _loop(self) -> None:
+        self._start()
         backoff = BACKOFF_START
         while not self._stop.is_set():
             # Read "done" before the journal: if it was already set, an empty
             # read means everything is delivered; if it gets set after the
             # read, the loop reads once more before ending.
             journal_complete = self._journal_done.is_set()
-            events, offset = read_batch(self.journal, self.cursor.offset, self.backend.max_batch)
+            events, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch)
             if not events:
-                if offset != self.cursor.offset:  # only blank lines
-                    self.cursor.advance(offset, 0)
+                if offset != self._read_offset:  # only blank lines
+                    self._taken(offset, 0)
                     continue
+                self._confirm()
                 if journal_complete:
-                    if self.close_at_end:
-                        self._close_backend()
+                    self._end()
                     return
                 self._stop.wait(POLL)
                 continue
@@ -150,7 +166,45 @@ class DeliveryWorker:
                 backoff = min(backoff * 2, BACKOFF_MAX)
                 continue
             backoff = BACKOFF_START
-            self.cursor.advance(offset, len(events))
+            self._taken(offset, len(events))
+
+    def _start(self) -> None:
+        """Tells the backend where its run stood at the cursor. A stream that
+        starts afresh saves the position first: if this process dies before
+        anything is stored, the next delivery still knows where it began."""
+        if self.cursor.position is None:
+            position = self.backend.position()
+            if position is not None:
+                self.cursor.advance(self.cursor.offset, 0, position)
+        self.backend.continue_from(self.cursor.position)
+
+    def _taken(self, offset: int, events: int) -> None:
+        self._read_offset = offset
+        self._untold.append((offset, events, self.backend.position()))
+        self._confirm()
+
+    def _confirm(self) -> None:
+        """Advances the cursor over the batches the tracker has stored."""
+        if not self._untold:
+            return
+        stored = self.backend.durable_position()
+        offset, events, position = None, 0, None
+        while self._untold and (stored is None or self._untold[0][2] is None or self._untold[0][2] <= stored):
+            offset, batch_events, position = self._untold.popleft()
+            events += batch_events
+        if offset is not None:
+            self.cursor.advance(offset, events, position)
+
+    def _end(self) -> None:
+        """The journal is delivered: end the tracker's run (unless more writers
+        follow into it), then wait a while for the tracker to store what it
+        took (W&B may still be writing after `finish` returns)."""
+        if self.close_at_end:
+            self._close_backend()
+        deadline = time.monotonic() + STORE_WAIT
+        self._confirm()
+        while self._untold and time.monotonic() < deadline and not self._stop.wait(POLL):
+            self._confirm()
 
     def _close_backend(self) -> None:
         try:

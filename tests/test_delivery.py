@@ -127,3 +127,68 @@ def test_the_last_lines_are_delivered_when_the_journal_completes_right_after_an_
     assert not worker._thread.is_alive()
     assert [e.data for e in tracker.received] == [{"x": 1}]
     assert tracker.status == "finished"
+
+
+class LateStoringTracker(ListTracker):
+    """A stand-in for a tracker that takes rows before it stores them (as W&B
+    hands rows to its writer process): `rows` is its run, of which the first
+    `stored` are safe; the rest would be lost with the process. Delivery that
+    continues from a cursor skips the rows the run holds beyond it. A real
+    W&B run cannot be held at a chosen point between taking and storing; the
+    SIGKILL test in test_reliability_crash.py covers the real one."""
+
+    def __init__(self, rows: list[int] | None = None) -> None:
+        super().__init__()
+        self.rows = list(rows or [])
+        self.stored = len(self.rows)
+        self.skip = 0
+        self.continued_from: list[int | None] = []
+
+    def deliver(self, events: list[Event]) -> None:
+        for event in events:
+            if self.skip:
+                self.skip -= 1
+            else:
+                self.rows.append(event.data["x"])
+
+    def position(self) -> int:
+        return len(self.rows)
+
+    def durable_position(self) -> int:
+        return self.stored
+
+    def continue_from(self, position: int | None) -> None:
+        self.continued_from.append(position)
+        self.skip = len(self.rows) - (position or 0)
+
+    def close(self, status: str) -> None:
+        self.stored = len(self.rows)
+        super().close(status)
+
+
+def test_the_cursor_advances_only_over_what_the_tracker_has_stored(tmp_path):
+    run_dir = create_run_dir(tmp_path, "late")
+    journal = run_dir / "journal.jsonl"
+    journal.write_text("".join(Event(1.0, {"x": i}, steps={"step": i}).to_json() + "\n" for i in range(20)))
+    first = LateStoringTracker()
+    first.open(RunContext(run_dir, "late", {}, Report()))
+    worker = DeliveryWorker(first, run_dir)
+    worker.start()
+    deadline = time.monotonic() + 10
+    while len(first.rows) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert first.rows == list(range(20))  # three batches (7, 7, 6) taken, none stored
+    assert (Cursor(run_dir, "listtracker").offset, Cursor(run_dir, "listtracker").position) == (0, 0)
+    first.stored = 9  # the tracker stores the first batch and part of the second
+    time.sleep(0.5)  # the idle worker looks again (every POLL)
+    cursor = Cursor(run_dir, "listtracker")
+    assert (cursor.delivered, cursor.position) == (7, 7)
+    assert cursor.offset == len("".join(journal.read_text().splitlines(keepends=True)[:7]))
+    worker._stop.set()  # the process dies here: rows 7 and 8 are stored beyond the cursor, 9..19 are lost
+    worker._thread.join(5)
+    second = LateStoringTracker(rows=first.rows[: first.stored])
+    second.open(RunContext(run_dir, "late", {}, Report()))
+    DeliveryWorker(second, run_dir).run_until_caught_up("failed")
+    assert second.continued_from == [7]
+    assert second.rows == list(range(20))  # each row once: 7 and 8 skipped, 9..19 sent again
+    assert Cursor(run_dir, "listtracker").delivered == 20 and second.status == "failed"

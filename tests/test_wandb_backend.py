@@ -22,7 +22,7 @@ from PIL import Image
 import rltrack
 import wandb_reader
 from rltrack.backends.base import RunContext
-from rltrack.backends.wandb import WandbBackend
+from rltrack.backends.wandb import WandbBackend, _HistoryFile
 from rltrack.delivery import DeliveryWorker
 from rltrack.events import Event
 from rltrack.journal import JournalWriter
@@ -242,3 +242,32 @@ def test_a_saved_run_whose_init_failed_waits_for_sync_instead_of_retrying_a_rese
         with pytest.raises(RuntimeError, match=f"W&B run {saved} failed earlier.*rltrack sync {logger.run_dir} --to wandb"):
             online.deliver(events)
         assert time.monotonic() - start < 0.5
+
+
+def test_the_wandb_file_is_counted_as_it_grows(tmp_path):
+    """`durable_position` reads W&B's file while wandb-core appends to it: a
+    copy grown in uneven pieces (records and 32 KiB blocks cut anywhere) is
+    never counted past what is whole, and ends at what W&B's reader finds."""
+    logger = make(tmp_path, "grows")
+    for i in range(2000):
+        logger.write({f"k{j}": i + j / 10 for j in range(10)}, step=i)
+    assert logger.close(timeout=120)
+    (source,) = wandb_reader.run_files(logger.run_dir)
+    data = source.read_bytes()
+    assert len(data) > 3 * _HistoryFile.BLOCK
+    total = len(wandb_reader.history(source))
+    growing = tmp_path / "copy.wandb"
+    counter = _HistoryFile(growing)
+    assert counter.count() == 0  # no file yet
+    rng = np.random.default_rng(0)
+    end, counts = 0, []
+    with growing.open("wb") as f:
+        while end < len(data):
+            piece = int(rng.integers(1, 5000))
+            f.write(data[end : end + piece])
+            f.flush()
+            end += piece
+            counts.append(counter.count())
+            assert counts[-1] <= total
+    assert counts == sorted(counts) and counts[-1] == total == 2000
+    assert len(set(counts)) > 20  # counted along the way, not only at the end

@@ -6,6 +6,13 @@ journal from the backend's cursor and calls `deliver` with batches of at most
 same batch is offered again after a backoff. So `deliver` must be safe to
 repeat (MLflow: timestamps fixed at capture make the store ignore duplicates).
 The tracker's run is created on first delivery, not in the constructor.
+
+A tracker that takes a batch before it is safely stored (W&B hands rows to
+its own writer process) says how far it has got with `position` and how far
+is stored with `durable_position`: the cursor advances only over what is
+stored, together with the position it stands for, and `continue_from` tells
+the backend that position when delivery resumes from the cursor, so that it
+skips what the tracker already holds beyond it.
 """
 
 from __future__ import annotations
@@ -41,3 +48,17 @@ class RemoteBackend:
 
     def close(self, status: str) -> None:
         """Ends the tracker's run with `status` (finished, failed, killed)."""
+
+    def position(self) -> int | None:
+        """How far the tracker's run has got after the last `deliver` (a count
+        the tracker keeps, e.g. W&B's history rows); None: it keeps none."""
+        return None
+
+    def durable_position(self) -> int | None:
+        """The `position` up to which the tracker has stored what it took;
+        None: everything is stored once `deliver` returns."""
+        return None
+
+    def continue_from(self, position: int | None) -> None:
+        """Delivery (re)starts at a cursor saved at `position`: whatever the
+        tracker's run holds beyond it is the start of what comes next."""

@@ -28,18 +28,19 @@ Why it is built this way:
 * **One W&B run per rltrack run**: the id of the W&B run, once created, is
   kept in `cursors/wandb_run.json` and resumed (`resume="allow"`), so
   `rltrack sync` after a crash continues the same run.
-* **A batch sent again logs no row twice.** Before a batch's first row, the
-  state file records the batch's first event and how many rows the W&B run
-  held then; a batch offered again (a retry, or `rltrack sync` after the
-  process died before saving its cursor) skips the rows the run already holds.
-  What the run holds is read from W&B itself on resume: the history records
-  of the run's earlier offline files, or the resumed run's `starting_step`
-  online. None is sent twice. Rows of earlier batches that `run.log` took
-  but W&B had not written when the process was killed cannot be sent again
-  (they are behind the cursor); they are counted as `lost` in the report. A failed `wandb.init`
-  leaves its id reserved in the process ("run ID is in use" on every retry):
-  a new run is then tried with a fresh id, but a saved run is not, and waits
-  for `rltrack sync` in a new process.
+* **Every row exactly once, even after a crash.** `run.log` hands a row to
+  W&B's own writer process, which stores it in the run's `.wandb` file a
+  little later. The backend counts the rows it logged (`position`) and the
+  rows that file holds (`durable_position`, read incrementally), so the
+  journal cursor advances only over rows W&B has stored, and saves that
+  count with it. Delivery that resumes from a cursor (a retry, `rltrack sync`
+  after a crash, a resumed run) compares it with what the W&B run holds (the
+  history records of the run's earlier offline files, or the resumed run's
+  `starting_step` online) and skips that many rows before logging again:
+  none is lost, none sent twice.
+* **A failed `wandb.init`** leaves its id reserved in the process ("run ID is
+  in use" on every retry): a new run is then tried with a fresh id, but a
+  saved run is not, and waits for `rltrack sync` in a new process.
 * System metrics, console capture, git and code saving are off: the W&B run
   may be created long after training (`rltrack sync` replays journals), when
   they would describe the sync, not the training; rltrack keeps git info in
@@ -103,7 +104,11 @@ class WandbBackend(RemoteBackend):
         self._wandb: Any = None  # the module, imported on the delivery thread
         self._run: Any = None
         self._defined: set[str] = set()
-        self._rows = 0  # history rows the W&B run holds (earlier sessions included)
+        self._rows: int | None = None  # history rows logged to the W&B run, earlier sessions included; None: not yet counted
+        self._resume_at: int | None = None  # the position of the cursor delivery continues from
+        self._skip = 0  # rows of what comes next that the W&B run already holds
+        self._file: _HistoryFile | None = None  # this session's `.wandb` file, read as W&B stores rows
+        self._rows_before_file = 0  # rows the W&B run held before this session's file
         self._failed_id: str | None = None  # W&B keeps this id reserved in this process
 
     def open(self, run: RunContext) -> None:
@@ -112,41 +117,70 @@ class WandbBackend(RemoteBackend):
         self._state = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
 
     def deliver(self, events: list[Event]) -> None:
-        first = events[0].to_json()
         if self._run is None:
             self._run = self._init([e for e in events if e.kind == "hparams"])
-        state = self._load_state()
-        if state.get("batch") == first:  # begun before, by this process or one that died: skip what W&B holds
-            held = self._rows - int(state["rows_before"])
-            if held < 0:  # W&B writes behind: rows `log` took before the process died never reached its file
-                self.run.report.count("lost", "rows W&B took but had not written when its process died", -held, section=self.name)
-                held = 0
-        else:
-            held = 0
-            self._save_state(batch=first, rows_before=self._rows)
-        for event in events:
-            try:
-                row = self._send(event)
-            except (ValueError, TypeError) as exc:  # W&B refuses this event: count it, keep going
-                self.run.report.count("dropped", f"{event.kind} event: {type(exc).__name__}: {exc}", section=self.name)
-                continue
-            if row is None:
-                continue
-            if held > 0:
-                held -= 1
-                continue
-            try:
-                self._run.log(row)
-            except OSError as exc:  # a media file named after a key too long for the file system: this row only
-                if exc.errno != errno.ENAMETOOLONG:
-                    raise
-                self.run.report.count("dropped", f"{event.kind} event: a key too long for a W&B media file name", section=self.name)
-            self._rows += 1
+        skip, done = self._skip, 0
+        try:
+            for event in events:
+                try:
+                    row = self._send(event)
+                except (ValueError, TypeError) as exc:  # W&B refuses this event: count it, keep going
+                    self.run.report.count("dropped", f"{event.kind} event: {type(exc).__name__}: {exc}", section=self.name)
+                    continue
+                if row is None:
+                    continue
+                if skip > 0:
+                    skip -= 1
+                else:
+                    self._log(event, row)
+                done += 1
+        except BaseException:  # the batch comes again: its first `done` rows are in the W&B run by then
+            self._skip = max(self._skip, done)
+            raise
+        self._skip = skip
 
     def close(self, status: str) -> None:
         if self._run is not None:
             self._run.finish(exit_code=EXIT_CODES.get(status, KILLED_EXIT_CODE))
             self._run = None
+
+    def position(self) -> int:
+        if self._rows is None:  # before `wandb.init`: what the saved run's files hold
+            self._rows = _rows_in_files(self._files_of(self._load_state().get("id")))
+        return self._rows
+
+    def durable_position(self) -> int:
+        if self._file is None:
+            return self.position()
+        try:
+            return self._rows_before_file + self._file.count()
+        except OSError:  # W&B moved or removed its file: nothing more is known to be stored
+            return self._rows_before_file + self._file.rows
+
+    def continue_from(self, position: int | None) -> None:
+        self._resume_at = position
+        if self._run is not None:
+            self._skip_held()
+
+    def _skip_held(self) -> None:
+        """Rows the W&B run holds beyond the cursor's position are the first
+        rows of what the cursor delivers next: they are skipped, not logged again."""
+        if self._resume_at is None:
+            return
+        held = self.position() - self._resume_at
+        if held < 0:  # the run's files hold less than was stored: removed by hand, or W&B lost them
+            self.run.report.count("lost", "rows the W&B run's files no longer hold", -held, section=self.name)
+        self._skip, self._resume_at = max(0, held), None
+
+    def _log(self, event: Event, row: dict[str, Any]) -> None:
+        try:
+            self._run.log(row)
+        except OSError as exc:  # a media file named after a key too long for the file system: this row only
+            if exc.errno != errno.ENAMETOOLONG:
+                raise
+            self.run.report.count("dropped", f"{event.kind} event: a key too long for a W&B media file name", section=self.name)
+            return
+        self._rows = self.position() + 1
 
     # ---- one event ------------------------------------------------------
 
@@ -166,7 +200,7 @@ class WandbBackend(RemoteBackend):
             disable_job_creation=True,
         )
         run_id = self._run_id()
-        earlier = sorted(self._dir.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb"))
+        earlier = self._files_of(run_id)
         try:
             run = wandb.init(
                 **{k: v for k, v in self.settings.items() if k != "name"},
@@ -182,11 +216,18 @@ class WandbBackend(RemoteBackend):
             self._failed_id = run_id
             raise
         if self.settings["mode"] == "offline":
-            self._rows = sum(_history_rows(path) for path in earlier)
+            self._rows = _rows_in_files(earlier)
         else:
             self._rows = int(getattr(run, "starting_step", 0) or 0)
+        self._rows_before_file = self._rows
+        self._file = _HistoryFile(Path(run.settings.sync_file))
         self._save_state(id=run_id)
+        self._skip_held()
         return run
+
+    def _files_of(self, run_id: str | None) -> list[Path]:
+        """The offline `.wandb` files of W&B run `run_id` under `dir`, oldest first."""
+        return [] if run_id is None else sorted(self._dir.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb"))
 
     def _load_state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads(self._state.read_text()) if self._state.is_file() else {}
@@ -298,30 +339,64 @@ class WandbBackend(RemoteBackend):
         self._run.log_artifact(artifact, aliases=aliases)
 
 
-def _history_rows(path: Path) -> int:
-    """How many history rows a W&B run file holds. The file is LevelDB's log
-    format after a 7-byte header: 32 KiB blocks of `crc32 u32 | length u16 |
-    type u8 | data` records (types full 1, first 2, middle 3, last 4) holding
-    `wandb_internal_pb2.Record` messages. A torn or damaged tail (a killed
-    process) ends the count: W&B holds nothing after it."""
-    from wandb.proto import wandb_internal_pb2
+def _rows_in_files(paths: list[Path]) -> int:
+    return sum(_HistoryFile(path).count() for path in paths)
 
-    data = path.read_bytes()
-    header = struct.Struct("<IHB")
-    pos, rows, payload = 7, 0, b""
-    while pos + header.size <= len(data):
-        left = 32768 - pos % 32768
-        crc, length, kind = header.unpack_from(data, pos) if left >= header.size else (0, 0, 0)
-        if length == 0 and kind == 0:  # block padding
-            pos += left
-            continue
-        body = data[pos + header.size : pos + header.size + length]
-        if len(body) < length or zlib.crc32(body, zlib.crc32(bytes([kind]))) != crc:
-            break
-        pos += header.size + length
-        payload = body if kind in (1, 2) else payload + body
-        if kind in (1, 4):
-            record = wandb_internal_pb2.Record()
-            record.ParseFromString(payload)
-            rows += record.WhichOneof("record_type") == "history"
-    return rows
+
+class _HistoryFile:
+    """Counts the history rows of a W&B run file as W&B appends to it. The
+    file is LevelDB's log format after a 7-byte header: 32 KiB blocks of
+    `crc32 u32 | length u16 | type u8 | data` records (types full 1, first 2,
+    middle 3, last 4) holding `wandb_internal_pb2.Record` messages. A record
+    not yet complete is read again next time, and so are zeros in the last
+    block (W&B writes whole blocks and fills them in later); a damaged record
+    (a killed process) ends the count for good: W&B holds nothing after it."""
+
+    BLOCK = 32768
+    HEADER = struct.Struct("<IHB")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rows = 0
+        self._pos = 7  # the first byte not yet counted
+        self._payload = b""  # the fragments so far of a record split over blocks
+        self._damaged = False
+
+    def count(self) -> int:
+        """The rows the file holds now (0 while it does not exist)."""
+        if self._damaged or not self.path.is_file():
+            return self.rows
+        with self.path.open("rb") as f:
+            f.seek(self._pos)
+            data = f.read()
+        from wandb.proto import wandb_internal_pb2
+
+        at = 0
+        while True:
+            pos = self._pos + at
+            left = self.BLOCK - pos % self.BLOCK
+            if left < self.HEADER.size:  # a block's zero-filled tail
+                at += left
+                continue
+            if at + self.HEADER.size > len(data):
+                break
+            crc, length, kind = self.HEADER.unpack_from(data, at)
+            if length == 0 and kind == 0:  # zeros: padding once W&B has moved on to the next block, else not yet written
+                if at + left >= len(data):
+                    break
+                at += left
+                continue
+            body = data[at + self.HEADER.size : at + self.HEADER.size + length]
+            if len(body) < length:
+                break
+            if zlib.crc32(body, zlib.crc32(bytes([kind]))) != crc:
+                self._damaged = True
+                break
+            at += self.HEADER.size + length
+            self._payload = body if kind in (1, 2) else self._payload + body
+            if kind in (1, 4):
+                record = wandb_internal_pb2.Record()
+                record.ParseFromString(self._payload)
+                self.rows += record.WhichOneof("record_type") == "history"
+        self._pos += at
+        return self.rows
