@@ -107,15 +107,22 @@ class AggregateFilter(Filter):
         if window is None:
             window = self._windows[event.namespace] = _Window()
         data = event.data
-        matching, others = self._matches.split(data)
+        matching = self._matches.among(data)
         held = False
         for key in matching:
-            value = as_float(data[key])
+            value = data[key]
+            if type(value) is not float:  # floats, most values, without a call
+                value = as_float(value)
             if value is not None:
                 window.values.setdefault(key, []).append(value)
                 held = True
-        if others:
-            rest = data if not matching else {key: data[key] for key in others}
+        if len(matching) < len(data):
+            if not matching:
+                rest = data
+            else:  # a copy less the matching keys: quicker than a comprehension over the others
+                rest = dict(data)
+                for key in matching:
+                    del rest[key]
             if self.passthrough:
                 out.append(event.derive(rest))
             else:

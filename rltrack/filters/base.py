@@ -81,7 +81,7 @@ class FilterChain:
 
 class KeyMatcher:
     """The keys `re.search(pattern, key)` matches, remembered: filters see the
-    same few keys on every record, so `split(data)` looks the record's key
+    same few keys on every record, so `among(data)` looks the record's key
     tuple up instead of searching each key, and `__call__(key)` a single key.
     At most `limit` entries of each are remembered, so a run that invents new
     keys forever keeps bounded memory (and is searched as before)."""
@@ -89,7 +89,7 @@ class KeyMatcher:
     def __init__(self, name: str, pattern: Any, limit: int = 4096) -> None:
         self.regex = compile_regex(name, pattern)
         self._known: dict[str, bool] = {}
-        self._split: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._selected: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._limit = limit
 
     def __call__(self, key: str) -> bool:
@@ -100,22 +100,20 @@ class KeyMatcher:
                 self._known[key] = known
         return known
 
-    def split(self, data: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """The keys of `data` that match and those that do not, each in `data`'s order."""
+    def among(self, data: dict[str, Any]) -> tuple[str, ...]:
+        """The keys of `data` that match, in `data`'s order."""
         keys = tuple(data)
-        split = self._split.get(keys)
-        if split is None:
-            split = (tuple(key for key in keys if self(key)), tuple(key for key in keys if not self(key)))
-            if len(self._split) < self._limit:
-                self._split[keys] = split
-        return split
+        selected = self._selected.get(keys)
+        if selected is None:
+            selected = tuple(key for key in keys if self(key))
+            if len(self._selected) < self._limit:
+                self._selected[keys] = selected
+        return selected
 
 
 def as_float(value: Any) -> float | None:
     """A number as a float for statistics, None for anything else. An int beyond
     a double's range is +-inf: float() raises on it, which would lose the record."""
-    if type(value) is float:
-        return value
     if not isinstance(value, (int, float)):
         return None
     try:

@@ -36,8 +36,10 @@ class SmoothingFilter(Filter):
     def apply(self, event: Event) -> list[Event]:
         smoothed = {}
         data = event.data
-        for key in self._matches.split(data)[0]:
-            value = as_float(data[key])
+        for key in self._matches.among(data):
+            value = data[key]
+            if type(value) is not float:  # floats, most values, without a call
+                value = as_float(value)
             if value is None or not math.isfinite(value):
                 continue
             smoothed[f"{key}_smoothed"] = self._update((event.namespace, key), value)
