@@ -260,6 +260,7 @@ def test_scalar_events_are_byte_for_byte_what_tensorboards_protobufs_encode(tmp_
         if i % 7 == 0:
             data[chosen[0]] = [None, 3, -(10**400), 1e300, math.inf, -math.inf][i % 6]
         records.append((float(1.7e9 + i / 3), steps.randint(-(2**70), 2**70), data))
+    records += [(1.8e9, 1, {"a": None}), (1.8e9, 2, {})]  # nothing to write: no event
     writer = EventFileWriter(tmp_path)
     for wall_time, step, data in records:
         writer.write(Event(wall_time, data, "scalars", "learner", {"env_steps": step}))
@@ -267,6 +268,8 @@ def test_scalar_events_are_byte_for_byte_what_tensorboards_protobufs_encode(tmp_
     expected = []
     for wall_time, step, data in records:
         values = [Summary.Value(tag=f"learner/{k}", simple_value=_as_float32(v)) for k, v in data.items() if v is not None]
+        if not values:
+            continue
         step = min(max(step, -(2**63)), 2**63 - 1)
         expected.append(EventProto(wall_time=wall_time, step=step, summary=Summary(value=values)).SerializeToString())
     assert _tfrecords(writer.path)[1:] == expected

@@ -106,15 +106,17 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _EVENT_HEAD = struct.Struct("<BdB")
 
 
-def _event(wall_time: float, step: int, *, summary: bytes = b"", file_version: str = "") -> bytes:
+def _event(wall_time: float, step: int, fields: bytes) -> bytes:
+    """An `Event`: its wall_time and step, then `fields`, the rest of it
+    already encoded (a file_version, or a summary as `_summary_field` frames it)."""
     if not _INT64_MIN <= step <= _INT64_MAX:  # Event.step is an int64: a larger varint corrupts the file for readers
         step = min(max(step, _INT64_MIN), _INT64_MAX)
-    parts = [_EVENT_HEAD.pack(0x09, wall_time, 0x10), _varint(step)]
-    if file_version:
-        parts.append(_field_bytes(3, file_version.encode()))
-    if summary:
-        parts += (b"\x2a", _varint(len(summary)), summary)  # field 5, length-delimited
-    return b"".join(parts)
+    return b"".join((_EVENT_HEAD.pack(0x09, wall_time, 0x10), _varint(step), fields))
+
+
+def _summary_field(summary: bytes) -> bytes:
+    """`Event.summary` (field 5) holding these encoded `Summary.Value`s."""
+    return _field_bytes(5, summary)
 
 
 _FLOAT32_MAX = 3.4028234663852886e38
@@ -143,13 +145,16 @@ class _ScalarLayout:
 
     def __init__(self, tags: Sequence[str]) -> None:
         prefixes = [_scalar_prefix(tag) for tag in tags]
-        self._struct = struct.Struct("<" + "".join(f"{len(p)}sf" for p in prefixes))
-        self._args: list[Any] = [part for p in prefixes for part in (p, 0.0)]
+        size = sum(len(p) + 4 for p in prefixes)
+        head = _summary_field(bytes(size))[:-size]  # the summary's length is the layout's: framed once
+        self._struct = struct.Struct(f"<{len(head)}s" + "".join(f"{len(p)}sf" for p in prefixes))
+        self._args: list[Any] = [head, *(part for p in prefixes for part in (p, 0.0))]
 
     def pack(self, values: Iterable[float]) -> bytes:
-        """Raises struct.error or OverflowError for None and values beyond float32."""
+        """`Event.summary` with these values, framed (see `_summary_field`).
+        Raises struct.error or OverflowError for None and values beyond float32."""
         args = self._args  # reused: a writer is used by one thread
-        args[1::2] = values
+        args[2::2] = values
         return self._struct.pack(*args)
 
 
@@ -207,7 +212,7 @@ class EventFileWriter:
         self._layouts: dict[tuple[str, tuple[str, ...]], _ScalarLayout] = {}
         logdir.mkdir(parents=True, exist_ok=True)
         self._file: IO[bytes] = self._create(logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}")
-        self._record(_event(time.time(), 0, file_version="brain.Event:2"))
+        self._record(_event(time.time(), 0, _field_bytes(3, b"brain.Event:2")))  # file_version
 
     def _create(self, path: Path) -> IO[bytes]:
         """A new file, never an existing one: two writers started in the same
@@ -242,10 +247,10 @@ class EventFileWriter:
         try:
             summary = self._layout(prefix, tuple(values)).pack(values.values())
         except (struct.error, OverflowError):  # a None (skipped), or beyond float32: the rare case
-            kept = {key: _float32(value) for key, value in values.items() if value is not None}
-            summary = self._layout(prefix, tuple(kept)).pack(kept.values()) if kept else b""
-        if summary:
-            self._record(_event(wall_time, step, summary=summary))
+            values = {key: _float32(value) for key, value in values.items() if value is not None}
+            summary = self._layout(prefix, tuple(values)).pack(values.values())
+        if values:
+            self._record(_event(wall_time, step, summary))
 
     def _layout(self, prefix: str, keys: tuple[str, ...]) -> _ScalarLayout:
         """The layout of these keys' tags, kept per key tuple (records repeat
@@ -261,7 +266,7 @@ class EventFileWriter:
     def histograms(self, wall_time: float, step: int, values: Iterable[tuple[str, Sequence[float]]]) -> None:
         summary = b"".join(_histogram_value(tag, v) for tag, v in values)
         if summary:
-            self._record(_event(wall_time, step, summary=summary))
+            self._record(_event(wall_time, step, _summary_field(summary)))
 
     def _record(self, data: bytes) -> None:
         self._file.write(b"".join((_record_head(len(data)), data, _masked_crc(data))))
