@@ -233,9 +233,10 @@ class _WriterImpl:
                 self.train_iter = value
         steps = {"env_steps": step} if self.train_iter is None else {"env_steps": step, "train_iter": self.train_iter}
         values, excluded = dict(key_values), dict(key_excluded)
-        for key in [key for key, value in values.items() if type(value) not in _PLAIN]:
-            if not _excluded(excluded.get(key)):
-                values[key] = self._own_copy(key, values[key], steps)
+        if not _PLAIN.issuperset(map(type, values.values())):  # checked in C: usually all plain
+            for key in [key for key, value in values.items() if type(value) not in _PLAIN]:
+                if not _excluded(excluded.get(key)):
+                    values[key] = self._own_copy(key, values[key], steps)
         if self.stages is not None and ALGORITHM_DUMP_KEY in key_values:  # the algorithm's dump, not EvalCallback's
             self.stages.emit_stage(steps)
         mode = "native" if self.stages is not None else self.mode

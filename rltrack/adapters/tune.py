@@ -283,7 +283,7 @@ def _split(result: Mapping[str, Any], known: dict[str, Any]) -> tuple[dict[str, 
     updated, the `config` or None). Only top-level keys are bookkeeping or `config`."""
     metrics = dict(result)
     info: dict[str, Any] = {}
-    for key in [key for key in metrics if key in RUN_INFO_KEYS]:
+    for key in list(filter(RUN_INFO_KEYS.__contains__, metrics)):  # in C, in the result's order
         value = metrics[key]
         if type(value) in _PASS_TYPES or not _is_mapping(value):
             del metrics[key]
@@ -381,6 +381,21 @@ class _Walk:
 
 
 _ENV_STEP_PATHS = tuple(tuple(key.split("/")) for key in ENV_STEP_KEYS)
+_ENV_STEP_ROOTS = frozenset(path[0] for path in _ENV_STEP_PATHS)
+
+
+def _env_steps(metrics: Mapping[str, Any]) -> int | None:
+    """The first of `ENV_STEP_KEYS` in the result that is an integer."""
+    if _ENV_STEP_ROOTS.isdisjoint(metrics):  # checked in C: e.g. a plain Tune result
+        return None
+    for path in _ENV_STEP_PATHS:
+        value = _lookup(metrics, path)
+        if value is not None:
+            try:
+                return int(value)
+            except (TypeError, ValueError, OverflowError):
+                continue
+    return None
 
 
 def _lookup(result: Mapping[str, Any], path: tuple[str, ...]) -> Any:
@@ -423,7 +438,7 @@ def _state_for(logger: Any) -> _RunState:
 
 def _send(logger: Any, state: _RunState, result: Mapping[str, Any], *, hparams_from_result: bool) -> None:
     """Calling thread: bookkeeping, hyperparameters and steps now; the events
-    from a copy of the metrics on the pipeline thread (`_events`)."""
+    from a shallow copy of the metrics on the pipeline thread (`_events`)."""
     now = time.time()
     rllib = is_rllib_result(result)
     source = SOURCE_RLLIB if rllib else SOURCE_TUNE
@@ -433,14 +448,9 @@ def _send(logger: Any, state: _RunState, result: Mapping[str, Any], *, hparams_f
         state.hparams_logged = True
 
     steps: dict[str, int] = {}
-    for path in _ENV_STEP_PATHS:
-        value = _lookup(metrics, path)
-        if value is not None:
-            try:
-                steps["env_steps"] = int(value)
-            except (TypeError, ValueError, OverflowError):
-                continue
-            break
+    env_steps = _env_steps(metrics)
+    if env_steps is not None:
+        steps["env_steps"] = env_steps
     iteration = metrics.get(ITERATION_KEY)
     if iteration is not None:
         try:
