@@ -283,12 +283,13 @@ def _split(result: Mapping[str, Any], known: dict[str, Any]) -> tuple[dict[str, 
     updated, the `config` or None). Only top-level keys are bookkeeping or `config`."""
     metrics = dict(result)
     info: dict[str, Any] = {}
-    for key in list(filter(RUN_INFO_KEYS.__contains__, metrics)):  # in C, in the result's order
-        value = metrics[key]
-        if type(value) in _PASS_TYPES or not _is_mapping(value):
-            del metrics[key]
-            if known.get(key, _MISSING) != value:
-                info[key] = known[key] = value
+    if not RUN_INFO_KEYS.isdisjoint(metrics):  # checked in C: e.g. a result from log_result
+        for key in [key for key in metrics if key in RUN_INFO_KEYS]:
+            value = metrics[key]
+            if type(value) in _PASS_TYPES or not _is_mapping(value):
+                del metrics[key]
+                if known.get(key, _MISSING) != value:
+                    info[key] = known[key] = value
     hparams = metrics.get(_HPARAMS_KEY)
     if hparams is not None and _is_mapping(hparams):
         del metrics[_HPARAMS_KEY]
@@ -603,13 +604,13 @@ class TrialLoggers:
     # -- Tune's hooks (LoggerCallback's log_* methods and on_experiment_end) --
 
     def log_trial_start(self, trial: Any) -> None:
-        self._guard(trial, "log_trial_start", lambda: self._open(trial))
+        self._guard(trial, "log_trial_start", self._open, trial)
 
     def log_trial_result(self, iteration: int, trial: Any, result: dict[str, Any]) -> None:
-        self._guard(trial, "log_trial_result", lambda: self._result(trial, result))
+        self._guard(trial, "log_trial_result", self._result, trial, result)
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        self._guard(trial, "log_trial_end", lambda: self._close(trial, "failed" if failed else "finished"))
+        self._guard(trial, "log_trial_end", self._close, trial, "failed" if failed else "finished")
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
         """Closes the runs of trials Tune did not end (an interrupted experiment)."""
@@ -674,11 +675,11 @@ class TrialLoggers:
         if entry is not None:
             entry.logger.close(status=status)
 
-    def _guard(self, trial: Any, hook: str, call: Any) -> None:
-        """Runs a hook; an error in rltrack must not stop the experiment: it is
-        printed once per trial and counted in the run's report.json."""
+    def _guard(self, trial: Any, hook: str, call: Any, *args: Any) -> None:
+        """Runs a hook, `call(*args)`; an error in rltrack must not stop the
+        experiment: it is printed once per trial and counted in the run's report.json."""
         try:
-            call()
+            call(*args)
         except Exception as exc:
             entry = self._trials.get(getattr(trial, "trial_id", None))
             reason = f"tune.{hook}: {type(exc).__name__}: {exc}"
