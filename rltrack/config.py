@@ -8,7 +8,9 @@ A config has three sections (TOML shown; YAML and dicts nest the same way):
                  redact (extra regexes of key words that mark credentials, see rltrack.redact),
                  worker (this process's name when several write one run; needs name)
     [[filters]]  type = "none" | "smoothing" | "aggregate" | "time" | "keys", plus its parameters
-    [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend
+    [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend;
+                 delivery = "process" (trackers fed by a child process, see
+                 rltrack.delivery_process) | "thread" (by threads of this process)
 
 Every mistake is a `ConfigError` naming where it is (file and key), the value
 found, what is allowed, and how to fix it. Environment: `RLTRACK_CONFIG` names
@@ -42,8 +44,9 @@ from rltrack.rundir import create_run_dir, safe_filename
 DEFAULTS: dict[str, Any] = {
     "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None},
     "filters": [],
-    "backends": {"use": ["local"]},
+    "backends": {"use": ["local"], "delivery": "process"},
 }
+DELIVERY_MODES = ("process", "thread")
 SECTIONS = tuple(DEFAULTS)
 RUN_KEYS = tuple(DEFAULTS["run"])
 
@@ -168,7 +171,12 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     backends = cfg["backends"]
     if not isinstance(backends, dict):
         raise ConfigError(f"{where}: backends must be a table with a 'use' list, got {backends!r}")
-    _check_keys(backends, ("use", *BACKEND_TYPES), where, "backends.")
+    _check_keys(backends, ("use", "delivery", *BACKEND_TYPES), where, "backends.")
+    if backends.get("delivery", "process") not in DELIVERY_MODES:
+        raise ConfigError(
+            f'{where}: backends.delivery = {backends["delivery"]!r} is not allowed; use "process" (trackers fed by a '
+            'child process, the default) or "thread" (by threads of the training process), e.g. delivery = "process"'
+        )
     use = backends["use"]
     if not isinstance(use, list) or not all(isinstance(b, str) for b in use):
         raise ConfigError(f'{where}: backends.use = {use!r} must be a list of backend names, e.g. use = ["local"]')
@@ -252,7 +260,9 @@ def make_logger(
     chain = FilterChain([build_filter(spec, f"{where}: filters[{i}]") for i, spec in enumerate(cfg["filters"])], report)
     run = cfg["run"]
     redactor = Redactor(run["redact"])
-    backends = [build_backend(name, _tags_redacted(cfg["backends"].get(name, {}), redactor), where) for name in cfg["backends"]["use"]]
+    settings = {name: _tags_redacted(cfg["backends"].get(name, {}), redactor) for name in cfg["backends"]["use"]}
+    backends = [build_backend(name, backend_settings, where) for name, backend_settings in settings.items()]
+    trackers = {name: settings[name] for name, backend in zip(settings, backends) if isinstance(backend, RemoteBackend)}
     root = Path(run["root"]).expanduser()
     if run["worker"] is not None:
         run_dir = root / safe_filename(run["name"])
@@ -266,7 +276,10 @@ def make_logger(
             raise ConfigError(f"{exc}; pass the run's directory or its id as shown by `rltrack runs ls`") from None
     # the backends were built from the real settings (a tracking URI may hold a
     # password the client needs); everything that writes the config gets it redacted
-    return Logger(run_dir, redactor.mapping(cfg), chain, backends, report, run["tracked"], redactor, resumed=resume is not None)
+    return Logger(
+        run_dir, redactor.mapping(cfg), chain, backends, report, run["tracked"], redactor, resumed=resume is not None,
+        tracker_settings=trackers if cfg["backends"].get("delivery", "process") == "process" else None,
+    )  # fmt: skip
 
 
 def _tags_redacted(settings: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:

@@ -212,3 +212,14 @@ class DeliveryWorker:
         except Exception as exc:  # the data is delivered; only the run's final status is missing
             self.last_error = f"close: {type(exc).__name__}: {exc}"
             self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+
+
+def finish_all(workers: list[DeliveryWorker], status: str, deadline: float | None) -> dict[str, str | None]:
+    """Finishes each worker by `deadline` (time.monotonic; None: no limit);
+    returns the trackers not caught up, each with its last error."""
+    pending = {}
+    for worker in workers:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not worker.finish(status, left):
+            pending[worker.backend.name] = worker.last_error
+    return pending

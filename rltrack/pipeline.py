@@ -26,13 +26,14 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.backends.remote import RemoteBackend
-from rltrack.delivery import DeliveryWorker, report_pending
+from rltrack.delivery import DeliveryWorker, finish_all, report_pending
+from rltrack.delivery_process import DeliveryProcess
 from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JournalWriter, journal_path
 from rltrack.redact import Redactor
-from rltrack.resume import ResumeState
 from rltrack.report import Report
+from rltrack.resume import ResumeState
 from rltrack.rundir import RunFiles, save_checkpoint
 from rltrack.values import normalize
 
@@ -105,7 +106,11 @@ class Logger:
         redactor: Redactor | None = None,
         *,
         resumed: bool = False,
+        tracker_settings: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
+        """`tracker_settings` (the remote backends' settings by name) has the
+        trackers fed by a child process (see rltrack.delivery_process)
+        instead of threads of this one."""
         self.run_dir = run_dir
         self.name = run_dir.name
         self.config = config
@@ -133,7 +138,12 @@ class Logger:
         self._journal = JournalWriter(journal_path(run_dir, self._worker))
         self._thread = threading.Thread(target=self._loop, name=f"rltrack-{self.name}", daemon=True)
         self._thread.start()
-        self._deliveries = [DeliveryWorker(backend, run_dir, self._worker) for backend in remote]
+        self._deliveries: list[DeliveryWorker] = []
+        self._delivery_process: DeliveryProcess | None = None
+        if remote and tracker_settings:
+            self._delivery_process = DeliveryProcess(run_dir, self._worker, self.name, config, tracker_settings)
+        else:
+            self._deliveries = [DeliveryWorker(backend, run_dir, self._worker) for backend in remote]
         for worker in self._deliveries:
             worker.start()
         _OPEN_LOGGERS.add(self)
@@ -280,11 +290,15 @@ class Logger:
         self._wake.set()
         self._thread.join(timeout)
         complete = not self._thread.is_alive()
-        for worker in self._deliveries:
+        pending = finish_all(self._deliveries, status, deadline)
+        if self._delivery_process is not None:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not worker.finish(status, left):
-                complete = False
-                self._report_pending(worker)
+            report, behind = self._delivery_process.finish(status, left)
+            self.report.add(report)
+            pending.update(behind)
+        for name, last_error in pending.items():
+            complete = False
+            self._report_pending(name, last_error)
         try:
             self.report.save(self.run_dir / "report.json")
         except OSError as exc:  # a full disk or a vanished run directory must not raise into the training script
@@ -292,12 +306,11 @@ class Logger:
             return False
         return complete
 
-    def _report_pending(self, worker: DeliveryWorker) -> None:
-        name = worker.backend.name
+    def _report_pending(self, name: str, last_error: str | None) -> None:
         pending = report_pending(self.report, self.run_dir, name)
         print(
             f"rltrack: {name} has not received everything ({pending} journal bytes pending"
-            f"{', last error: ' + worker.last_error if worker.last_error else ''}); "
+            f"{', last error: ' + last_error if last_error else ''}); "
             f"deliver it with: rltrack sync {self.run_dir} --to {name}",
             file=sys.stderr,
         )

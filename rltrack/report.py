@@ -41,6 +41,19 @@ class Report:
                 "renamed": {section: dict(m) for section, m in sorted(self._renames.items())},
             }
 
+    def add(self, data: dict[str, Any], skip_pending: tuple[str, ...] = ()) -> None:
+        """Adds the counts and renames of another report (`as_dict()`, or a
+        saved report.json), leaving out the "pending" counts of `skip_pending`."""
+        for name, counter in data.get("counts", {}).items():
+            section, _, category = name.partition(".")
+            if category == "pending" and section in skip_pending:
+                continue
+            for reason, n in counter.items():
+                self.count(category, reason, n, section=section)
+        for section, renames in data.get("renamed", {}).items():
+            for old, new in renames.items():
+                self.rename(section, old, new)
+
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")
 

@@ -195,21 +195,9 @@ def _update_report(run_dir: Path, report: Report, synced: list[str]) -> None:
     path = run_dir / "report.json"
     merged = Report()
     if path.is_file():
-        _add(merged, json.loads(path.read_text()), skip_pending=synced)
-    _add(merged, report.as_dict(), skip_pending=[])
+        merged.add(json.loads(path.read_text()), skip_pending=tuple(synced))
+    merged.add(report.as_dict())
     for name in synced:
         report_pending(merged, run_dir, name)
     merged.save(path)
 
-
-def _add(report: Report, data: dict[str, Any], skip_pending: list[str]) -> None:
-    """Adds the counts and renames of a saved report (`Report.as_dict()`)."""
-    for name, counter in data.get("counts", {}).items():
-        section, _, category = name.partition(".")
-        if category == "pending" and section in skip_pending:
-            continue
-        for reason, n in counter.items():
-            report.count(category, reason, n, section=section)
-    for section, renames in data.get("renamed", {}).items():
-        for old, new in renames.items():
-            report.rename(section, old, new)

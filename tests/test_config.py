@@ -126,7 +126,13 @@ def test_toml_yaml_and_dict_give_the_same_config(tmp_path, root):
         "root": root, "name": "cartpole_ppo", "task": None, "tracked": ["env_id", "lr"], "names": "both", "backup_code": [], "redact": [], "worker": None
     }
     assert from_dict["filters"] == as_dict(root)["filters"]
-    assert from_dict["backends"] == {"use": ["memory"]}
+    assert from_dict["backends"] == {"use": ["memory"], "delivery": "process"}
+
+
+def test_a_bad_delivery_mode_names_the_key_the_value_and_the_fix(root):
+    with pytest.raises(ConfigError) as caught:
+        load_config({"run": {"root": root}, "backends": {"use": ["local"], "delivery": "threads"}})
+    assert_says(str(caught.value), "backends.delivery = 'threads'", '"process"', '"thread"', 'e.g. delivery = "process"')
 
 
 def test_a_file_config_builds_its_filters_in_order(tmp_path, root):
@@ -150,7 +156,7 @@ def test_defaults_are_the_local_backend_under_runs():
     assert config == {
         "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None},
         "filters": [],
-        "backends": {"use": ["local"]},
+        "backends": {"use": ["local"], "delivery": "process"},
     }
     assert load_config() is not load_config() and load_config()["run"] is not config["run"]
 
@@ -185,7 +191,7 @@ def test_keyword_overrides_merge_tables_and_replace_lists(tmp_path, root):
     config = load_config(path, run={"name": "other", "tracked": ["gamma"]}, filters=[{"type": "keys", "drop": "time"}])
     assert config["run"] == {"root": root, "name": "other", "task": None, "tracked": ["gamma"], "names": "both", "backup_code": [], "redact": [], "worker": None}
     assert config["filters"] == [{"type": "keys", "drop": "time"}]
-    assert config["backends"] == {"use": ["memory"]}
+    assert config["backends"] == {"use": ["memory"], "delivery": "process"}
     logger = make_logger(path, run={"name": "other"}, backends={"use": ["memory", "console"]})
     try:
         assert logger.run_dir == tmp_path / "runs" / "other"
