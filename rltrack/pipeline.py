@@ -18,7 +18,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections import deque
+from collections import abc, deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,12 +164,7 @@ class Logger:
         Without a step the record takes the last steps given to this logger."""
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r} is not one of {', '.join(KINDS)}")
-        if step is None:
-            steps = {}
-        elif isinstance(step, Mapping):
-            steps = dict(step)
-        else:
-            steps = {DEFAULT_STEP_AXIS: step}
+        steps = {} if step is None else _as_steps(step)
         if self._accepting():
             self._queue.append(Event(time.time(), dict(data), kind, namespace, steps, run=self.name))
 
@@ -190,7 +185,7 @@ class Logger:
 
     def dump(self, step: int | Mapping[str, int] | None = None) -> None:
         """The store-then-log point: aggregating filters emit, tables are printed."""
-        steps = None if step is None else dict(step) if isinstance(step, Mapping) else {DEFAULT_STEP_AXIS: step}
+        steps = None if step is None else _as_steps(step)
         if self._accepting():
             self._queue.append(_Dump(steps))
 
@@ -450,6 +445,17 @@ class Logger:
         if who not in self._reported:
             self._reported.add(who)
             print(f"rltrack: {reason} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
+
+
+def _as_steps(step: int | Mapping[str, int]) -> dict[str, Any]:
+    """A `step` argument as a dict of axes (an int is axis "step"). The exact
+    types are tested first: an isinstance check against the Mapping ABC costs
+    more than the rest of a `write`."""
+    if type(step) is int:
+        return {DEFAULT_STEP_AXIS: step}
+    if type(step) is dict or isinstance(step, abc.Mapping):
+        return dict(step)
+    return {DEFAULT_STEP_AXIS: step}
 
 
 def exit_status(exc: BaseException | None) -> str:
