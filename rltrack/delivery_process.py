@@ -17,9 +17,10 @@ answers with its report (counts and renames, merged into the run's
 report.json) and the trackers not caught up, with their last errors. If the
 training process dies without closing, the child's stdin ends: it stops at
 once, as the delivery threads of a crashed process would, and `rltrack sync`
-delivers the rest. The child runs in a session of its own, so a terminal's
-Ctrl-C (sent to the whole foreground process group) reaches only the training
-process, which closes the run as `killed` and has the child deliver it.
+delivers the rest. The child runs at a lower priority (`NICENESS`), and in a
+session of its own, so a terminal's Ctrl-C (sent to the whole foreground
+process group) reaches only the training process, which closes the run as
+`killed` and has the child deliver it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from typing import Any, Mapping
 
 import rltrack
 
+#: The child's niceness, added to the training process's: delivery is background
+#: work (its backlog waits on disk), so a busy machine gives the CPU to training
+#: first. wandb-core, started by the W&B client in the child, inherits it.
+NICENESS = 10
 #: Seconds the training process waits beyond the delivery timeout for the
 #: child to answer (ending tracker runs, printing its report) before killing it.
 ANSWER_GRACE = 10.0
@@ -86,6 +91,7 @@ class DeliveryProcess:
 
 def main() -> None:
     """The child: deliver the journal to each tracker until told the run ended."""
+    os.nice(NICENESS)
     answer = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # the trackers' own prints (and their subprocesses') go to stderr, never into the answer
     sys.stdout = sys.stderr
