@@ -172,7 +172,7 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     if not isinstance(backends, dict):
         raise ConfigError(f"{where}: backends must be a table with a 'use' list, got {backends!r}")
     _check_keys(backends, ("use", "delivery", *BACKEND_TYPES), where, "backends.")
-    if backends.get("delivery", "process") not in DELIVERY_MODES:
+    if backends["delivery"] not in DELIVERY_MODES:
         raise ConfigError(
             f'{where}: backends.delivery = {backends["delivery"]!r} is not allowed; use "process" (trackers fed by a '
             'child process, the default) or "thread" (by threads of the training process), e.g. delivery = "process"'
@@ -278,7 +278,7 @@ def make_logger(
     # password the client needs); everything that writes the config gets it redacted
     return Logger(
         run_dir, redactor.mapping(cfg), chain, backends, report, run["tracked"], redactor, resumed=resume is not None,
-        tracker_settings=trackers if cfg["backends"].get("delivery", "process") == "process" else None,
+        tracker_settings=trackers if cfg["backends"]["delivery"] == "process" else None,
     )  # fmt: skip
 
 

@@ -214,12 +214,16 @@ class DeliveryWorker:
             self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
 
 
+def time_left(deadline: float | None) -> float | None:
+    """Seconds until `deadline` (a `time.monotonic()` time), never below 0; None: no limit."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
 def finish_all(workers: list[DeliveryWorker], status: str, deadline: float | None) -> dict[str, str | None]:
-    """Finishes each worker by `deadline` (time.monotonic; None: no limit);
-    returns the trackers not caught up, each with its last error."""
+    """Finishes each worker by `deadline` (see `time_left`); returns the
+    trackers not caught up, each with its last error."""
     pending = {}
     for worker in workers:
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        if not worker.finish(status, left):
+        if not worker.finish(status, time_left(deadline)):
             pending[worker.backend.name] = worker.last_error
     return pending

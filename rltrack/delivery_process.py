@@ -34,6 +34,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import rltrack
+from rltrack.backends.base import RunContext
+from rltrack.delivery import DeliveryWorker, finish_all, time_left
+from rltrack.report import Report
 
 #: The child's niceness, added to the training process's: delivery is background
 #: work (its backlog waits on disk), so a busy machine gives the CPU to training
@@ -58,11 +61,12 @@ class DeliveryProcess:
         )  # fmt: skip
         self._send(spec)
 
-    def finish(self, status: str, timeout: float | None) -> tuple[dict[str, Any], dict[str, str | None]]:
-        """Tells the child the run ended with `status`; waits for its answer at
-        most `timeout` seconds (plus a grace to end the tracker runs), then
-        kills it. Returns the child's report and the trackers not caught up,
-        each with its last error."""
+    def finish(self, status: str, deadline: float | None) -> tuple[dict[str, Any], dict[str, str | None]]:
+        """Tells the child the run ended with `status`; waits for its answer
+        until `deadline` (see `time_left`; plus a grace to end the tracker
+        runs), then kills it. Returns the child's report and the trackers not
+        caught up, each with its last error."""
+        timeout = time_left(deadline)
         everything_pending: dict[str, str | None] = dict.fromkeys(self.names, "the delivery process did not answer")
         if not self._send({"status": status, "timeout": timeout}):
             return {}, dict.fromkeys(self.names, f"the delivery process ended early (exit code {self._child.poll()})")
@@ -95,10 +99,8 @@ def main() -> None:
     answer = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # the trackers' own prints (and their subprocesses') go to stderr, never into the answer
     sys.stdout = sys.stderr
-    from rltrack.backends.base import RunContext
+    # here, not at the top: config imports the pipeline, which imports this module
     from rltrack.config import build_backend
-    from rltrack.delivery import DeliveryWorker, finish_all
-    from rltrack.report import Report
 
     spec = json.loads(sys.stdin.readline())
     run_dir = Path(spec["run_dir"])

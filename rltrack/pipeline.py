@@ -287,8 +287,7 @@ class Logger:
         complete = not self._thread.is_alive()
         pending = finish_all(self._deliveries, status, deadline)
         if self._delivery_process is not None:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            report, behind = self._delivery_process.finish(status, left)
+            report, behind = self._delivery_process.finish(status, deadline)
             self.report.add(report)
             pending.update(behind)
         for name, last_error in pending.items():
