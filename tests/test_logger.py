@@ -197,22 +197,27 @@ def test_journal_reaches_disk_within_a_second_without_flush(tmp_path: Path) -> N
 
 def test_journal_keeps_growing_while_writes_outpace_the_pipeline(tmp_path: Path) -> None:
     """A producer faster than the pipeline must not have everything held in
-    memory until it pauses: the journal grows during the burst."""
+    memory until it pauses: the journal grows during the burst, while the queue
+    still holds a backlog. No time bound: how soon the first bytes come depends
+    on the machine's load, not on the design."""
     logger = make(tmp_path, backends=("memory",))
     path = logger.run_dir / "journal.jsonl"
-    sizes = []
+    grew_while_behind = False
+    longest_queue = 0
     start = time.monotonic()
     i = 0
     try:
-        while time.monotonic() - start < 1.2:
+        while not grew_while_behind and i < 500_000 and time.monotonic() - start < 10:
             for _ in range(1000):
                 logger.write({"x": float(i)}, step=i)
                 i += 1
-            sizes.append((time.monotonic() - start, path.stat().st_size, len(logger._queue)))
+            queued = len(logger._queue)
+            longest_queue = max(longest_queue, queued)
+            grew_while_behind = queued > 1000 and path.stat().st_size > 0
     finally:
         logger.close()
-    assert sizes[-1][2] > 1000, "the producer did not outpace the pipeline; the test proves nothing"
-    assert any(size > 0 for t, size, _ in sizes if t < 1.0)
+    assert longest_queue > 1000, "the producer did not outpace the pipeline; the test proves nothing"
+    assert grew_while_behind, f"the journal stayed empty during the whole burst of {i} records"
     assert [e.data["x"] for e in journal(logger)] == [float(n) for n in range(i)]
 
 
