@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from PIL import Image
 import rltrack
 import wandb_reader
 from rltrack.backends.base import RunContext
-from rltrack.backends.wandb import WandbBackend, _HistoryFile
+from rltrack.backends.wandb import WandbBackend, _HistoryFile, _rows_in_files
 from rltrack.delivery import DeliveryWorker
 from rltrack.events import Event
 from rltrack.journal import JournalWriter
@@ -244,18 +246,23 @@ def test_a_saved_run_whose_init_failed_waits_for_sync_instead_of_retrying_a_rese
         assert time.monotonic() - start < 0.5
 
 
-def test_the_wandb_file_is_counted_as_it_grows(tmp_path):
-    """`durable_position` reads W&B's file while wandb-core appends to it: a
-    copy grown in uneven pieces (records and 32 KiB blocks cut anywhere) is
-    never counted past what is whole, and ends at what W&B's reader finds."""
-    logger = make(tmp_path, "grows")
+@pytest.fixture(scope="module")
+def wandb_file(tmp_path_factory) -> tuple[bytes, int]:
+    """A real `.wandb` file of 2,000 rows of 10 scalars, and its row count by W&B's reader."""
+    logger = make(tmp_path_factory.mktemp("wandb_file"), "grows")
     for i in range(2000):
         logger.write({f"k{j}": i + j / 10 for j in range(10)}, step=i)
     assert logger.close(timeout=120)
     (source,) = wandb_reader.run_files(logger.run_dir)
-    data = source.read_bytes()
+    return source.read_bytes(), len(wandb_reader.history(source))
+
+
+def test_the_wandb_file_is_counted_as_it_grows(tmp_path, wandb_file):
+    """`durable_position` reads W&B's file while wandb-core appends to it: a
+    copy grown in uneven pieces (records and 32 KiB blocks cut anywhere) is
+    never counted past what is whole, and ends at what W&B's reader finds."""
+    data, total = wandb_file
     assert len(data) > 3 * _HistoryFile.BLOCK
-    total = len(wandb_reader.history(source))
     growing = tmp_path / "copy.wandb"
     counter = _HistoryFile(growing)
     assert counter.count() == 0  # no file yet
@@ -271,3 +278,24 @@ def test_the_wandb_file_is_counted_as_it_grows(tmp_path):
             assert counts[-1] <= total
     assert counts == sorted(counts) and counts[-1] == total == 2000
     assert len(set(counts)) > 20  # counted along the way, not only at the end
+
+
+def test_earlier_files_are_counted_once_their_writer_lets_go(tmp_path, wandb_file):
+    """After a crash, the dead run's wandb-core goes on appending what it had
+    received for a second or two, and `rltrack sync` may start meanwhile:
+    counting the earlier file then would log those rows a second time. A
+    process stands in for that wandb-core (a real one cannot be held at that
+    point): it holds the file open, half written, and writes the rest later."""
+    data, total = wandb_file
+    source, path = tmp_path / "source.wandb", tmp_path / "run.wandb"
+    source.write_bytes(data)
+    path.write_bytes(data[: len(data) // 2])
+    script = "import sys, time; f = open(sys.argv[1], 'ab'); print('open', flush=True); time.sleep(1.5); f.write(open(sys.argv[2], 'rb').read()[int(sys.argv[3]):]); f.close()"
+    writer = subprocess.Popen([sys.executable, "-c", script, str(path), str(source), str(len(data) // 2)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline() == "open\n"
+        assert _HistoryFile(path).count() < total  # what counting at once would find
+        assert _rows_in_files([path]) == total
+    finally:
+        writer.wait(30)
+    assert writer.returncode == 0

@@ -56,6 +56,7 @@ import math
 import os
 import re
 import struct
+import time
 import uuid
 import zlib
 from pathlib import Path
@@ -71,6 +72,13 @@ MODES = ("offline", "online", "disabled", "shared")
 #: `finish(exit_code=...)` per final status; "killed" and anything else get 255.
 EXIT_CODES = {"finished": 0, "failed": 1}
 KILLED_EXIT_CODE = 255
+#: Before counting the rows of a W&B run's earlier files, how long to wait for
+#: whoever still writes them: the wandb-core of a process that crashed or just
+#: finished goes on appending what it had received for a while.
+WRITER_WAIT = 60.0
+#: Where open files cannot be listed (no /proc), a file is taken as still
+#: written until it has not changed for this long.
+QUIET = 2.0
 _ARTIFACT_NAME = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 
@@ -340,7 +348,30 @@ class WandbBackend(RemoteBackend):
 
 
 def _rows_in_files(paths: list[Path]) -> int:
+    """The rows a W&B run's earlier files hold, once their writers are done
+    (counting earlier would log again the rows still on their way in)."""
+    deadline = time.monotonic() + WRITER_WAIT
+    while paths and _being_written(paths) and time.monotonic() < deadline:
+        time.sleep(0.1)
     return sum(_HistoryFile(path).count() for path in paths)
+
+
+def _being_written(paths: list[Path]) -> bool:
+    """Whether another process holds one of `paths` open (Linux's /proc), or
+    where that cannot be seen, whether one changed in the last `QUIET` seconds."""
+    targets = {str(path.resolve()) for path in paths}
+    proc = Path("/proc")
+    if not (proc / "self" / "fd").is_dir():
+        return any(time.time() - path.stat().st_mtime < QUIET for path in paths if path.is_file())
+    for pid in os.listdir(proc):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            if any(os.readlink(fd.path) in targets for fd in os.scandir(proc / pid / "fd")):
+                return True
+        except OSError:  # gone meanwhile, or another user's process (wandb-core runs as the user who ran training)
+            continue
+    return False
 
 
 class _HistoryFile:
