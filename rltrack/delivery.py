@@ -12,6 +12,7 @@ writer (`cursors/<backend>@<writer>.json`).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -32,6 +33,34 @@ POLL = 0.1
 #: took before leaving the rest behind the cursor (sent again, without
 #: doubles, by the next delivery).
 STORE_WAIT = 60.0
+#: How long a delivery waits for another process delivering the same journal
+#: to the same tracker (the child of a run that just crashed, finishing what it
+#: had received) before giving up: two deliveries on one cursor send twice.
+LOCK_WAIT = 60.0
+
+
+class DeliveryBusy(Exception):
+    """Another process delivers this journal to this tracker."""
+
+
+def _lock_cursor(path: Path) -> int:
+    """Holds `<cursor>.lock` (an exclusive `flock`, released by the kernel
+    when the process ends, however it ends); returns its descriptor."""
+    path.parent.mkdir(exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                raise DeliveryBusy(
+                    f"another process has been delivering to this tracker for over {LOCK_WAIT:.0f} s (it holds {path}); "
+                    "wait for it to end, or end it, then try again"
+                ) from None
+            time.sleep(POLL)
 
 
 class Cursor:
@@ -101,7 +130,10 @@ class DeliveryWorker:
         self.close_at_end = close_at_end  # False: more journals follow into the same tracker run
         self.run_dir = run_dir
         self.journal = journal_path(run_dir, writer)
-        self.cursor = Cursor(run_dir, backend.name, writer)
+        cursor = Cursor(run_dir, backend.name, writer)
+        self._lock: int | None = _lock_cursor(cursor.path.with_suffix(".lock"))
+        self._unlocking = threading.Lock()
+        self.cursor = Cursor(run_dir, backend.name, writer)  # read again: the process that held the lock may have moved it
         self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0
@@ -125,6 +157,7 @@ class DeliveryWorker:
         self._thread.join(timeout)
         if self._thread.is_alive():
             self._stop.set()
+            self._unlock()  # given up: the next delivery (`rltrack sync`) may start at once
             return False
         return self.caught_up()
 
@@ -138,6 +171,18 @@ class DeliveryWorker:
         self._loop()
 
     def _loop(self) -> None:
+        try:
+            self._deliver_all()
+        finally:
+            self._unlock()
+
+    def _unlock(self) -> None:
+        with self._unlocking:
+            if self._lock is not None:
+                os.close(self._lock)
+                self._lock = None
+
+    def _deliver_all(self) -> None:
         self._start()
         backoff = BACKOFF_START
         while not self._stop.is_set():

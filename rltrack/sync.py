@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_class
 from rltrack.config import build_backend, load_config
-from rltrack.delivery import DeliveryWorker, report_pending
+from rltrack.delivery import DeliveryBusy, DeliveryWorker, report_pending
 from rltrack.journal import JOURNAL_NAME, end_torn_tail, journal_files
 from rltrack.report import Report
 
@@ -86,7 +86,10 @@ def _deliver(backend: RemoteBackend, run_dir: Path, writer: str | None, last: bo
     """Runs the backend's delivery worker to the end of `writer`'s journal on
     a thread of its own, drawing a progress bar meanwhile; the tracker's run
     ends after the `last` journal."""
-    worker = DeliveryWorker(backend, run_dir, writer, close_at_end=last)
+    try:
+        worker = DeliveryWorker(backend, run_dir, writer, close_at_end=last)
+    except DeliveryBusy as exc:
+        raise SyncError(f"{backend.name}: {exc}") from None
     total = worker.journal.stat().st_size
     if worker.cursor.offset >= total:
         print(

@@ -9,13 +9,18 @@ against their own stores in their own test modules.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 
+import pytest
+
+import rltrack.delivery
 from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend
 from rltrack.config import load_config
-from rltrack.delivery import Cursor, DeliveryWorker
+from rltrack.delivery import Cursor, DeliveryBusy, DeliveryWorker
 from rltrack.events import Event
 from rltrack.filters import FilterChain
 from rltrack.pipeline import Logger
@@ -192,3 +197,35 @@ def test_the_cursor_advances_only_over_what_the_tracker_has_stored(tmp_path):
     assert second.continued_from == [7]
     assert second.rows == list(range(20))  # each row once: 7 and 8 skipped, 9..19 sent again
     assert Cursor(run_dir, "listtracker").delivered == 20 and second.status == "failed"
+
+
+HOLDER = (
+    "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); "
+    "print('held', flush=True); time.sleep(float(sys.argv[2]))"
+)
+
+
+def test_a_delivery_waits_for_another_process_delivering_the_same_cursor(tmp_path, monkeypatch):
+    """A crashed run's delivery child may still be finishing when `rltrack sync`
+    starts: the second delivery waits until the first process is gone (its
+    lock ends with it), and gives up with a clear error if it never goes."""
+    run_dir = create_run_dir(tmp_path, "busy")
+    tracker = ListTracker()
+    tracker.open(RunContext(run_dir, "busy", {}, Report()))
+    lock = Cursor(run_dir, "listtracker").path.with_suffix(".lock")
+    lock.parent.mkdir(exist_ok=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "1.5"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    start = time.monotonic()
+    DeliveryWorker(tracker, run_dir).run_until_caught_up("finished")
+    assert time.monotonic() - start > 1.0  # it waited for the holder to end
+    assert holder.wait(10) == 0
+    monkeypatch.setattr(rltrack.delivery, "LOCK_WAIT", 0.3)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "30"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(DeliveryBusy, match="another process has been delivering to this tracker"):
+            DeliveryWorker(tracker, run_dir)
+    finally:
+        holder.kill()
+        holder.wait()
