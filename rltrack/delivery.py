@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -120,6 +121,17 @@ def report_pending(report: Report, run_dir: Path, backend: str) -> int:
     if pending:
         report.count("pending", f"{pending} journal bytes not delivered", section=backend)
     return pending
+
+
+def say_pending(report: Report, run_dir: Path, backend: str, last_error: str | None) -> None:
+    """Counts what `backend` has not received, and tells the user how to deliver it."""
+    pending = report_pending(report, run_dir, backend)
+    print(
+        f"rltrack: {backend} has not received everything ({pending} journal bytes pending"
+        f"{', last error: ' + last_error if last_error else ''}); "
+        f"deliver it with: rltrack sync {run_dir} --to {backend}",
+        file=sys.stderr,
+    )
 
 
 class DeliveryWorker:

@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.backends.remote import RemoteBackend
-from rltrack.delivery import DeliveryWorker, finish_all, report_pending
-from rltrack.delivery_process import DeliveryProcess
+from rltrack.delivery import DeliveryWorker, finish_all, say_pending
+from rltrack.delivery_process import DeliveryProcess, pack_event
 from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JournalWriter, journal_path
@@ -107,10 +107,16 @@ class Logger:
         *,
         resumed: bool = False,
         tracker_settings: Mapping[str, Mapping[str, Any]] | None = None,
+        run_files: bool = True,
     ) -> None:
         """`tracker_settings` (the remote backends' settings by name) has the
         trackers fed by a child process (see rltrack.delivery_process)
-        instead of threads of this one."""
+        instead of threads of this one; unless a backend's output must stay in
+        this process (`in_training_process`), that child runs the filters,
+        the journal and the local files as well, and this process's pipeline
+        thread only prepares records (steps, normalise, redact) and sends them.
+        `run_files=False` (that child's own logger) leaves meta.json and the
+        config files to the training process."""
         self.run_dir = run_dir
         self.name = run_dir.name
         self.config = config
@@ -121,7 +127,10 @@ class Logger:
         self._worker: str | None = config.get("run", {}).get("worker")
         local = [b for b in backends if isinstance(b, Backend)]
         remote = [b for b in backends if isinstance(b, RemoteBackend)]
-        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends], self._redactor, resumed), *local]
+        self._in_child = bool(remote and tracker_settings) and not any(b.in_training_process for b in local)
+        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends], self._redactor, resumed)] if run_files else []
+        if not self._in_child:
+            self._sinks += local
         self._queue: deque[Any] = deque()
         self._backlog: list[Event] = []  # journaled, not yet given to the local backends
         self._wake = threading.Event()
@@ -135,14 +144,17 @@ class Logger:
         context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report, worker=self._worker)
         for sink in [*self._sinks, *remote]:
             sink.open(context)
-        self._journal = JournalWriter(journal_path(run_dir, self._worker))
-        self._thread = threading.Thread(target=self._loop, name=f"rltrack-{self.name}", daemon=True)
-        self._thread.start()
         self._deliveries: list[DeliveryWorker] = []
         self._delivery_process: DeliveryProcess | None = None
         if remote and tracker_settings:
-            self._delivery_process = DeliveryProcess(run_dir, self._worker, self.name, config, tracker_settings)
-        else:
+            self._delivery_process = DeliveryProcess(
+                run_dir, self._worker, self.name, config, tracker_settings, pipeline=self._in_child, resumed=resumed
+            )
+        if not self._in_child:
+            self._journal = JournalWriter(journal_path(run_dir, self._worker))
+        self._thread = threading.Thread(target=self._send_loop if self._in_child else self._loop, name=f"rltrack-{self.name}", daemon=True)
+        self._thread.start()
+        if self._delivery_process is None:
             self._deliveries = [DeliveryWorker(backend, run_dir, self._worker) for backend in remote]
         for worker in self._deliveries:
             worker.start()
@@ -239,8 +251,14 @@ class Logger:
             self._best_metric = metric
         relative = path.relative_to(self.run_dir).as_posix()
         data = {"path": relative, "iteration": iteration, "metric": metric, "best": best}
-        self._queue.append(_Record(Event(time.time(), data, "artifact", "ckpt", {"iteration": iteration}, run=self.name)))
+        self.emit_complete(Event(time.time(), data, "artifact", "ckpt", {"iteration": iteration}, run=self.name))
         return relative
+
+    def emit_complete(self, event: Event) -> None:
+        """Hand over an event that is already complete (steps set, values
+        clean, such as a checkpoint's): it skips step filling and filters."""
+        if self._accepting():
+            self._queue.append(_Record(event))
 
     def set_run_info(self, info: Mapping[str, Any]) -> None:
         """Adds framework bookkeeping (trial id, hostname, ...) to meta.json's
@@ -287,27 +305,21 @@ class Logger:
         complete = not self._thread.is_alive()
         pending = finish_all(self._deliveries, status, deadline)
         if self._delivery_process is not None:
-            report, behind = self._delivery_process.finish(status, deadline)
+            report, delivered, behind = self._delivery_process.finish(status, deadline)
             self.report.add(report)
             pending.update(behind)
+            complete = complete and delivered
+        if self._in_child:  # meta.json says how the run ended once the child has ended it
+            self._each_sink("close", lambda sink: sink.close(status))
         for name, last_error in pending.items():
             complete = False
-            self._report_pending(name, last_error)
+            say_pending(self.report, self.run_dir, name, last_error)
         try:
             self.report.save(self.run_dir / "report.json")
         except OSError as exc:  # a full disk or a vanished run directory must not raise into the training script
             print(f"rltrack: could not save {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
             return False
         return complete
-
-    def _report_pending(self, name: str, last_error: str | None) -> None:
-        pending = report_pending(self.report, self.run_dir, name)
-        print(
-            f"rltrack: {name} has not received everything ({pending} journal bytes pending"
-            f"{', last error: ' + last_error if last_error else ''}); "
-            f"deliver it with: rltrack sync {self.run_dir} --to {name}",
-            file=sys.stderr,
-        )
 
     def __enter__(self) -> Logger:
         return self
@@ -351,7 +363,74 @@ class Logger:
                 self._wake.wait(IDLE_WAIT)
                 self._wake.clear()
 
-    def _process(self, event: Event) -> list[Event]:
+    def _send_loop(self) -> None:
+        """The pipeline thread when the delivery child runs the pipeline: each
+        record prepared here (steps, normalise, redact: its values are then
+        plain and picklable) and sent in batches, in order with the control
+        calls; meta.json's parts (hyperparameters, run info) stay here."""
+        assert self._delivery_process is not None
+        while True:
+            entries: list[tuple[str, Any]] = []
+            prepared: list[Event] = []
+            while self._queue and len(entries) < MAX_BATCH:
+                item = self._queue.popleft()
+                if isinstance(item, Event):
+                    events = self._safely("pipeline", "process", lambda: self._prepare(item), [])
+                elif isinstance(item, _Deferred):
+                    built = self._safely("pipeline", "deferred", lambda: list(item.build()), [])
+                    events = [clean for event in built for clean in self._safely("pipeline", "process", lambda: self._prepare(event), [])]
+                else:
+                    events = []
+                    entries.append(self._control_entry(item))
+                    if isinstance(item, _Close):
+                        break
+                prepared += events
+                entries += [("event", pack_event(event)) for event in events]
+            hparams = [event for event in prepared if event.kind == "hparams"]
+            if hparams:
+                self._each_sink("write", lambda sink: sink.write(hparams))
+            self._send(entries)
+            if entries and entries[-1][0] == "close":
+                return
+            if not self._queue:
+                self._wake.wait(IDLE_WAIT)
+                self._wake.clear()
+
+    def _control_entry(self, item: Any) -> tuple[str, Any]:
+        if isinstance(item, _Dump):
+            return ("dump", self._dump_steps(item))
+        if isinstance(item, _Record):
+            return ("record", pack_event(item.event))
+        if isinstance(item, _Barrier):
+            assert self._delivery_process is not None
+            return self._delivery_process.flush_entry(item.done)
+        if isinstance(item, _RunInfo):
+            info = self._redactor.mapping(item.info)
+            self._each_sink("info", lambda sink: sink.set_run_info(info))
+            return ("info", None)
+        return ("close", None)
+
+    def _send(self, entries: list[tuple[str, Any]]) -> None:
+        """`entries` to the delivery child; one that cannot be pickled (an
+        image or video value of no plain type) is dropped and counted."""
+        entries = [entry for entry in entries if entry[0] not in ("info", "close")]
+        if not entries:
+            return
+        assert self._delivery_process is not None
+        try:
+            sent = self._delivery_process.send(("batch", entries))
+        except Exception:
+            sent = True
+            for entry in entries:
+                try:
+                    sent = self._delivery_process.send(("batch", [entry])) and sent
+                except Exception as exc:
+                    self.report.count("dropped", f"{entry[1][2]} event: cannot be sent to the delivery process ({type(exc).__name__})")
+        if not sent:
+            self._failed("pipeline", "send", OSError(f"the delivery process has ended; {len(entries)} records and calls were lost"))
+
+    def _prepare(self, event: Event) -> list[Event]:
+        """Steps filled in, values normalised, text and hyperparameters redacted."""
         if event.steps:
             event.steps = self._clean_steps(event.steps)
             self._last_steps = event.steps
@@ -361,12 +440,14 @@ class Logger:
             count = self._namespace_counts.get(event.namespace, 0)
             self._namespace_counts[event.namespace] = count + 1
             event.steps = {DEFAULT_STEP_AXIS: count}
-        out = []
-        for clean in normalize(event, self.report):
+        events = normalize(event, self.report)
+        for clean in events:
             if clean.kind in REDACTED_KINDS:
                 clean.data = self._redactor.mapping(clean.data)
-            out.extend(self._chain.process(clean))
-        return out
+        return events
+
+    def _process(self, event: Event) -> list[Event]:
+        return [out for clean in self._prepare(event) for out in self._chain.process(clean)]
 
     def _clean_steps(self, steps: dict[str, Any]) -> dict[str, int]:
         clean = {}
@@ -377,11 +458,15 @@ class Logger:
                 self.report.count("dropped", f"step axis {axis!r}: {value!r} is not an integer")
         return clean
 
+    def _dump_steps(self, item: _Dump) -> dict[str, int] | None:
+        if not item.steps:
+            return None
+        self._last_steps = self._clean_steps(item.steps)
+        return self._last_steps
+
     def _control(self, item: Any) -> None:
         if isinstance(item, _Dump):
-            steps = None
-            if item.steps:
-                steps = self._last_steps = self._clean_steps(item.steps)
+            steps = self._dump_steps(item)
             self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(steps, time.time()), []))
             self._feed_sinks()
             self._each_sink("dump", lambda sink: sink.dump())

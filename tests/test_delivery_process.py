@@ -119,3 +119,56 @@ def test_both_delivery_modes_store_the_same(tmp_path, mode):
     assert done.returncode == 0, done.stderr
     assert result(done.stdout) == {"complete": True, "imported": [] if mode == "process" else ["mlflow", "sqlalchemy"]}
     assert mlflow_history(run_dir_of(done.stdout), "learner/x") == [(i, float(i)) for i in range(200)]
+
+
+PIPELINE = textwrap.dedent(
+    """
+    import json, sys
+    import rltrack
+
+    root = sys.argv[1]
+    logger = rltrack.make_logger({
+        "run": {"root": root, "name": "piped"},
+        "backends": {"use": ["local", "mlflow"]},
+        "filters": [{"type": "smoothing", "regex": "reward", "coeff": 0.5}],
+    })
+    print(f"RUN_DIR={logger.run_dir}", flush=True)
+    logger.log_hparams({"lr": 0.01})
+    for i in range(400):
+        logger.write({"reward": float(i % 2), "x": float(i)}, step=i, namespace="learner")
+    assert logger.flush(timeout=60)
+    journal = [json.loads(line) for line in open(logger.run_dir / "journal.jsonl")]
+    csv_lines = open(logger.run_dir / "progress.csv").read().splitlines()
+    logger.log_checkpoint(logger.run_dir / "total_config.py", iteration=7, metric=1.0)
+    complete = logger.close(timeout=120)
+    print("RESULT=" + json.dumps({"complete": complete, "journal": journal, "csv_rows": len(csv_lines) - 1}), flush=True)
+    """
+)
+
+
+def test_the_child_runs_the_filters_journal_and_local_files_and_flush_waits_for_it(tmp_path):
+    """With trackers and no in-process backend, the child runs the pipeline:
+    `flush` returns once the child's journal and files hold every record
+    written before it, filter outputs included; checkpoints, hyperparameters
+    (meta.json's tracked values stay with the training process) and the
+    run's end all arrive."""
+    done = run_child(PIPELINE, str(tmp_path / "runs"), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = result(done.stdout)
+    assert out["complete"] is True
+    scalars = [e for e in out["journal"] if e["kind"] == "scalars"]
+    assert [e["data"]["x"] for e in scalars] == [float(i) for i in range(400)]
+    smoothed, s, c = [], 0.0, 0.0
+    for i in range(400):  # the smoothing filter ran in the child (Acme's warm-up, see SmoothingFilter)
+        s, c = float(i % 2) * (1 - c) + s * c, 0.9 * c + 0.1 * 0.5
+        smoothed.append(s)
+    assert [e["data"]["reward"] for e in scalars] == [float(i % 2) for i in range(400)]
+    assert [e["data"]["reward_smoothed"] for e in scalars] == pytest.approx(smoothed)
+    assert out["csv_rows"] >= 399  # every step's row is written once the next step begins
+    run_dir = run_dir_of(done.stdout)
+    artifacts = [e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["kind"] == "artifact"]
+    assert [a["data"]["iteration"] for a in artifacts] == [7]
+    assert meta(run_dir)["status"] == "finished"
+    assert mlflow_history(run_dir, "learner/x") == [(i, float(i)) for i in range(400)]
+    client, run_id = mlflow_run(run_dir)
+    assert client.get_run(run_id).data.params["lr"] == "0.01"

@@ -33,6 +33,10 @@ class Backend:
     """Base class: subclasses override what they need. `name` is the config name."""
 
     name = ""
+    #: True for a backend whose output lives in the training process (memory,
+    #: the console): it keeps the pipeline there. Backends writing files can
+    #: run in the delivery child (see rltrack.delivery_process).
+    in_training_process = False
 
     def open(self, run: RunContext) -> None:
         self.run = run

@@ -13,6 +13,7 @@ from rltrack.events import NUMERIC_KINDS, Event
 
 class ConsoleBackend(Backend):
     name = "console"
+    in_training_process = True
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream

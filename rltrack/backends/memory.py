@@ -18,6 +18,7 @@ class MemoryBackend(Backend):
     The pipeline thread fills them: read them after `Logger.flush()` or `close()`."""
 
     name = "memory"
+    in_training_process = True
 
     def __init__(self) -> None:
         self.events: list[Event] = []
