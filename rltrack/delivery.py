@@ -64,12 +64,16 @@ def _lock_cursor(path: Path) -> int:
             time.sleep(POLL)
 
 
+def cursor_path(run_dir: Path, backend: str, writer: str | None = None) -> Path:
+    return run_dir / CURSOR_DIR / (f"{backend}.json" if writer is None else f"{backend}@{writer}.json")
+
+
 class Cursor:
     """How far into the journal one backend has delivered, and (for a tracker
     that counts, see `RemoteBackend.position`) where its run stood then."""
 
     def __init__(self, run_dir: Path, backend: str, writer: str | None = None) -> None:
-        self.path = run_dir / CURSOR_DIR / (f"{backend}.json" if writer is None else f"{backend}@{writer}.json")
+        self.path = cursor_path(run_dir, backend, writer)
         saved = json.loads(self.path.read_text()) if self.path.is_file() else {}
         self.offset: int = saved.get("offset", 0)
         self.delivered: int = saved.get("delivered", 0)
@@ -142,10 +146,9 @@ class DeliveryWorker:
         self.close_at_end = close_at_end  # False: more journals follow into the same tracker run
         self.run_dir = run_dir
         self.journal = journal_path(run_dir, writer)
-        cursor = Cursor(run_dir, backend.name, writer)
-        self._lock: int | None = _lock_cursor(cursor.path.with_suffix(".lock"))
+        self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.name, writer).with_suffix(".lock"))
         self._unlocking = threading.Lock()
-        self.cursor = Cursor(run_dir, backend.name, writer)  # read again: the process that held the lock may have moved it
+        self.cursor = Cursor(run_dir, backend.name, writer)  # read once locked: a process that held the lock may have moved it
         self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0

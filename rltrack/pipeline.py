@@ -335,12 +335,8 @@ class Logger:
             batch: list[Event] = []
             while self._queue and len(batch) < MAX_BATCH:
                 item = self._queue.popleft()
-                if isinstance(item, Event):
-                    batch.extend(self._safely("pipeline", "process", lambda: self._process(item), []))
-                    continue
-                if isinstance(item, _Deferred):
-                    for event in self._safely("pipeline", "deferred", lambda: list(item.build()), []):
-                        batch.extend(self._safely("pipeline", "process", lambda: self._process(event), []))
+                if isinstance(item, (Event, _Deferred)):
+                    batch.extend(self._events_of(item, self._process))
                     continue
                 self._deliver(batch)
                 self._feed_sinks()  # control items see every record written before them
@@ -369,51 +365,48 @@ class Logger:
         plain and picklable) and sent in batches, in order with the control
         calls; meta.json's parts (hyperparameters, run info) stay here."""
         assert self._delivery_process is not None
-        while True:
+        closing = False
+        while not closing:
             entries: list[tuple[str, Any]] = []
-            prepared: list[Event] = []
+            hparams: list[Event] = []
             while self._queue and len(entries) < MAX_BATCH:
                 item = self._queue.popleft()
-                if isinstance(item, Event):
-                    events = self._safely("pipeline", "process", lambda: self._prepare(item), [])
-                elif isinstance(item, _Deferred):
-                    built = self._safely("pipeline", "deferred", lambda: list(item.build()), [])
-                    events = [clean for event in built for clean in self._safely("pipeline", "process", lambda: self._prepare(event), [])]
+                if isinstance(item, _Close):
+                    closing = True
+                    break
+                if isinstance(item, _RunInfo):  # meta.json's, kept here
+                    info = self._redactor.mapping(item.info)
+                    self._each_sink("info", lambda sink: sink.set_run_info(info))
+                elif isinstance(item, (Event, _Deferred)):
+                    events = self._events_of(item, self._prepare)
+                    hparams += [event for event in events if event.kind == "hparams"]
+                    entries += [("event", pack_event(event)) for event in events]
                 else:
-                    events = []
                     entries.append(self._control_entry(item))
-                    if isinstance(item, _Close):
-                        break
-                prepared += events
-                entries += [("event", pack_event(event)) for event in events]
-            hparams = [event for event in prepared if event.kind == "hparams"]
-            if hparams:
+            if hparams:  # meta.json's tracked values, kept here
                 self._each_sink("write", lambda sink: sink.write(hparams))
             self._send(entries)
-            if entries and entries[-1][0] == "close":
-                return
-            if not self._queue:
+            if not closing and not self._queue:
                 self._wake.wait(IDLE_WAIT)
                 self._wake.clear()
 
-    def _control_entry(self, item: Any) -> tuple[str, Any]:
+    def _events_of(self, item: Event | _Deferred, handle: Callable[[Event], list[Event]]) -> list[Event]:
+        """`handle` (`_process` or `_prepare`) applied to a written event, or
+        to each event an adapter's deferred build returns; failures counted."""
+        built = [item] if isinstance(item, Event) else self._safely("pipeline", "deferred", lambda: list(item.build()), [])
+        return [out for event in built for out in self._safely("pipeline", "process", lambda: handle(event), [])]
+
+    def _control_entry(self, item: _Dump | _Record | _Barrier) -> tuple[str, Any]:
         if isinstance(item, _Dump):
             return ("dump", self._dump_steps(item))
         if isinstance(item, _Record):
             return ("record", pack_event(item.event))
-        if isinstance(item, _Barrier):
-            assert self._delivery_process is not None
-            return self._delivery_process.flush_entry(item.done)
-        if isinstance(item, _RunInfo):
-            info = self._redactor.mapping(item.info)
-            self._each_sink("info", lambda sink: sink.set_run_info(info))
-            return ("info", None)
-        return ("close", None)
+        assert self._delivery_process is not None
+        return self._delivery_process.flush_entry(item.done)
 
     def _send(self, entries: list[tuple[str, Any]]) -> None:
         """`entries` to the delivery child; one that cannot be pickled (an
         image or video value of no plain type) is dropped and counted."""
-        entries = [entry for entry in entries if entry[0] not in ("info", "close")]
         if not entries:
             return
         assert self._delivery_process is not None
