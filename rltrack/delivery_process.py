@@ -87,6 +87,7 @@ class DeliveryProcess:
         self._flush_count = 0
         self._answer: dict[str, Any] | None = None
         self._answered = threading.Event()
+        self._gone = False  # the child's answers have ended
         threading.Thread(target=self._read_answers, name="rltrack-delivery-answers", daemon=True).start()
         self.send(spec)
 
@@ -108,6 +109,8 @@ class DeliveryProcess:
         is in the journal and files; `done` is set then (or if the child ends)."""
         self._flush_count += 1
         self._flushes[self._flush_count] = done
+        if self._gone:  # no answer will come
+            done.set()
         return ("flush", self._flush_count)
 
     def finish(self, status: str, deadline: float | None) -> tuple[dict[str, Any], bool, dict[str, str | None]]:
@@ -141,6 +144,7 @@ class DeliveryProcess:
             else:
                 self._answer = answer
                 self._answered.set()
+        self._gone = True
         for done in list(self._flushes.values()):  # the child is gone: nobody waits for it
             done.set()
         self._answered.set()

@@ -172,3 +172,31 @@ def test_the_child_runs_the_filters_journal_and_local_files_and_flush_waits_for_
     assert mlflow_history(run_dir, "learner/x") == [(i, float(i)) for i in range(400)]
     client, run_id = mlflow_run(run_dir)
     assert client.get_run(run_id).data.params["lr"] == "0.01"
+
+
+def test_flush_returns_when_the_delivery_child_is_gone(tmp_path):
+    """A child that died (killed, out of memory) never answers a flush: a
+    flush asked for after that returns at once instead of waiting forever."""
+    script = textwrap.dedent(
+        """
+        import os, signal, sys, threading
+        import rltrack
+
+        logger = rltrack.make_logger({"run": {"root": sys.argv[1], "name": "orphan"}, "backends": {"use": ["local", "mlflow"]}})
+        logger.write({"x": 1.0}, step=0)
+        assert logger.flush(timeout=60)
+        child = logger._delivery_process._child
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        logger.write({"x": 2.0}, step=1)
+        done = []
+        waiter = threading.Thread(target=lambda: done.append(logger.flush()), daemon=True)
+        waiter.start()
+        waiter.join(30)
+        print("RESULT=" + __import__("json").dumps({"returned": done}), flush=True)
+        os._exit(0)
+        """
+    )
+    done = run_child(script, str(tmp_path / "runs"), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert result(done.stdout) == {"returned": [True]}
