@@ -208,7 +208,6 @@ class WandbBackend(RemoteBackend):
             disable_job_creation=True,
         )
         run_id = self._run_id()
-        earlier = self._files_of(run_id)
         try:
             run = wandb.init(
                 **{k: v for k, v in self.settings.items() if k != "name"},
@@ -223,8 +222,8 @@ class WandbBackend(RemoteBackend):
         except Exception:
             self._failed_id = run_id
             raise
-        if self.settings["mode"] == "offline":
-            self._rows = _rows_in_files(earlier)
+        if self.settings["mode"] == "offline":  # the saved run's earlier files, counted once (a new id has none)
+            self.position()
         else:
             self._rows = int(getattr(run, "starting_step", 0) or 0)
         self._rows_before_file = self._rows
