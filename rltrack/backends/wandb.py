@@ -208,6 +208,8 @@ class WandbBackend(RemoteBackend):
             disable_job_creation=True,
         )
         run_id = self._run_id()
+        if self.settings["mode"] == "offline":  # the saved run's earlier files (a new id has none), before this session's file exists
+            self.position()
         try:
             run = wandb.init(
                 **{k: v for k, v in self.settings.items() if k != "name"},
@@ -222,9 +224,7 @@ class WandbBackend(RemoteBackend):
         except Exception:
             self._failed_id = run_id
             raise
-        if self.settings["mode"] == "offline":  # the saved run's earlier files, counted once (a new id has none)
-            self.position()
-        else:
+        if self.settings["mode"] != "offline":
             self._rows = int(getattr(run, "starting_step", 0) or 0)
         self._rows_before_file = self._rows
         self._file = _HistoryFile(Path(run.settings.sync_file))
