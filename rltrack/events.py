@@ -8,11 +8,11 @@ change them only together with `SCHEMA_VERSION`.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
-from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, Mapping
+
+import orjson
 
 SCHEMA_VERSION = 1
 
@@ -95,17 +95,21 @@ class Event:
 
     def to_json(self) -> str:
         """One line of JSON. Non-finite floats are written as NaN/Infinity/-Infinity,
-        as Python's json module, pandas and JavaScript's JSON5 readers accept."""
-        if self.kind not in NUMERIC_KINDS or _encode_flat is None:
-            return _ENCODER.encode(self.to_dict())
-        # Every record is a scalars event: the same text, with the fields that
-        # repeat from record to record encoded once, the rest by json's C encoder.
-        head, after_time, after_steps, end = _fixed_parts(
-            self.schema, self.run, self.source, self.namespace, self.worker, self.kind, self.preaggregated
-        )
-        return "".join(
-            (head, *_encode_flat(self.time, 0), after_time, *_encode_flat(self.steps, 0), after_steps, *_encode_flat(self.data, 0), end)
-        )
+        as Python's json module, pandas and JavaScript's JSON5 readers accept.
+
+        orjson encodes the line (a float's repr costs ~1 µs on a Python built
+        without PGO, so json's encoder spent ~12 µs on a record of 10 floats);
+        json's encoder takes the lines orjson cannot write the same way: a None,
+        NaN or infinity (orjson writes all three as null), non-ASCII text, an
+        integer beyond 64 bits, a key that is not exactly a str."""
+        record = self.to_dict()
+        try:
+            line = orjson.dumps(record, default=_orjson_fallback)
+        except orjson.JSONEncodeError:
+            return _ENCODER.encode(record)
+        if b"null" in line or not line.isascii():
+            return _ENCODER.encode(record)
+        return line.decode()
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> Event:
@@ -143,32 +147,15 @@ def _json_fallback(value: Any) -> Any:
     return repr(value)
 
 
+def _orjson_fallback(value: Any) -> Any:
+    """orjson's `default`: what json's encoder writes for the types orjson does
+    not take (float and int subclasses, such as numpy's, as numbers; the rest as text)."""
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, int):
+        return int(value)
+    return repr(value)
+
+
 #: Built once: `json.dumps` with any option builds a new encoder per call.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=_json_fallback)
-
-#: json's C encoder with `_ENCODER`'s options, built once (`JSONEncoder.encode`
-#: builds one per call), without the circular-reference check: it is used for
-#: the flat dicts of numbers of scalars events only. None without the C module.
-_encode_flat = None if c_make_encoder is None else c_make_encoder(
-    None, _json_fallback, encode_basestring_ascii, None, ":", ",", False, False, True
-)
-
-#: The fields `to_json` encodes per event; the others repeat and are kept encoded.
-_VARYING = ("time", "steps", "data")
-
-
-@functools.lru_cache(maxsize=1024)
-def _fixed_parts(schema: int, run: str, source: str, namespace: str, worker: str, kind: str, preaggregated: bool) -> tuple[str, ...]:
-    """The JSON text of an event with these fields around its time, steps and
-    data (four pieces), cut from `to_dict`'s order and `_ENCODER`'s output."""
-    template = Event(0.0, {}, kind, namespace, {}, source, worker, run, preaggregated, schema).to_dict()
-    assert tuple(name for name in template if name in _VARYING) == _VARYING, "to_json fills time, steps, data in this order"
-    pieces, text = [], "{"
-    for index, (name, value) in enumerate(template.items()):
-        text += ("," if index else "") + _ENCODER.encode(name) + ":"
-        if name in _VARYING:
-            pieces.append(text)
-            text = ""
-        else:
-            text += _ENCODER.encode(value)
-    return (*pieces, text + "}")

@@ -117,12 +117,18 @@ def test_event_json_round_trip(time_, data, kind, namespace, steps, worker, prea
     schema=st.integers(0, SCHEMA_VERSION),
 )
 def test_scalars_lines_are_the_json_of_to_dict(time_, data, kind, fields, steps, preaggregated, schema):
-    """Scalars and timing events are encoded by a fast path (fixed fields kept
-    encoded, json's C encoder built once); the line is exactly what `json.dumps`
-    makes of `to_dict()` with the journal's options."""
+    """Lines are encoded by orjson where it writes what json would (see
+    `Event.to_json`), else by json: either way the line is one line of ASCII
+    and reads back as exactly what `json.dumps` makes of `to_dict()` with the
+    journal's options (numpy floats as numbers, NaN as NaN, keys in order)."""
     run, source, namespace, worker = fields
     event = Event(time_, data, kind, namespace, steps, source, worker, run, preaggregated, schema)
-    assert event.to_json() == json.dumps(event.to_dict(), separators=(",", ":"), default=repr)
+    line = event.to_json()
+    assert line.isascii() and "\n" not in line
+    expected = json.loads(json.dumps(event.to_dict(), separators=(",", ":"), default=repr))
+    back = json.loads(line)
+    assert list(back) == list(expected) and list(back["data"]) == list(expected["data"])
+    assert same(back, expected)
 
 
 def test_non_finite_floats_survive_the_journal():

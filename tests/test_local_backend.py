@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import ipaddress
 import json
 import math
@@ -89,17 +90,18 @@ def test_progress_csv_skips_none_and_keeps_float_precision(tmp_path: Path) -> No
 
 
 def test_progress_csv_rows_are_what_the_csv_module_writes(tmp_path: Path) -> None:
-    """Rows of numbers are joined without the csv module (a fast path); on
-    generated rows (ints, floats, nan, inf, None, missing and late columns,
-    strings and bools that need the csv module) the file is byte for byte
-    what `csv.writer` writes."""
+    """Rows of numbers are written without the csv module (orjson writes the
+    numbers); on generated rows (ints, floats, nan, inf, None, missing and late
+    columns, strings and bools that need the csv module) the file has the
+    lines and fields `csv.writer` writes, each number the same float (orjson
+    writes 1e-07 as 1e-7), and its rows of numbers reach the fast path."""
     import csv
     import random
 
     from rltrack.backends.csvfile import GrowingCsv
 
     rnd = random.Random(3)
-    pool = [None, 0, -7, 2**70, 0.1 + 0.2, -1e-300, 1e300, math.nan, math.inf, -math.inf, "a,b", 'q"', "", True]
+    pool = [None, 0, -7, 2**70, 0.1 + 0.2, -1e-300, 1e300, 1e-07, 1e22, math.nan, math.inf, -math.inf, "a,b", 'q"', "", True]
     rows = []
     for i in range(400):
         keys = rnd.sample(["time", "step", "a/x", "b/y", "c", "late"] if i > 200 else ["time", "step", "a/x", "b/y"], rnd.randint(1, 4))
@@ -114,7 +116,14 @@ def test_progress_csv_rows_are_what_the_csv_module_writes(tmp_path: Path) -> Non
         expected = csv.writer(f)
         expected.writerow(columns)
         expected.writerows([row.get(c) for c in columns] for row in rows)
-    assert (tmp_path / "progress.csv").read_bytes() == (tmp_path / "expected.csv").read_bytes()
+    written, expected_text = (tmp_path / "progress.csv").read_bytes(), (tmp_path / "expected.csv").read_bytes()
+    assert written.count(b"\r\n") == expected_text.count(b"\r\n")
+    assert b"1e-7" in written and b"1e-7" not in expected_text  # orjson wrote rows; csv.writer writes 1e-07
+    got, want = (list(csv.reader(io.StringIO(text.decode()))) for text in (written, expected_text))
+    assert [len(row) for row in got] == [len(row) for row in want]
+    for got_row, want_row in zip(got, want):
+        for cell, wanted in zip(got_row, want_row):
+            assert cell == wanted or float(cell) == float(wanted), (cell, wanted)
     lone = GrowingCsv(tmp_path / "lone.csv")
     lone.write_row({"x": None})  # a row of one empty field: csv writes it quoted, not as an empty line
     lone.close()

@@ -112,7 +112,7 @@ class LocalBackend(Backend):
         self._text_log(namespace).write(f"{pending.heading()}\n{table}\n")
 
     def _write_row(self, pending: Pending) -> None:
-        self._csv.write_row({"time": round(pending.time, 6), **pending.steps, **pending.values})
+        self._csv.write_row({"time": pending.time, **pending.steps, **pending.values})
 
     def _text_log(self, namespace: str) -> IO[str]:
         """`log/<ns>/<ns>_logger.txt` (`<ns>_<worker>_logger.txt` when several

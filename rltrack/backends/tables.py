@@ -15,7 +15,7 @@ a table per record was a third of the pipeline thread's time in a tight loop.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Sequence
 
 #: At most one table per namespace per this many seconds when `dump` is never called.
 TABLE_SECONDS = 1.0
@@ -92,19 +92,20 @@ class LatestValues:
         self.pending: dict[str, Pending] = {}
         self.min_seconds = min_seconds
 
-    def add(self, namespace: str, when: float, steps: dict[str, int], data: dict[str, Any]) -> list[tuple[str, Pending]]:
+    def add(self, namespace: str, when: float, steps: dict[str, int], data: dict[str, Any]) -> Sequence[tuple[str, Pending]]:
         """A record's values (`data`) at time `when` and `steps` (an `Event`'s
         fields, passed apart so that callers need not build an `Event`)."""
-        due = []
+        due: Sequence[tuple[str, Pending]] = ()  # most records: no table due, no list built
         current = self.pending.get(namespace)
         if current is not None:
             new_step = current.other_step(steps)
             if new_step or not current.values.keys().isdisjoint(data):
                 if when - current.opened >= self.min_seconds:
-                    due.append((namespace, current))
+                    due = [(namespace, current)]
                     current = None
                 elif new_step:  # throttled: the newer step replaces the older one instead of mixing with it
-                    current = self.pending[namespace] = Pending(current.opened)
+                    current.values.clear()
+                    current.steps.clear()
         if current is None:
             current = self.pending[namespace] = Pending(when)
         current.values.update(data)

@@ -106,14 +106,6 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _EVENT_HEAD = struct.Struct("<BdB")
 
 
-def _event(wall_time: float, step: int, fields: bytes) -> bytes:
-    """An `Event`: its wall_time and step, then `fields`, the rest of it
-    already encoded (a file_version, or a summary as `_summary_field` frames it)."""
-    if not _INT64_MIN <= step <= _INT64_MAX:  # Event.step is an int64: a larger varint corrupts the file for readers
-        step = min(max(step, _INT64_MIN), _INT64_MAX)
-    return b"".join((_EVENT_HEAD.pack(0x09, wall_time, 0x10), _varint(step), fields))
-
-
 def _summary_field(summary: bytes) -> bytes:
     """`Event.summary` (field 5) holding these encoded `Summary.Value`s."""
     return _field_bytes(5, summary)
@@ -212,7 +204,7 @@ class EventFileWriter:
         self._layouts: dict[tuple[str, tuple[str, ...]], _ScalarLayout] = {}
         logdir.mkdir(parents=True, exist_ok=True)
         self._file: IO[bytes] = self._create(logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}")
-        self._record(_event(time.time(), 0, _field_bytes(3, b"brain.Event:2")))  # file_version
+        self._record(time.time(), 0, _field_bytes(3, b"brain.Event:2"))  # file_version
 
     def _create(self, path: Path) -> IO[bytes]:
         """A new file, never an existing one: two writers started in the same
@@ -250,7 +242,7 @@ class EventFileWriter:
             values = {key: _float32(value) for key, value in values.items() if value is not None}
             summary = self._layout(prefix, tuple(values)).pack(values.values())
         if values:
-            self._record(_event(wall_time, step, summary))
+            self._record(wall_time, step, summary)
 
     def _layout(self, prefix: str, keys: tuple[str, ...]) -> _ScalarLayout:
         """The layout of these keys' tags, kept per key tuple (records repeat
@@ -266,9 +258,15 @@ class EventFileWriter:
     def histograms(self, wall_time: float, step: int, values: Iterable[tuple[str, Sequence[float]]]) -> None:
         summary = b"".join(_histogram_value(tag, v) for tag, v in values)
         if summary:
-            self._record(_event(wall_time, step, _summary_field(summary)))
+            self._record(wall_time, step, _summary_field(summary))
 
-    def _record(self, data: bytes) -> None:
+    def _record(self, wall_time: float, step: int, fields: bytes) -> None:
+        """Appends an `Event` as a TFRecord: its wall_time and step, then `fields`,
+        the rest of it already encoded (a file_version, or a summary as
+        `_summary_field` frames it)."""
+        if not _INT64_MIN <= step <= _INT64_MAX:  # Event.step is an int64: a larger varint corrupts the file for readers
+            step = min(max(step, _INT64_MIN), _INT64_MAX)
+        data = b"".join((_EVENT_HEAD.pack(0x09, wall_time, 0x10), _varint(step), fields))
         self._file.write(b"".join((_record_head(len(data)), data, _masked_crc(data))))
 
     def flush(self) -> None:

@@ -102,20 +102,27 @@ class AggregateFilter(Filter):
     def apply(self, event: Event) -> list[Event]:
         # A window is [first value, first value + seconds): a value arriving after
         # it expired (no tick came in between) closes it and opens the next one.
-        out = self._emit(event.namespace, None, event.time) if self._expired(event.namespace, event.time) else []
-        window = self._windows.get(event.namespace)
+        namespace = event.namespace
+        out = self._emit(namespace, None, event.time) if self.seconds is not None and self._expired(namespace, event.time) else []
+        window = self._windows.get(namespace)
         if window is None:
-            window = self._windows[event.namespace] = _Window()
+            window = self._windows[namespace] = _Window()
         data = event.data
         matching = self._matches.among(data)
         held = False
+        values = window.values
         for key in matching:
             value = data[key]
             if type(value) is not float:  # floats, most values, without a call
                 value = as_float(value)
-            if value is not None:
-                window.values.setdefault(key, []).append(value)
-                held = True
+                if value is None:
+                    continue
+            stored = values.get(key)
+            if stored is None:
+                values[key] = [value]
+            else:
+                stored.append(value)
+            held = True
         if len(matching) < len(data):
             if not matching:
                 rest = data
@@ -134,7 +141,7 @@ class AggregateFilter(Filter):
             window.records += 1
             window.template = event
             if self.every is not None and window.records >= self.every:
-                out.extend(self._emit(event.namespace, None, event.time))
+                out.extend(self._emit(namespace, None, event.time))
         return out
 
     def flush(self, steps: dict[str, int] | None, now: float) -> list[Event]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+from math import isfinite
 
 from rltrack.events import Event
 from rltrack.filters.base import Filter, KeyMatcher, as_float
@@ -31,28 +31,41 @@ class SmoothingFilter(Filter):
             raise ValueError(f"warmup must be one of {', '.join(WARMUPS)}, got {warmup!r}")
         self.coeff = float(coeff)
         self.warmup = warmup
-        self._state: dict[tuple[str, str], tuple[float, float]] = {}
+        self._state: dict[str, dict[str, list[float]]] = {}  # namespace -> key -> [a, b] (see `_update`)
 
     def apply(self, event: Event) -> list[Event]:
-        smoothed = {}
         data = event.data
-        for key in self._matches.among(data):
+        keys = self._matches.among(data)
+        if not keys:
+            return [event]
+        state = self._state.get(event.namespace)
+        if state is None:
+            state = self._state[event.namespace] = {}
+        out = dict(data)  # `<key>_smoothed` added after the record's keys (in place if it is one of them)
+        smoothed = False
+        for key in keys:
             value = data[key]
             if type(value) is not float:  # floats, most values, without a call
                 value = as_float(value)
-            if value is None or not math.isfinite(value):
-                continue
-            smoothed[f"{key}_smoothed"] = self._update((event.namespace, key), value)
+                if value is None:
+                    continue
+            if isfinite(value):
+                slot = state.get(key)
+                if slot is None:
+                    slot = state[key] = [0.0, 0.0]
+                out[f"{key}_smoothed"] = self._update(slot, value)
+                smoothed = True
         if not smoothed:
             return [event]
-        return [event.derive({**data, **smoothed})]
+        return [event.derive(out)]
 
-    def _update(self, slot: tuple[str, str], x: float) -> float:
-        a, b = self._state.get(slot, (0.0, 0.0))
+    def _update(self, slot: list[float], x: float) -> float:
+        """The next smoothed value; `slot` ([s, c] or [m, n]) is updated in place."""
+        a, b = slot
         if self.warmup == "acme":
-            s, c = x * (1 - b) + a * b, 0.9 * b + 0.1 * self.coeff
-            self._state[slot] = (s, c)
+            slot[0] = s = x * (1 - b) + a * b
+            slot[1] = 0.9 * b + 0.1 * self.coeff
             return s
-        m, n = self.coeff * a + (1 - self.coeff) * x, b + 1
-        self._state[slot] = (m, n)
+        slot[0] = m = self.coeff * a + (1 - self.coeff) * x
+        slot[1] = n = b + 1
         return m / (1 - self.coeff**n)
