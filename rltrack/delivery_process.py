@@ -16,7 +16,8 @@ add to every step. The training process's pipeline thread then only fills in
 steps, normalises and redacts each record (its values are then plain and
 picklable) and sends them in batches; meta.json and the config files stay with
 it. Records in the pipe when training dies still reach the journal: the child
-reads to the end of its stdin before it stops.
+reads to the end of its stdin before it stops. If the child dies first, the
+training process's pipeline thread takes the pipeline over (`Logger._take_over`).
 
 The protocol, on the child's stdin, is length-prefixed pickles: the run
 (directory, writer, the run's config, the trackers' settings, which may hold
@@ -113,6 +114,10 @@ class DeliveryProcess:
             done.set()
         return ("flush", self._flush_count)
 
+    def exit_code(self) -> int | None:
+        """The child's exit code (negative: the signal that ended it), None while it runs."""
+        return self._child.poll()
+
     def finish(self, status: str, deadline: float | None) -> tuple[dict[str, Any], bool, dict[str, str | None]]:
         """Tells the child the run ended with `status`; waits for its answer
         until `deadline` (see `time_left`; plus a grace to end the tracker
@@ -121,7 +126,7 @@ class DeliveryProcess:
         (it tells the user about the others), each with its last error."""
         timeout = time_left(deadline)
         if not self.send(("close", status, timeout)):
-            return {}, False, dict.fromkeys(self.names, f"the delivery process ended early (exit code {self._child.poll()})")
+            return {}, False, dict.fromkeys(self.names, f"the delivery process ended early (exit code {self.exit_code()})")
         self._answered.wait(None if timeout is None else timeout + ANSWER_GRACE)
         if self._answer is None:
             self._child.kill()

@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 from rltrack.backends.base import Backend, RunContext
 from rltrack.backends.remote import RemoteBackend
 from rltrack.delivery import DeliveryWorker, finish_all, say_pending
-from rltrack.delivery_process import DeliveryProcess, pack_event
+from rltrack.delivery_process import DeliveryProcess, pack_event, unpack_event
 from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JournalWriter, journal_path
@@ -141,9 +141,10 @@ class Logger:
         self._last_steps = state.last_steps
         self._namespace_counts = state.namespace_counts
         self._reported: set[str] = set()
-        context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report, worker=self._worker)
+        self._local = local  # opened here only if the delivery child ends mid-run (see `_take_over`)
+        self._context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report, worker=self._worker)
         for sink in [*self._sinks, *remote]:
-            sink.open(context)
+            sink.open(self._context)
         self._deliveries: list[DeliveryWorker] = []
         self._delivery_process: DeliveryProcess | None = None
         if remote and tracker_settings:
@@ -365,14 +366,14 @@ class Logger:
         plain and picklable) and sent in batches, in order with the control
         calls; meta.json's parts (hyperparameters, run info) stay here."""
         assert self._delivery_process is not None
-        closing = False
-        while not closing:
+        closing: _Close | None = None
+        while closing is None:
             entries: list[tuple[str, Any]] = []
             hparams: list[Event] = []
             while self._queue and len(entries) < MAX_BATCH:
                 item = self._queue.popleft()
                 if isinstance(item, _Close):
-                    closing = True
+                    closing = item
                     break
                 if isinstance(item, _RunInfo):  # meta.json's, kept here
                     info = self._redactor.mapping(item.info)
@@ -385,8 +386,13 @@ class Logger:
                     entries.append(self._control_entry(item))
             if hparams:  # meta.json's tracked values, kept here
                 self._each_sink("write", lambda sink: sink.write(hparams))
-            self._send(entries)
-            if not closing and not self._queue:
+            if not self._send(entries):
+                if closing is not None:
+                    self._queue.appendleft(closing)
+                self._take_over(entries)
+                self._loop()
+                return
+            if closing is None and not self._queue:
                 self._wake.wait(IDLE_WAIT)
                 self._wake.clear()
 
@@ -394,7 +400,13 @@ class Logger:
         """`handle` (`_process` or `_prepare`) applied to a written event, or
         to each event an adapter's deferred build returns; failures counted."""
         built = [item] if isinstance(item, Event) else self._safely("pipeline", "deferred", lambda: list(item.build()), [])
-        return [out for event in built for out in self._safely("pipeline", "process", lambda: handle(event), [])]
+        out: list[Event] = []
+        for event in built:  # a try per event, not a `_safely` closure: this runs for every record
+            try:
+                out += handle(event)
+            except Exception as exc:
+                self._failed("pipeline", "process", exc)
+        return out
 
     def _control_entry(self, item: _Dump | _Record | _Barrier) -> tuple[str, Any]:
         if isinstance(item, _Dump):
@@ -404,11 +416,12 @@ class Logger:
         assert self._delivery_process is not None
         return self._delivery_process.flush_entry(item.done)
 
-    def _send(self, entries: list[tuple[str, Any]]) -> None:
+    def _send(self, entries: list[tuple[str, Any]]) -> bool:
         """`entries` to the delivery child; one that cannot be pickled (an
-        image or video value of no plain type) is dropped and counted."""
+        image or video value of no plain type) is dropped and counted.
+        False if the child is gone."""
         if not entries:
-            return
+            return True
         assert self._delivery_process is not None
         try:
             sent = self._delivery_process.send(("batch", entries))
@@ -419,8 +432,39 @@ class Logger:
                     sent = self._delivery_process.send(("batch", [entry])) and sent
                 except Exception as exc:
                     self.report.count("dropped", f"{entry[1][2]} event: cannot be sent to the delivery process ({type(exc).__name__})")
-        if not sent:
-            self._failed("pipeline", "send", OSError(f"the delivery process has ended; {len(entries)} records and calls were lost"))
+        return sent
+
+    def _take_over(self, entries: list[tuple[str, Any]]) -> None:
+        """The delivery child ended mid-run (killed, out of memory): from here
+        on this thread runs the pipeline itself, starting with `entries`, the
+        batch the child did not take, so the journal and the local files miss
+        nothing written from now on. What the child held and had not written
+        (records still in the pipe, values an aggregating filter held back) is
+        lost; the trackers are left to `rltrack sync`, which delivers them from
+        the journal as after a crash. Flushes waiting on the child were
+        released when its answers ended."""
+        assert self._delivery_process is not None
+        self._failed("pipeline", "delivery", OSError(
+            f"the delivery process ended mid-run (exit code {self._delivery_process.exit_code()}); this process writes "
+            f"the journal and local files from here on; run `rltrack sync {self.run_dir}` to deliver the trackers"
+        ))  # fmt: skip
+        self._in_child = False
+        self._journal = JournalWriter(journal_path(self.run_dir, self._worker))
+        for backend in self._local:
+            try:
+                backend.open(self._context)
+            except Exception as exc:
+                self._failed(backend.name, "open", exc)
+                continue
+            self._sinks.append(backend)
+        for tag, value in entries:
+            if tag == "event":
+                self._deliver(self._events_of(unpack_event(value), self._chain.process))
+            elif tag == "record":
+                self._control(_Record(unpack_event(value)))
+            elif tag == "dump":
+                self._control(_Dump(value))
+        self._feed_sinks()
 
     def _prepare(self, event: Event) -> list[Event]:
         """Steps filled in, values normalised, text and hyperparameters redacted."""
@@ -440,7 +484,10 @@ class Logger:
         return events
 
     def _process(self, event: Event) -> list[Event]:
-        return [out for clean in self._prepare(event) for out in self._chain.process(clean)]
+        out: list[Event] = []
+        for clean in self._prepare(event):
+            out += self._chain.process(clean)
+        return out
 
     def _clean_steps(self, steps: dict[str, Any]) -> dict[str, int]:
         clean = {}

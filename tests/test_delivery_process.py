@@ -7,6 +7,7 @@ offline, and reads back what the trackers stored.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -16,7 +17,10 @@ import time
 
 import pytest
 
-from reliability_helpers import PYTHON, child_env, meta, mlflow_history, mlflow_run, read_run_dir, run_child, wandb_files, wandb_history
+from reliability_helpers import (
+    PYTHON, child_env, meta, mlflow_history, mlflow_run, read_run_dir, run_child, sync_run, wandb_files, wandb_history,
+)  # fmt: skip
+from stage_reader import read_tfevents
 
 TRAIN = textwrap.dedent(
     """
@@ -200,3 +204,51 @@ def test_flush_returns_when_the_delivery_child_is_gone(tmp_path):
     done = run_child(script, str(tmp_path / "runs"), home=tmp_path)
     assert done.returncode == 0, done.stderr
     assert result(done.stdout) == {"returned": [True]}
+
+
+def test_when_the_delivery_child_dies_the_training_process_takes_the_pipeline_over(tmp_path):
+    """The child runs the filters, journal and local files; if it is killed
+    mid-run, the training process's pipeline thread runs them from then on:
+    the journal and TensorBoard hold every record written before the kill
+    (flushed) and after it, each once (progress.csv all but the row the child
+    still held), the filters still run, the run
+    ends `finished` with the error reported, and `rltrack sync` brings MLflow
+    to exactly the journal."""
+    script = textwrap.dedent(
+        """
+        import json, os, signal, sys
+        import rltrack
+
+        logger = rltrack.make_logger({"run": {"root": sys.argv[1], "name": "takeover"}, "backends": {"use": ["local", "mlflow"]},
+                                      "filters": [{"type": "smoothing", "regex": "^x$", "coeff": 0.5}]})
+        print(f"RUN_DIR={logger.run_dir}", flush=True)
+        for i in range(200):
+            logger.write({"x": float(i)}, step=i, namespace="learner")
+        assert logger.flush(timeout=60)
+        child = logger._delivery_process._child
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        for i in range(200, 500):
+            logger.write({"x": float(i)}, step=i, namespace="learner")
+        complete = logger.close(timeout=60)
+        print("RESULT=" + json.dumps({"complete": complete, "imported": "mlflow" in sys.modules}), flush=True)
+        """
+    )
+    done = run_child(script, str(tmp_path / "runs"), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert result(done.stdout) == {"complete": False, "imported": False}  # MLflow is left to `rltrack sync`
+    assert "delivery process ended mid-run" in done.stderr and "rltrack sync" in done.stderr
+    run_dir = run_dir_of(done.stdout)
+    scalars = [e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["kind"] == "scalars"]
+    assert [e["data"]["x"] for e in scalars] == [float(i) for i in range(500)]
+    assert all("x_smoothed" in e["data"] for e in scalars)  # the filters ran on both sides of the kill
+    csv_x = {float(row["learner/x"]) for row in csv.DictReader(open(run_dir / "progress.csv", newline="")) if row["learner/x"]}
+    assert {float(i) for i in range(500)} - csv_x <= {199.0}  # at most the row the child held: step 199's, due when step 200 began
+    tb = read_tfevents(run_dir / "log" / "serial")["learner/x"]
+    assert sorted(tb) == list(range(500)) and all(values == [float(step)] for step, values in tb.items())
+    assert meta(run_dir)["status"] == "finished"
+    errors = json.loads((run_dir / "report.json").read_text())["counts"]["core.errors"]
+    assert any("delivery process ended mid-run" in reason for reason in errors)
+    synced = sync_run(run_dir, tmp_path)
+    assert synced.returncode == 0, synced.stderr
+    assert mlflow_history(run_dir, "learner/x") == [(i, float(i)) for i in range(500)]
