@@ -20,7 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 #: Cheapest first, so a short session still gets the quick figures.
-SCRIPTS = ["bench_import", "bench_write", "bench_calls", "bench_throughput", "bench_memory", "bench_training",
+SCRIPTS = ["bench_import", "bench_write", "bench_calls", "bench_stages", "bench_throughput", "bench_memory", "bench_training",
            "bench_sb3", "bench_acme_spinup", "bench_tune"]  # fmt: skip
 
 

@@ -387,11 +387,12 @@ class Logger:
             if hparams:  # meta.json's tracked values, kept here
                 self._each_sink("write", lambda sink: sink.write(hparams))
             if not self._send(entries):
-                if closing is not None:
-                    self._queue.appendleft(closing)
-                self._take_over(entries)
-                self._loop()
-                return
+                if self._take_over(entries):
+                    if closing is not None:
+                        self._queue.appendleft(closing)
+                    self._loop()
+                    return
+                self._failed("pipeline", "send", OSError(f"the delivery process has ended; {len(entries)} records and calls were lost"))
             if closing is None and not self._queue:
                 self._wake.wait(IDLE_WAIT)
                 self._wake.clear()
@@ -434,7 +435,7 @@ class Logger:
                     self.report.count("dropped", f"{entry[1][2]} event: cannot be sent to the delivery process ({type(exc).__name__})")
         return sent
 
-    def _take_over(self, entries: list[tuple[str, Any]]) -> None:
+    def _take_over(self, entries: list[tuple[str, Any]]) -> bool:
         """The delivery child ended mid-run (killed, out of memory): from here
         on this thread runs the pipeline itself, starting with `entries`, the
         batch the child did not take, so the journal and the local files miss
@@ -442,14 +443,19 @@ class Logger:
         (records still in the pipe, values an aggregating filter held back) is
         lost; the trackers are left to `rltrack sync`, which delivers them from
         the journal as after a crash. Flushes waiting on the child were
-        released when its answers ended."""
+        released when its answers ended. False if the journal cannot be
+        opened (a full disk): then nothing can be kept."""
         assert self._delivery_process is not None
+        try:
+            self._journal = JournalWriter(journal_path(self.run_dir, self._worker))
+        except OSError as exc:
+            self._failed("journal", "open", exc)
+            return False
         self._failed("pipeline", "delivery", OSError(
             f"the delivery process ended mid-run (exit code {self._delivery_process.exit_code()}); this process writes "
             f"the journal and local files from here on; run `rltrack sync {self.run_dir}` to deliver the trackers"
         ))  # fmt: skip
         self._in_child = False
-        self._journal = JournalWriter(journal_path(self.run_dir, self._worker))
         for backend in self._local:
             try:
                 backend.open(self._context)
@@ -465,6 +471,7 @@ class Logger:
             elif tag == "dump":
                 self._control(_Dump(value))
         self._feed_sinks()
+        return True
 
     def _prepare(self, event: Event) -> list[Event]:
         """Steps filled in, values normalised, text and hyperparameters redacted."""
