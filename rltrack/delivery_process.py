@@ -85,6 +85,7 @@ class DeliveryProcess:
         )  # fmt: skip
         self._sending = threading.Lock()
         self._flushes: dict[int, threading.Event] = {}
+        self._sent: set[int] = set()  # flushes in batches the child was sent, not yet answered
         self._flush_count = 0
         self._answer: dict[str, Any] | None = None
         self._answered = threading.Event()
@@ -105,14 +106,42 @@ class DeliveryProcess:
             except (OSError, ValueError):
                 return False
 
+    def send_batch(self, entries: list[tuple[str, Any]]) -> bool:
+        """Records and calls for the child's pipeline; False if it is gone.
+        A flush among them is set when the child answers it, or as soon as
+        the child is found gone; a flush in a batch that could not be sent
+        waits for `release_flushes` (the training process writes what came
+        before it first)."""
+        if not self.send(("batch", entries)):
+            return False
+        with self._sending:
+            self._sent.update(number for tag, number in entries if tag == "flush")
+            if self._gone:
+                self._release_sent()
+        return True
+
     def flush_entry(self, done: threading.Event) -> tuple[str, int]:
         """The batch entry asking the child to answer once everything before it
-        is in the journal and files; `done` is set then (or if the child ends)."""
+        is in the journal and files; `done` is set then (see `send_batch`)."""
         self._flush_count += 1
         self._flushes[self._flush_count] = done
-        if self._gone:  # no answer will come
-            done.set()
         return ("flush", self._flush_count)
+
+    def release_flushes(self) -> None:
+        """Sets every flush not answered: the child is gone, and what came before them is written (or lost)."""
+        with self._sending:
+            for done in self._flushes.values():
+                done.set()
+            self._flushes.clear()
+            self._sent.clear()
+
+    def _release_sent(self) -> None:
+        """Sets the flushes the child was sent and will never answer (called holding `_sending`)."""
+        for number in self._sent:
+            done = self._flushes.pop(number, None)
+            if done is not None:
+                done.set()
+        self._sent.clear()
 
     def exit_code(self) -> int | None:
         """The child's exit code (negative: the signal that ended it), None while it runs."""
@@ -145,13 +174,15 @@ class DeliveryProcess:
             except ValueError:
                 continue
             if "flushed" in answer:
-                self._flushes.pop(answer["flushed"]).set()
+                with self._sending:
+                    self._sent.discard(answer["flushed"])
+                    self._flushes.pop(answer["flushed"]).set()
             else:
                 self._answer = answer
                 self._answered.set()
-        self._gone = True
-        for done in list(self._flushes.values()):  # the child is gone: nobody waits for it
-            done.set()
+        with self._sending:  # the child is gone: what it was sent will not be answered
+            self._gone = True
+            self._release_sent()
         self._answered.set()
 
 

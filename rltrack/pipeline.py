@@ -393,6 +393,7 @@ class Logger:
                     self._loop()
                     return
                 self._failed("pipeline", "send", OSError(f"the delivery process has ended; {len(entries)} records and calls were lost"))
+                self._delivery_process.release_flushes()
             if closing is None and not self._queue:
                 self._wake.wait(IDLE_WAIT)
                 self._wake.clear()
@@ -425,12 +426,12 @@ class Logger:
             return True
         assert self._delivery_process is not None
         try:
-            sent = self._delivery_process.send(("batch", entries))
+            sent = self._delivery_process.send_batch(entries)
         except Exception:
             sent = True
             for entry in entries:
                 try:
-                    sent = self._delivery_process.send(("batch", [entry])) and sent
+                    sent = self._delivery_process.send_batch([entry]) and sent
                 except Exception as exc:
                     self.report.count("dropped", f"{entry[1][2]} event: cannot be sent to the delivery process ({type(exc).__name__})")
         return sent
@@ -442,9 +443,10 @@ class Logger:
         nothing written from now on. What the child held and had not written
         (records still in the pipe, values an aggregating filter held back) is
         lost; the trackers are left to `rltrack sync`, which delivers them from
-        the journal as after a crash. Flushes waiting on the child were
-        released when its answers ended. False if the journal cannot be
-        opened (a full disk): then nothing can be kept."""
+        the journal as after a crash. Flushes the child had been sent were
+        released when its answers ended; those in `entries` and after are
+        released once this thread has written what came before them. False
+        if the journal cannot be opened (a full disk): then nothing can be kept."""
         assert self._delivery_process is not None
         try:
             self._journal = JournalWriter(journal_path(self.run_dir, self._worker))
@@ -471,6 +473,8 @@ class Logger:
             elif tag == "dump":
                 self._control(_Dump(value))
         self._feed_sinks()
+        self._flush_all()
+        self._delivery_process.release_flushes()
         return True
 
     def _prepare(self, event: Event) -> list[Event]:

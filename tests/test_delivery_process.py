@@ -208,7 +208,8 @@ def test_flush_returns_when_the_delivery_child_is_gone(tmp_path):
 
 def test_when_the_delivery_child_dies_the_training_process_takes_the_pipeline_over(tmp_path):
     """The child runs the filters, journal and local files; if it is killed
-    mid-run, the training process's pipeline thread runs them from then on:
+    mid-run, the training process's pipeline thread runs them from then on,
+    and a `flush` returns once it has written what came before:
     the journal and TensorBoard hold every record written before the kill
     (flushed) and after it, each once (progress.csv all but the row the child
     still held), the filters still run, the run
@@ -230,13 +231,16 @@ def test_when_the_delivery_child_dies_the_training_process_takes_the_pipeline_ov
         child.wait()
         for i in range(200, 500):
             logger.write({"x": float(i)}, step=i, namespace="learner")
+        flushed = logger.flush(timeout=60)
+        at_flush = sum(1 for line in open(logger.run_dir / "journal.jsonl") if '"kind":"scalars"' in line)
         complete = logger.close(timeout=60)
-        print("RESULT=" + json.dumps({"complete": complete, "imported": "mlflow" in sys.modules}), flush=True)
+        print("RESULT=" + json.dumps({"flushed": flushed, "at_flush": at_flush, "complete": complete, "imported": "mlflow" in sys.modules}), flush=True)
         """
     )
     done = run_child(script, str(tmp_path / "runs"), home=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert result(done.stdout) == {"complete": False, "imported": False}  # MLflow is left to `rltrack sync`
+    # flush waited for the takeover to journal the records written after the kill; MLflow is left to `rltrack sync`
+    assert result(done.stdout) == {"flushed": True, "at_flush": 500, "complete": False, "imported": False}
     assert "delivery process ended mid-run" in done.stderr and "rltrack sync" in done.stderr
     run_dir = run_dir_of(done.stdout)
     scalars = [e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["kind"] == "scalars"]
