@@ -188,6 +188,12 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
             raise ConfigError(f"{where}: backends.{name} must be a table of settings, got {settings!r}")
 
 
+def build_chain(specs: list[Any], where: str, report: Report) -> FilterChain:
+    """The filter chain of a config's `filters` list (the training process's,
+    or the delivery child's when it runs the pipeline)."""
+    return FilterChain([build_filter(spec, f"{where}: filters[{i}]") for i, spec in enumerate(specs)], report)
+
+
 def build_filter(spec: Any, where: str) -> Filter:
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{where} must be a table with a 'type' key, got {spec!r}")
@@ -257,7 +263,7 @@ def make_logger(
     cfg = load_config(config, **overrides)
     where = _describe(config)
     report = Report()
-    chain = FilterChain([build_filter(spec, f"{where}: filters[{i}]") for i, spec in enumerate(cfg["filters"])], report)
+    chain = build_chain(cfg["filters"], where, report)
     run = cfg["run"]
     redactor = Redactor(run["redact"])
     settings = {name: _tags_redacted(cfg["backends"].get(name, {}), redactor) for name in cfg["backends"]["use"]}

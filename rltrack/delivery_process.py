@@ -239,14 +239,13 @@ def _follow_journal(spec: dict[str, Any], answers: _Answers) -> None:
 def _run_pipeline(spec: dict[str, Any], answers: _Answers) -> None:
     """A `Logger` of this process, without the run's meta files (the training
     process keeps those), fed with what the training process sends."""
-    from rltrack.config import build_backend, build_filter
-    from rltrack.filters import FilterChain
+    from rltrack.config import build_backend, build_chain
     from rltrack.pipeline import Logger
     from rltrack.redact import Redactor
 
     config, where = spec["config"], "the run's config"
     report = Report()
-    chain = FilterChain([build_filter(f, f"{where}: filters[{i}]") for i, f in enumerate(config["filters"])], report)
+    chain = build_chain(config["filters"], where, report)
     local = [build_backend(name, config["backends"].get(name, {}), where) for name in config["backends"]["use"] if name not in spec["backends"]]
     remote = [build_backend(name, settings, where) for name, settings in spec["backends"].items()]
     logger = Logger(
