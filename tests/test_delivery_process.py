@@ -22,6 +22,8 @@ from reliability_helpers import (
 )  # fmt: skip
 from stage_reader import read_tfevents
 
+from rltrack.delivery_process import NICENESS
+
 TRAIN = textwrap.dedent(
     """
     import json, os, sys, time
@@ -113,6 +115,26 @@ def test_the_delivery_process_ends_with_a_training_process_that_is_killed(tmp_pa
     finally:
         child.kill()
     assert gone(pid, 15.0)  # its stdin ended: it stops, as delivery threads die with their process; `rltrack sync` does the rest
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="scheduling policies are Linux's")
+def test_the_delivery_process_is_a_niced_batch_process(tmp_path):
+    """SCHED_BATCH: the child never preempts training when it wakes; its CPU share stays the niceness's."""
+    child = subprocess.Popen(
+        [PYTHON, "-c", TRAIN, str(tmp_path / "runs"), "100", "wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=child_env(tmp_path), cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        read_run_dir(child.stdout)
+        pid = int(next(line for line in child.stdout if line.startswith("DELIVERY_PID=")).split("=")[1])
+        deadline = time.monotonic() + 30  # the child sets it once it has started
+        while os.sched_getscheduler(pid) != os.SCHED_BATCH and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.sched_getscheduler(pid) == os.SCHED_BATCH
+        assert os.getpriority(os.PRIO_PROCESS, pid) - os.getpriority(os.PRIO_PROCESS, 0) == min(NICENESS, 19 - os.getpriority(os.PRIO_PROCESS, 0))
+    finally:
+        child.kill()
+        child.wait(timeout=30)
 
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
