@@ -42,12 +42,13 @@ from rltrack.values import normalize
 IDLE_WAIT = 0.05
 FLUSH_EVERY = 0.5
 #: When the delivery child runs the pipeline, this process's pipeline thread
-#: sends it what was written this often (at once on flush and close, and
-#: whenever MAX_BATCH records are waiting). Waking every IDLE_WAIT instead had
-#: the child (and its trackers) wake ten times as often, and the stress loop
-#: of `bench/bench_training.py` ran 1.10x-1.14x slower than without logging
-#: instead of ~1.05x. Records wait at most this long before they are sent;
-#: the child journals each batch on arrival, so a crash still loses < 1 s.
+#: sends it what was written this often (at once on flush and close, and when
+#: MAX_BATCH records are waiting). Waking every IDLE_WAIT instead had the
+#: child (and its trackers) wake ten times as often: in two side-by-side runs
+#: the stress loop of `bench/bench_training.py` ran 1.13x and 1.09x slower
+#: than without logging, against 1.06x and 1.07x. Records wait at most this
+#: long before they are sent; the child journals each batch on arrival, so a
+#: crash still loses < 1 s.
 SEND_EVERY = 0.5
 #: Records processed before they go to the journal and backends. Without a cap
 #: a producer faster than the pipeline would keep everything in one batch, off
@@ -187,12 +188,12 @@ class Logger:
             raise ValueError(f"kind={kind!r} is not one of {', '.join(KINDS)}")
         steps = {} if step is None else _as_steps(step)
         if self._accepting():
-            self._queue.append(Event(time.time(), dict(data), kind, namespace, steps, run=self.name))
+            self._hand_over(Event(time.time(), dict(data), kind, namespace, steps, run=self.name))
 
     def emit(self, event: Event) -> None:
         """Hand over an event an adapter built itself."""
         if self._accepting():
-            self._queue.append(event)
+            self._hand_over(event)
 
     def emit_deferred(self, build: Callable[[], Iterable[Event]]) -> None:
         """Hand over work an adapter would otherwise do on the training thread
@@ -202,13 +203,13 @@ class Logger:
         framework's values), never state the training thread keeps changing.
         An exception in it is counted in the report, like a filter's."""
         if self._accepting():
-            self._queue.append(_Deferred(build))
+            self._hand_over(_Deferred(build))
 
     def dump(self, step: int | Mapping[str, int] | None = None) -> None:
         """The store-then-log point: aggregating filters emit, tables are printed."""
         steps = None if step is None else _as_steps(step)
         if self._accepting():
-            self._queue.append(_Dump(steps))
+            self._hand_over(_Dump(steps))
 
     def log_hparams(self, hparams: Mapping[str, Any]) -> None:
         self.write(hparams, kind="hparams")
@@ -267,13 +268,22 @@ class Logger:
         """Hand over an event that is already complete (steps set, values
         clean, such as a checkpoint's): it skips step filling and filters."""
         if self._accepting():
-            self._queue.append(_Record(event))
+            self._hand_over(_Record(event))
 
     def set_run_info(self, info: Mapping[str, Any]) -> None:
         """Adds framework bookkeeping (trial id, hostname, ...) to meta.json's
         "info", where run databases index it, instead of sending it as metrics."""
         if self._accepting():
-            self._queue.append(_RunInfo(dict(info)))
+            self._hand_over(_RunInfo(dict(info)))
+
+    def _hand_over(self, item: Any) -> None:
+        """Queues `item` for the pipeline thread, and wakes it when a burst
+        fills a batch: it need not wait out its interval (`SEND_EVERY`) while
+        records pile up in memory."""
+        queue = self._queue
+        queue.append(item)
+        if len(queue) == MAX_BATCH:  # == : once per burst, as the thread only sleeps on an empty queue
+            self._wake.set()
 
     def _accepting(self) -> bool:
         """False once closed: no thread takes records any more, so they are dropped
