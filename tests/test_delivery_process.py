@@ -101,14 +101,23 @@ def test_ctrl_c_reaches_the_whole_group_and_the_run_is_still_delivered_as_killed
     assert len([row for path in wandb_files(run_dir) for row in wandb_history(path)]) == 300
 
 
-def test_the_delivery_process_ends_with_a_training_process_that_is_killed(tmp_path):
+def start_waiting_training(tmp_path) -> tuple[subprocess.Popen, int]:
+    """A training process that has written 100 records and waits, and the pid of its delivery child."""
     child = subprocess.Popen(
         [PYTHON, "-c", TRAIN, str(tmp_path / "runs"), "100", "wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=child_env(tmp_path), cwd=tmp_path,
     )  # fmt: skip
     try:
         read_run_dir(child.stdout)
-        pid = int(next(line for line in child.stdout if line.startswith("DELIVERY_PID=")).split("=")[1])
+        return child, int(next(line for line in child.stdout if line.startswith("DELIVERY_PID=")).split("=")[1])
+    except BaseException:
+        child.kill()
+        raise
+
+
+def test_the_delivery_process_ends_with_a_training_process_that_is_killed(tmp_path):
+    child, pid = start_waiting_training(tmp_path)
+    try:
         assert not gone(pid, 1.0)  # delivering alongside training
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
@@ -120,13 +129,8 @@ def test_the_delivery_process_ends_with_a_training_process_that_is_killed(tmp_pa
 @pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="scheduling policies are Linux's")
 def test_the_delivery_process_is_a_niced_batch_process(tmp_path):
     """SCHED_BATCH: the child never preempts training when it wakes; its CPU share stays the niceness's."""
-    child = subprocess.Popen(
-        [PYTHON, "-c", TRAIN, str(tmp_path / "runs"), "100", "wait"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, env=child_env(tmp_path), cwd=tmp_path,
-    )  # fmt: skip
+    child, pid = start_waiting_training(tmp_path)
     try:
-        read_run_dir(child.stdout)
-        pid = int(next(line for line in child.stdout if line.startswith("DELIVERY_PID=")).split("=")[1])
         deadline = time.monotonic() + 30  # the child sets it once it has started
         while os.sched_getscheduler(pid) != os.SCHED_BATCH and time.monotonic() < deadline:
             time.sleep(0.05)
