@@ -37,7 +37,8 @@ from rltrack.resume import ResumeState
 from rltrack.rundir import RunFiles, save_checkpoint
 from rltrack.values import normalize
 
-#: The pipeline thread wakes at least this often when idle, and flushes the
+#: The pipeline thread that runs the pipeline (in this process, or in the
+#: delivery child) wakes at least this often when idle, and flushes the
 #: journal and backends at least this often (so a crash loses < 1 s of events).
 IDLE_WAIT = 0.05
 FLUSH_EVERY = 0.5
@@ -47,9 +48,8 @@ FLUSH_EVERY = 0.5
 #: child (and its trackers) wake ten times as often: in two side-by-side runs
 #: of the stress loop of `bench/bench_training.py` (its numpy step, 4,000
 #: steps) training ran 1.13x and 1.09x slower than without logging, against
-#: 1.06x and 1.07x. Records wait at most this
-#: long before they are sent; the child journals each batch on arrival, so a
-#: crash still loses < 1 s.
+#: 1.06x and 1.07x. Records wait at most this long before they are sent; the
+#: child journals each batch on arrival, so a crash still loses < 1 s.
 SEND_EVERY = 0.5
 #: Records processed before they go to the journal and backends. Without a cap
 #: a producer faster than the pipeline would keep everything in one batch, off
