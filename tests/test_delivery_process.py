@@ -126,6 +126,11 @@ def test_the_delivery_process_ends_with_a_training_process_that_is_killed(tmp_pa
     assert gone(pid, 15.0)  # its stdin ended: it stops, as delivery threads die with their process; `rltrack sync` does the rest
 
 
+def autogroup_niceness(pid: str) -> int:
+    with open(f"/proc/{pid}/autogroup") as f:  # "/autogroup-<n> nice <value>"
+        return int(f.read().split()[-1])
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="scheduling policies are Linux's")
 def test_the_delivery_process_is_a_niced_batch_process(tmp_path):
     """SCHED_BATCH: the child never preempts training when it wakes; its CPU share stays the niceness's."""
@@ -136,6 +141,9 @@ def test_the_delivery_process_is_a_niced_batch_process(tmp_path):
             time.sleep(0.05)
         assert os.sched_getscheduler(pid) == os.SCHED_BATCH
         assert os.getpriority(os.PRIO_PROCESS, pid) - os.getpriority(os.PRIO_PROCESS, 0) == min(NICENESS, 19 - os.getpriority(os.PRIO_PROCESS, 0))
+        if os.path.exists("/proc/self/autogroup"):  # its own session's share of the CPU is niced too
+            own = autogroup_niceness("self")
+            assert autogroup_niceness(str(pid)) == min(own + NICENESS, 19)
     finally:
         child.kill()
         child.wait(timeout=30)
