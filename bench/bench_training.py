@@ -153,26 +153,41 @@ def cpu_by_thread() -> dict[str, float]:
     return out
 
 
+def run_queue_delay() -> float | None:
+    """Seconds the calling thread has waited, runnable, for a CPU: time other
+    processes (the delivery child) took its core (Linux's schedstat; None elsewhere)."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class ThreadCpu:
-    """CPU per thread over the timed loops of the rltrack variant, summed over repetitions."""
+    """CPU per thread, and the training thread's run-queue delay, over the
+    timed loops of the rltrack variant, summed over repetitions."""
 
     def __init__(self) -> None:
         self.used: dict[str, float] = {}
+        self.waited: float | None = 0.0
         self.records = 0
 
     def around(self, loop: Callable[[], None], records: int) -> Callable[[], None]:
         def measured() -> None:
-            before = cpu_by_thread()
+            before, waited = cpu_by_thread(), run_queue_delay()
             loop()
             for name, seconds in cpu_by_thread().items():
                 self.used[name] = self.used.get(name, 0.0) + seconds - before.get(name, 0.0)
+            after = run_queue_delay()
+            self.waited = None if self.waited is None or waited is None or after is None else self.waited + after - waited
             self.records += records
 
         return measured
 
     def line(self) -> str:
         parts = [f"{name} {seconds / self.records * 1e6:,.0f}" for name, seconds in sorted(self.used.items(), key=lambda kv: -kv[1])]
-        return "CPU µs per step by thread during the rltrack loops (psutil, load-independent): " + ", ".join(parts)
+        waited = "" if self.waited is None else f"; the training thread waited {self.waited / self.records * 1e6:.1f} µs a step for a CPU (run-queue delay, schedstat)"
+        return "CPU µs per step by thread during the rltrack loops (psutil, load-independent): " + ", ".join(parts) + waited
 
 
 def stress(work: Work, steps: int, variant: str, tmp: Path, runs: list[int], threads: ThreadCpu) -> Variant:
