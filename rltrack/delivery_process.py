@@ -235,15 +235,15 @@ def _nice_session() -> None:
     between a session's processes by their own niceness. The child is in a
     session of its own, so without this its `os.nice` ranked it only against
     its own threads, and it took as much of a core as training whenever the
-    two shared one: in side-by-side runs of the stress loop of
-    `bench/bench_training.py` the training thread waited 5.6 µs a step for
-    the CPU without it, 1.6 µs with it (its run-queue delay, /proc schedstat)."""
+    two shared one: in A/B runs of the stress step of `bench/bench_training.py`
+    (8 each, alternating) the training thread waited 7.6 µs a step for a CPU
+    without it, 2.8 µs with it (its run-queue delay, /proc schedstat)."""
     try:
         with open(f"/proc/{os.getppid()}/autogroup") as parent:  # "/autogroup-<n> nice <value>"
             niceness = int(parent.read().split()[-1]) + NICENESS
         with open("/proc/self/autogroup", "w") as own:
             own.write(str(min(niceness, 19)))
-    except (OSError, ValueError, IndexError):  # no autogroups (not Linux, or the kernel's switch is off)
+    except (OSError, ValueError, IndexError):  # no autogroups: not Linux, or a kernel built without them
         pass
 
 
