@@ -169,7 +169,7 @@ class ThreadCpu:
 
     def __init__(self) -> None:
         self.used: dict[str, float] = {}
-        self.waited: float | None = 0.0
+        self.waited = None if run_queue_delay() is None else 0.0  # None: no schedstat on this system
         self.records = 0
 
     def around(self, loop: Callable[[], None], records: int) -> Callable[[], None]:
@@ -178,8 +178,8 @@ class ThreadCpu:
             loop()
             for name, seconds in cpu_by_thread().items():
                 self.used[name] = self.used.get(name, 0.0) + seconds - before.get(name, 0.0)
-            after = run_queue_delay()
-            self.waited = None if self.waited is None or waited is None or after is None else self.waited + after - waited
+            if self.waited is not None:
+                self.waited += run_queue_delay() - waited
             self.records += records
 
         return measured
