@@ -240,10 +240,14 @@ def _nice_session() -> None:
     without it, 2.8 µs with it (its run-queue delay, /proc schedstat)."""
     try:
         with open(f"/proc/{os.getppid()}/autogroup") as parent:  # "/autogroup-<n> nice <value>"
-            niceness = int(parent.read().split()[-1]) + NICENESS
+            fields = parent.read().split()
+        # empty where training is in the root autogroup (started by init, no
+        # session of its own): its threads then compete one by one, each at
+        # the process's niceness, which the child's own already sits below
+        niceness = int(fields[-1]) + NICENESS if fields else os.getpriority(os.PRIO_PROCESS, 0)
         with open("/proc/self/autogroup", "w") as own:
             own.write(str(min(niceness, 19)))
-    except (OSError, ValueError, IndexError):  # no autogroups: not Linux, or a kernel built without them
+    except (OSError, ValueError):  # no autogroups: not Linux, or a kernel built without them
         pass
 
 
