@@ -623,10 +623,18 @@ def exit_status(exc: BaseException | None) -> str:
 _OPEN_LOGGERS: weakref.WeakSet[Logger] = weakref.WeakSet()
 
 
+#: The module of wandb's exit hook. `wandb.init` puts it over whatever hook is
+#: there (this watcher, when a logger is open); it prints the traceback itself,
+#: then calls the hook it replaced unless that is Python's default.
+WANDB_EXIT_HOOKS = "wandb.sdk.lib.exit_hooks"
+
+
 class _UncaughtWatcher:
     """A `sys.excepthook` that notes the exception ending the program, so that
     loggers left open are marked failed or killed rather than finished, and
-    then hands it to the hook it replaced (which prints it as before)."""
+    then hands it to the hook it replaced (which prints it as before), unless
+    wandb's exit hook called it: that printed it already, and Python's default
+    hook would print it a second time."""
 
     def __init__(self, chained: Callable[..., Any]) -> None:
         self.chained = chained
@@ -634,6 +642,12 @@ class _UncaughtWatcher:
 
     def __call__(self, exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
         self.exc = exc
+        try:
+            caller = sys._getframe(1).f_globals.get("__name__")
+        except ValueError:  # called by the interpreter itself, not by another hook
+            caller = None
+        if caller == WANDB_EXIT_HOOKS and self.chained is sys.__excepthook__:
+            return
         self.chained(exc_type, exc, tb)
 
 

@@ -82,3 +82,39 @@ def test_everything_written_is_delivered_and_the_status_says_how_the_run_ended(t
     assert wandb_exit_codes(run_dir) == [WANDB_EXIT_CODE[status]]
     assert neptune_floats(run_dir, "learner/x") == expected
     assert neptune_failed(run_dir)[-1] is (status != "finished")
+
+
+ONE_TRACEBACK = textwrap.dedent(
+    """
+    import sys, time
+    import rltrack
+
+    logger = rltrack.make_logger({{"run": {{"root": sys.argv[1], "name": "traceback"}},
+                                   "backends": {{"use": {backends}, "delivery": "thread", "wandb": {{"project": "exits"}}}}}})
+    from rltrack.delivery import Cursor
+
+    logger.write({{"x": 1.0}}, step=0, namespace="learner")
+    {wandb}
+    print(f"RUN_DIR={{logger.run_dir}}", flush=True)
+    raise RuntimeError("the loss diverged")
+    """
+)
+WANDB_STARTS = {
+    # rltrack's W&B backend, on a delivery thread of the training process: wandb.init runs there
+    "rltrack's wandb backend": ('["local", "wandb"]', 'while not Cursor(logger.run_dir, "wandb").delivered:\n    time.sleep(0.1)'),
+    "the script's own wandb.init": ('["local"]', 'import wandb\nwandb.init(project="exits", mode="offline")'),
+}
+
+
+@pytest.mark.parametrize("wandb_start", list(WANDB_STARTS))
+def test_an_uncaught_exception_is_printed_once_when_wandb_runs_in_the_training_process(tmp_path: Path, wandb_start: str) -> None:
+    """wandb's exit hook prints the traceback and then calls the hook it
+    replaced: rltrack's, which notes how the run ended and must not print it again."""
+    backends, start = WANDB_STARTS[wandb_start]
+    script = ONE_TRACEBACK.format(backends=backends, wandb=start)
+    done = subprocess.run([PYTHON, "-c", script, str(tmp_path / "runs")], capture_output=True, text=True, env=child_env(tmp_path), cwd=tmp_path, timeout=240)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("Traceback (most recent call last)") == 1, done.stderr
+    assert done.stderr.count("RuntimeError: the loss diverged") == 1, done.stderr
+    run_dir = Path(next(line for line in done.stdout.splitlines() if line.startswith("RUN_DIR="))[len("RUN_DIR=") :])
+    assert meta(run_dir)["status"] == "failed"
