@@ -405,13 +405,14 @@ class Logger:
                     entries.append(self._control_entry(item))
             if hparams:  # meta.json's tracked values, kept here
                 self._each_sink("write", lambda sink: sink.write(hparams))
-            if not self._send(entries):
-                if self._take_over(entries):
+            unsent = self._send(entries)
+            if unsent:
+                if self._take_over(unsent):
                     if closing is not None:
                         self._queue.appendleft(closing)
                     self._loop()
                     return
-                self._failed("pipeline", "send", OSError(f"the delivery process has ended; {len(entries)} records and calls were lost"))
+                self._failed("pipeline", "send", OSError(f"the delivery process has ended; {len(unsent)} records and calls were lost"))
                 self._delivery_process.release_flushes()
             if closing is None and not self._queue:
                 self._wake.wait(SEND_EVERY)
@@ -437,28 +438,30 @@ class Logger:
         assert self._delivery_process is not None
         return self._delivery_process.flush_entry(item.done)
 
-    def _send(self, entries: list[tuple[str, Any]]) -> bool:
+    def _send(self, entries: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         """`entries` to the delivery child; one that cannot be pickled (an
-        image or video value of no plain type) is dropped and counted.
-        False if the child is gone."""
+        image or video value of no plain type) is dropped and counted, the
+        others then sent one by one. Returns the entries the child did not
+        get because it is gone (those from the first one it missed on)."""
         if not entries:
-            return True
+            return []
         assert self._delivery_process is not None
         try:
-            sent = self._delivery_process.send_batch(entries)
-        except Exception:
-            sent = True
-            for entry in entries:
-                try:
-                    sent = self._delivery_process.send_batch([entry]) and sent
-                except Exception as exc:
-                    self.report.count("dropped", f"{entry[1][2]} event: cannot be sent to the delivery process ({type(exc).__name__})")
-        return sent
+            return [] if self._delivery_process.send_batch(entries) else entries
+        except Exception:  # pickling failed: nothing of the batch was sent
+            pass
+        for index, entry in enumerate(entries):
+            try:
+                if not self._delivery_process.send_batch([entry]):
+                    return entries[index:]
+            except Exception as exc:
+                self.report.count("dropped", f"{entry[1][2]} event: cannot be sent to the delivery process ({type(exc).__name__})")
+        return []
 
     def _take_over(self, entries: list[tuple[str, Any]]) -> bool:
         """The delivery child ended mid-run (killed, out of memory): from here
         on this thread runs the pipeline itself, starting with `entries`, the
-        batch the child did not take, so the journal and the local files miss
+        entries the child did not get, so the journal and the local files miss
         nothing written from now on. What the child held and had not written
         (records still in the pipe, values an aggregating filter held back) is
         lost; the trackers are left to `rltrack sync`, which delivers them from

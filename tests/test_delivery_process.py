@@ -302,3 +302,53 @@ def test_when_the_delivery_child_dies_the_training_process_takes_the_pipeline_ov
     synced = sync_run(run_dir, tmp_path)
     assert synced.returncode == 0, synced.stderr
     assert mlflow_history(run_dir, "learner/x") == [(i, float(i)) for i in range(500)]
+
+
+def test_when_the_delivery_child_dies_within_a_batch_sent_entry_by_entry_nothing_is_journaled_twice(tmp_path):
+    """A batch holding a value that cannot be pickled is sent entry by entry,
+    that one dropped and counted. If the child dies partway through, the
+    training process takes over from the first entry the child did not get:
+    the entries the child got and journaled are not journaled again."""
+    script = textwrap.dedent(
+        """
+        import json, os, signal, sys, time
+        import rltrack
+
+        logger = rltrack.make_logger({"run": {"root": sys.argv[1], "name": "split"}, "backends": {"use": ["local", "mlflow"]}})
+        print(f"RUN_DIR={logger.run_dir}", flush=True)
+        assert logger.flush(timeout=60)  # the child is up
+        child, journal = logger._delivery_process._child, logger.run_dir / "journal.jsonl"
+
+        class KillsTheChild:
+            # pickled on the pipeline thread with its whole batch first, then
+            # alone once the entry before it went alone: that second time it
+            # waits until the child has journaled that entry, and kills the child
+            pickled = 0
+
+            def __reduce__(self):
+                KillsTheChild.pickled += 1
+                if KillsTheChild.pickled == 1:
+                    raise TypeError("cannot pickle this")
+                deadline = time.monotonic() + 60
+                while '"x":0.0' not in journal.read_text() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                os.kill(child.pid, signal.SIGKILL)
+                child.wait()
+                raise TypeError("cannot pickle this")
+
+        logger.write({"x": 0.0}, step=0, namespace="learner")  # the three go in one batch
+        logger.write({"frame": KillsTheChild()}, step=1, namespace="learner", kind="image")
+        logger.write({"x": 2.0}, step=2, namespace="learner")
+        flushed = logger.flush(timeout=60)
+        logger.close(timeout=60)
+        print("RESULT=" + json.dumps({"flushed": flushed}), flush=True)
+        """
+    )
+    done = run_child(script, str(tmp_path / "runs"), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert result(done.stdout) == {"flushed": True}
+    run_dir = run_dir_of(done.stdout)
+    events = [json.loads(line) for line in open(run_dir / "journal.jsonl")]
+    assert [(e["kind"], e["data"]) for e in events if e["namespace"] == "learner"] == [("scalars", {"x": 0.0}), ("scalars", {"x": 2.0})]
+    dropped = json.loads((run_dir / "report.json").read_text())["counts"]["core.dropped"]
+    assert dropped == {"image event: cannot be sent to the delivery process (TypeError)": 1}
