@@ -460,8 +460,8 @@ class Logger:
 
     def _take_over(self, entries: list[tuple[str, Any]]) -> bool:
         """The delivery child ended mid-run (killed, out of memory): from here
-        on this thread runs the pipeline itself, starting with `entries`, the
-        entries the child did not get, so the journal and the local files miss
+        on this thread runs the pipeline itself, starting with `entries`, those
+        the child did not get, so the journal and the local files miss
         nothing written from now on. What the child held and had not written
         (records still in the pipe, values an aggregating filter held back) is
         lost; the trackers are left to `rltrack sync`, which delivers them from
