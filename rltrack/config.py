@@ -9,8 +9,8 @@ A config has three sections (TOML shown; YAML and dicts nest the same way):
                  worker (this process's name when several write one run; needs name)
     [[filters]]  type = "none" | "smoothing" | "aggregate" | "time" | "keys", plus its parameters
     [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend;
-                 delivery = "process" (trackers fed by a child process, see
-                 rltrack.delivery_process) | "thread" (by threads of this process)
+                 delivery = "process" (the pipeline and the trackers' delivery in a child
+                 process, see rltrack.delivery_process) | "thread" (in threads of this process)
 
 Every mistake is a `ConfigError` naming where it is (file and key), the value
 found, what is allowed, and how to fix it. Environment: `RLTRACK_CONFIG` names
@@ -174,8 +174,8 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     _check_keys(backends, ("use", "delivery", *BACKEND_TYPES), where, "backends.")
     if backends["delivery"] not in DELIVERY_MODES:
         raise ConfigError(
-            f'{where}: backends.delivery = {backends["delivery"]!r} is not allowed; use "process" (trackers fed by a '
-            'child process, the default) or "thread" (by threads of the training process), e.g. delivery = "process"'
+            f'{where}: backends.delivery = {backends["delivery"]!r} is not allowed; use "process" (the pipeline and the '
+            'trackers in a child process, the default) or "thread" (in threads of the training process), e.g. delivery = "process"'
         )
     use = backends["use"]
     if not isinstance(use, list) or not all(isinstance(b, str) for b in use):

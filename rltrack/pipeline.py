@@ -117,28 +117,30 @@ class Logger:
         *,
         resumed: bool = False,
         tracker_settings: Mapping[str, Mapping[str, Any]] | None = None,
-        run_files: bool = True,
+        delivery_child: bool = False,
     ) -> None:
-        """`tracker_settings` (the remote backends' settings by name) has the
-        trackers fed by a child process (see rltrack.delivery_process)
-        instead of threads of this one; unless a backend's output must stay in
-        this process (`in_training_process`), that child runs the filters,
-        the journal and the local files as well, and this process's pipeline
+        """`tracker_settings` (the remote backends' settings by name, `{}` for
+        none; None: delivery by threads) has a child process (see
+        rltrack.delivery_process) feed the trackers instead of threads of this
+        one; unless a backend's output must stay in this process
+        (`in_training_process`), that child runs the filters, the journal and
+        the local files, with or without trackers, and this process's pipeline
         thread only prepares records (steps, normalise, redact) and sends them.
-        `run_files=False` (that child's own logger) leaves meta.json and the
-        config files to the training process."""
+        `delivery_child=True` (that child's own logger) takes records prepared
+        by the training process and leaves meta.json and the config files to it."""
         self.run_dir = run_dir
         self.name = run_dir.name
         self.config = config
         self.report = report
         self.backends = {b.name: b for b in backends}
         self._chain = chain
+        self._handle = chain.process if delivery_child else self._process  # a written record's way through the pipeline
         self._redactor = redactor or Redactor()
         self._worker: str | None = config.get("run", {}).get("worker")
         local = [b for b in backends if isinstance(b, Backend)]
         remote = [b for b in backends if isinstance(b, RemoteBackend)]
-        self._in_child = bool(remote and tracker_settings) and not any(b.in_training_process for b in local)
-        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends], self._redactor, resumed)] if run_files else []
+        self._in_child = tracker_settings is not None and not any(b.in_training_process for b in local)
+        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends], self._redactor, resumed)] if not delivery_child else []
         if not self._in_child:
             self._sinks += local
         self._queue: deque[Any] = deque()
@@ -157,7 +159,7 @@ class Logger:
             sink.open(self._context)
         self._deliveries: list[DeliveryWorker] = []
         self._delivery_process: DeliveryProcess | None = None
-        if remote and tracker_settings:
+        if tracker_settings is not None and (remote or self._in_child):
             self._delivery_process = DeliveryProcess(
                 run_dir, self._worker, self.name, config, tracker_settings, pipeline=self._in_child, resumed=resumed
             )
@@ -356,7 +358,7 @@ class Logger:
             while self._queue and len(batch) < MAX_BATCH:
                 item = self._queue.popleft()
                 if isinstance(item, (Event, _Deferred)):
-                    batch.extend(self._events_of(item, self._process))
+                    batch.extend(self._events_of(item, self._handle))
                     continue
                 self._deliver(batch)
                 self._feed_sinks()  # control items see every record written before them

@@ -15,6 +15,7 @@ import subprocess
 import textwrap
 import time
 
+import psutil
 import pytest
 
 from reliability_helpers import (
@@ -22,6 +23,7 @@ from reliability_helpers import (
 )  # fmt: skip
 from stage_reader import read_tfevents
 
+import rltrack
 from rltrack.delivery_process import NICENESS
 
 TRAIN = textwrap.dedent(
@@ -352,3 +354,24 @@ def test_when_the_delivery_child_dies_within_a_batch_sent_entry_by_entry_nothing
     assert [(e["kind"], e["data"]) for e in events if e["namespace"] == "learner"] == [("scalars", {"x": 0.0}), ("scalars", {"x": 2.0})]
     dropped = json.loads((run_dir / "report.json").read_text())["counts"]["core.dropped"]
     assert dropped == {"image event: cannot be sent to the delivery process (TypeError)": 1}
+
+
+def test_with_the_local_directory_alone_the_pipeline_still_runs_in_the_delivery_child(tmp_path):
+    """No tracker: the child is started for the pipeline alone, so the filters
+    and the local files do not share the training process's GIL. The journal
+    and the files are open in the child, not here, and they hold everything."""
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "alone"}, "backends": {"use": ["local"]},
+                                  "filters": [{"type": "smoothing", "regex": "^x$", "coeff": 0.5}]})  # fmt: skip
+    try:
+        for i in range(300):
+            logger.write({"x": float(i)}, step=i, namespace="learner")
+        assert logger.flush(timeout=60)
+        journal = str(logger.run_dir / "journal.jsonl")
+        holders = [child for child in psutil.Process().children() if journal in {f.path for f in child.open_files()}]
+        assert len(holders) == 1
+        assert journal not in {f.path for f in psutil.Process().open_files()}
+    finally:
+        assert logger.close(timeout=60)
+    scalars = [e for e in map(json.loads, open(logger.run_dir / "journal.jsonl")) if e["kind"] == "scalars"]
+    assert [(e["data"]["x"], "x_smoothed" in e["data"]) for e in scalars] == [(float(i), True) for i in range(300)]
+    assert sorted(read_tfevents(logger.run_dir / "log" / "serial")["learner/x"]) == list(range(300))
