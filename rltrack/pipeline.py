@@ -140,7 +140,7 @@ class Logger:
         local = [b for b in backends if isinstance(b, Backend)]
         remote = [b for b in backends if isinstance(b, RemoteBackend)]
         self._in_child = tracker_settings is not None and not any(b.in_training_process for b in local)
-        self._sinks: list[Backend] = [RunFiles(tracked, [b.name for b in backends], self._redactor, resumed)] if not delivery_child else []
+        self._sinks: list[Backend] = [] if delivery_child else [RunFiles(tracked, [b.name for b in backends], self._redactor, resumed)]
         if not self._in_child:
             self._sinks += local
         self._queue: deque[Any] = deque()
