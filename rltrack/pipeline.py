@@ -421,7 +421,7 @@ class Logger:
                 self._wake.clear()
 
     def _events_of(self, item: Event | _Deferred, handle: Callable[[Event], list[Event]]) -> list[Event]:
-        """`handle` (`_process` or `_prepare`) applied to a written event, or
+        """`handle` (`_handle` or `_prepare`) applied to a written event, or
         to each event an adapter's deferred build returns; failures counted."""
         built = [item] if isinstance(item, Event) else self._safely("pipeline", "deferred", lambda: list(item.build()), [])
         out: list[Event] = []

@@ -12,6 +12,7 @@ are read back from their own stores.
 
 from __future__ import annotations
 
+import io
 import signal
 import subprocess
 import textwrap
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import rltrack
-from reliability_helpers import PYTHON, read_run_dir, child_env, meta, mlflow_history, mlflow_run, neptune_failed, neptune_floats, wandb_exit_codes, wandb_files, wandb_history
+from reliability_helpers import PYTHON, read_run_dir, child_env, meta, run_child, mlflow_history, mlflow_run, neptune_failed, neptune_floats, wandb_exit_codes, wandb_files, wandb_history
 
 RECORDS = 500
 
@@ -112,9 +113,8 @@ def test_an_uncaught_exception_is_printed_once_when_wandb_runs_in_the_training_p
     replaced: rltrack's, which notes how the run ended and must not print it again."""
     backends, start = WANDB_STARTS[wandb_start]
     script = ONE_TRACEBACK.format(backends=backends, wandb=start)
-    done = subprocess.run([PYTHON, "-c", script, str(tmp_path / "runs")], capture_output=True, text=True, env=child_env(tmp_path), cwd=tmp_path, timeout=240)
+    done = run_child(script, str(tmp_path / "runs"), home=tmp_path)
     assert done.returncode == 1, done.stderr
     assert done.stderr.count("Traceback (most recent call last)") == 1, done.stderr
     assert done.stderr.count("RuntimeError: the loss diverged") == 1, done.stderr
-    run_dir = Path(next(line for line in done.stdout.splitlines() if line.startswith("RUN_DIR="))[len("RUN_DIR=") :])
-    assert meta(run_dir)["status"] == "failed"
+    assert meta(read_run_dir(io.StringIO(done.stdout)))["status"] == "failed"
