@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, Iterable
 
 import wandb_reader
 
@@ -54,8 +54,9 @@ def sync_run(run_dir: Path, home: Path, *args: str) -> subprocess.CompletedProce
     )  # fmt: skip
 
 
-def read_run_dir(stdout: IO[str]) -> Path:
-    """The run directory a child prints as `RUN_DIR=<path>` (trackers print to stdout too)."""
+def read_run_dir(stdout: Iterable[str]) -> Path:
+    """The run directory a child prints as `RUN_DIR=<path>` (trackers print to stdout too):
+    `stdout` is its stream, or the lines of what it printed."""
     for line in stdout:
         if line.startswith("RUN_DIR="):
             return Path(line[len("RUN_DIR=") :].strip())

@@ -53,12 +53,6 @@ def result(stdout: str) -> dict:
     return json.loads(next(line for line in stdout.splitlines() if line.startswith("RESULT="))[len("RESULT="):])
 
 
-def run_dir_of(stdout: str):
-    from pathlib import Path
-
-    return Path(next(line for line in stdout.splitlines() if line.startswith("RUN_DIR="))[len("RUN_DIR="):])
-
-
 def gone(pid: int, within: float) -> bool:
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -74,7 +68,7 @@ def test_the_training_process_never_imports_a_tracker_client_and_the_trackers_ge
     done = run_child(TRAIN, str(tmp_path / "runs"), "500", "close", home=tmp_path)
     assert done.returncode == 0, done.stderr
     assert result(done.stdout) == {"complete": True, "imported": []}
-    run_dir = run_dir_of(done.stdout)
+    run_dir = read_run_dir(done.stdout.splitlines())
     expected = [(i, float(i)) for i in range(500)]
     assert mlflow_history(run_dir, "learner/x") == expected
     assert [(row["env_steps"], row["learner/x"]) for path in wandb_files(run_dir) for row in wandb_history(path)] == expected
@@ -170,7 +164,7 @@ def test_both_delivery_modes_store_the_same(tmp_path, mode):
     done = run_child(script, str(tmp_path / "runs"), "200", "close", home=tmp_path)
     assert done.returncode == 0, done.stderr
     assert result(done.stdout) == {"complete": True, "imported": [] if mode == "process" else ["mlflow", "sqlalchemy"]}
-    assert mlflow_history(run_dir_of(done.stdout), "learner/x") == [(i, float(i)) for i in range(200)]
+    assert mlflow_history(read_run_dir(done.stdout.splitlines()), "learner/x") == [(i, float(i)) for i in range(200)]
 
 
 PIPELINE = textwrap.dedent(
@@ -217,7 +211,7 @@ def test_the_child_runs_the_filters_journal_and_local_files_and_flush_waits_for_
     assert [e["data"]["reward"] for e in scalars] == [float(i % 2) for i in range(400)]
     assert [e["data"]["reward_smoothed"] for e in scalars] == pytest.approx(smoothed)
     assert out["csv_rows"] >= 399  # every step's row is written once the next step begins
-    run_dir = run_dir_of(done.stdout)
+    run_dir = read_run_dir(done.stdout.splitlines())
     artifacts = [e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["kind"] == "artifact"]
     assert [a["data"]["iteration"] for a in artifacts] == [7]
     assert meta(run_dir)["status"] == "finished"
@@ -290,7 +284,7 @@ def test_when_the_delivery_child_dies_the_training_process_takes_the_pipeline_ov
     # flush waited for the takeover to journal the records written after the kill; MLflow is left to `rltrack sync`
     assert result(done.stdout) == {"flushed": True, "at_flush": 500, "complete": False, "imported": False}
     assert "delivery process ended mid-run" in done.stderr and "rltrack sync" in done.stderr
-    run_dir = run_dir_of(done.stdout)
+    run_dir = read_run_dir(done.stdout.splitlines())
     scalars = [e for e in map(json.loads, open(run_dir / "journal.jsonl")) if e["kind"] == "scalars"]
     assert [e["data"]["x"] for e in scalars] == [float(i) for i in range(500)]
     assert all("x_smoothed" in e["data"] for e in scalars)  # the filters ran on both sides of the kill
@@ -349,7 +343,7 @@ def test_when_the_delivery_child_dies_within_a_batch_sent_entry_by_entry_nothing
     done = run_child(script, str(tmp_path / "runs"), home=tmp_path)
     assert done.returncode == 0, done.stderr
     assert result(done.stdout) == {"flushed": True}
-    run_dir = run_dir_of(done.stdout)
+    run_dir = read_run_dir(done.stdout.splitlines())
     events = [json.loads(line) for line in open(run_dir / "journal.jsonl")]
     assert [(e["kind"], e["data"]) for e in events if e["namespace"] == "learner"] == [("scalars", {"x": 0.0}), ("scalars", {"x": 2.0})]
     dropped = json.loads((run_dir / "report.json").read_text())["counts"]["core.dropped"]
