@@ -1,7 +1,8 @@
 """The `Logger`: the training thread's handle, and the pipeline thread behind it.
 
-`write` builds an `Event` and appends it to a deque; that is all the training
-thread pays. A daemon thread drains the deque: it fills in missing steps,
+`write` appends the record to a deque as a plain tuple (its time, a copy of
+its data, kind, namespace and step); that is all the training thread pays.
+A daemon thread drains the deque: it builds the `Event`, fills in missing steps,
 normalises values, runs the filter chain, appends to the journal and hands
 each batch to the backends. Control calls (`dump`, `flush`, `close`,
 checkpoints) travel through the same deque, so they stay in order with writes.
@@ -189,9 +190,10 @@ class Logger:
         Without a step the record takes the last steps given to this logger."""
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r} is not one of {', '.join(KINDS)}")
-        steps = {} if step is None else _as_steps(step)
-        if self._accepting():
-            self._hand_over(Event(time.time(), dict(data), kind, namespace, steps, run=self.name))
+        if type(step) is not int and step is not None:
+            step = _as_steps(step)  # a mapping is copied now: the caller may change it afterwards
+        if self._accepting():  # a tuple, not an Event: building one here would cost this thread half of `write`
+            self._hand_over((time.time(), dict(data), kind, namespace, step))
 
     def emit(self, event: Event) -> None:
         """Hand over an event an adapter built itself."""
@@ -357,7 +359,7 @@ class Logger:
             batch: list[Event] = []
             while self._queue and len(batch) < MAX_BATCH:
                 item = self._queue.popleft()
-                if isinstance(item, (Event, _Deferred)):
+                if isinstance(item, (tuple, Event, _Deferred)):
                     batch.extend(self._events_of(item, self._handle))
                     continue
                 self._deliver(batch)
@@ -399,7 +401,7 @@ class Logger:
                 if isinstance(item, _RunInfo):  # meta.json's, kept here
                     info = self._redactor.mapping(item.info)
                     self._each_sink("info", lambda sink: sink.set_run_info(info))
-                elif isinstance(item, (Event, _Deferred)):
+                elif isinstance(item, (tuple, Event, _Deferred)):
                     events = self._events_of(item, self._prepare)
                     hparams += [event for event in events if event.kind == "hparams"]
                     entries += [("event", pack_event(event)) for event in events]
@@ -420,10 +422,16 @@ class Logger:
                 self._wake.wait(SEND_EVERY)
                 self._wake.clear()
 
-    def _events_of(self, item: Event | _Deferred, handle: Callable[[Event], list[Event]]) -> list[Event]:
-        """`handle` (`_handle` or `_prepare`) applied to a written event, or
-        to each event an adapter's deferred build returns; failures counted."""
-        built = [item] if isinstance(item, Event) else self._safely("pipeline", "deferred", lambda: list(item.build()), [])
+    def _events_of(self, item: tuple[Any, ...] | Event | _Deferred, handle: Callable[[Event], list[Event]]) -> list[Event]:
+        """`handle` (`_handle` or `_prepare`) applied to a record `write` queued,
+        to an event emitted, or to each event an adapter's deferred build
+        returns; failures counted."""
+        if isinstance(item, tuple):
+            built = [self._written_event(item)]
+        elif isinstance(item, Event):
+            built = [item]
+        else:
+            built = self._safely("pipeline", "deferred", lambda: list(item.build()), [])
         out: list[Event] = []
         for event in built:  # a try per event, not a `_safely` closure: this runs for every record
             try:
@@ -431,6 +439,12 @@ class Logger:
             except Exception as exc:
                 self._failed("pipeline", "process", exc)
         return out
+
+    def _written_event(self, written: tuple[Any, ...]) -> Event:
+        """The event of a record `write` queued as (time, data, kind, namespace, step)."""
+        time_, data, kind, namespace, step = written
+        steps = {} if step is None else {DEFAULT_STEP_AXIS: step} if type(step) is int else step
+        return Event(time_, data, kind, namespace, steps, run=self.name)
 
     def _control_entry(self, item: _Dump | _Record | _Barrier) -> tuple[str, Any]:
         if isinstance(item, _Dump):

@@ -120,7 +120,7 @@ def test_buffer_throughput_every_interval() -> None:
     with pytest.raises(ValueError, match="seconds=0 must be > 0"):
         stages.BufferThroughput(0)
     throughput = stages.BufferThroughput(10)
-    start = throughput._since
+    start = throughput._since = 1000.0  # exact: with a monotonic reading, (start + 10) - start can round below 10
     throughput.add(pushed_in=4, sampled_out=32)
     throughput.add(pushed_in=4)
     assert throughput.take(8, now=start + 5) is None
