@@ -54,6 +54,24 @@ def test_int_step_and_mapping_of_axes(tmp_path: Path) -> None:
     assert memory.steps == {"a": [5], "learner/b": [2048], "learner/c": [4]}
 
 
+def test_a_record_and_its_steps_are_taken_as_they_were_at_the_call(tmp_path: Path) -> None:
+    """`write` queues its record for the pipeline thread, which works on it
+    later: the dicts a caller reuses and changes after each call must not
+    change what was written (a loop outpaces the pipeline thread here)."""
+    data: dict[str, float] = {}
+    steps: dict[str, int] = {}
+    with make(tmp_path) as logger:
+        for i in range(3000):
+            data["x"], steps["env_steps"], steps["train_iter"] = float(i), 10 * i, i
+            logger.write(data, step=steps)
+            logger.write(data, step=i, namespace="int_step")
+    events = journal(logger, "scalars")
+    assert [(e.data, e.steps) for e in events if e.namespace == ""] == [
+        ({"x": float(i)}, {"env_steps": 10 * i, "train_iter": i}) for i in range(3000)
+    ]
+    assert [(e.data, e.steps) for e in events if e.namespace == "int_step"] == [({"x": float(i)}, {"step": i}) for i in range(3000)]
+
+
 def test_missing_step_inherits_the_last_given_steps(tmp_path: Path) -> None:
     with make(tmp_path) as logger:
         logger.write({"loss": 1.0}, step={"env_steps": 100, "train_iter": 1}, namespace="learner")
