@@ -95,6 +95,11 @@ class _Deferred:
     build: Callable[[], Iterable[Event]]
 
 
+#: What the deque holds for records, as opposed to control calls: a record
+#: `write` queued (a plain tuple), an event emitted, a deferred build.
+_RECORDS = (tuple, Event, _Deferred)
+
+
 @dataclass
 class _Record:
     """An event that is already complete (steps set, values clean): it skips
@@ -359,7 +364,7 @@ class Logger:
             batch: list[Event] = []
             while self._queue and len(batch) < MAX_BATCH:
                 item = self._queue.popleft()
-                if isinstance(item, (tuple, Event, _Deferred)):
+                if isinstance(item, _RECORDS):
                     batch.extend(self._events_of(item, self._handle))
                     continue
                 self._deliver(batch)
@@ -401,7 +406,7 @@ class Logger:
                 if isinstance(item, _RunInfo):  # meta.json's, kept here
                     info = self._redactor.mapping(item.info)
                     self._each_sink("info", lambda sink: sink.set_run_info(info))
-                elif isinstance(item, (tuple, Event, _Deferred)):
+                elif isinstance(item, _RECORDS):
                     events = self._events_of(item, self._prepare)
                     hparams += [event for event in events if event.kind == "hparams"]
                     entries += [("event", pack_event(event)) for event in events]
@@ -443,7 +448,7 @@ class Logger:
     def _written_event(self, written: tuple[Any, ...]) -> Event:
         """The event of a record `write` queued as (time, data, kind, namespace, step)."""
         time_, data, kind, namespace, step = written
-        steps = {} if step is None else {DEFAULT_STEP_AXIS: step} if type(step) is int else step
+        steps = {} if step is None else step if type(step) is dict else _as_steps(step)  # `write` left ints as they were
         return Event(time_, data, kind, namespace, steps, run=self.name)
 
     def _control_entry(self, item: _Dump | _Record | _Barrier) -> tuple[str, Any]:

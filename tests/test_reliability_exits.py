@@ -12,7 +12,6 @@ are read back from their own stores.
 
 from __future__ import annotations
 
-import io
 import signal
 import subprocess
 import textwrap
@@ -117,4 +116,4 @@ def test_an_uncaught_exception_is_printed_once_when_wandb_runs_in_the_training_p
     assert done.returncode == 1, done.stderr
     assert done.stderr.count("Traceback (most recent call last)") == 1, done.stderr
     assert done.stderr.count("RuntimeError: the loss diverged") == 1, done.stderr
-    assert meta(read_run_dir(io.StringIO(done.stdout)))["status"] == "failed"
+    assert meta(read_run_dir(done.stdout.splitlines()))["status"] == "failed"
