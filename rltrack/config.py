@@ -6,11 +6,10 @@ A config has three sections (TOML shown; YAML and dicts nest the same way):
                  tracked, names ("both" | "canonical" | "native", see rltrack.canonical),
                  backup_code (globs of source files copied into the run's code/ folder),
                  redact (extra regexes of key words that mark credentials, see rltrack.redact),
-                 worker (this process's name when several write one run; needs name)
+                 worker (this process's name when several write one run; needs name),
+                 close_timeout (seconds `close` waits for the agent; None: until every tracker has everything)
     [[filters]]  type = "none" | "smoothing" | "aggregate" | "time" | "keys", plus its parameters
-    [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend;
-                 delivery = "process" (the pipeline and the trackers' delivery in a child
-                 process, see rltrack.delivery_process) | "thread" (in threads of this process)
+    [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend
 
 Every mistake is a `ConfigError` naming where it is (file and key), the value
 found, what is allowed, and how to fix it. Environment: `RLTRACK_CONFIG` names
@@ -35,18 +34,18 @@ from rltrack.canonical import NAME_MODES
 from rltrack.filters import FILTER_TYPES, Filter, FilterChain
 from rltrack.journal import WRITER_NAME
 from rltrack.optional import MissingExtraError
-from rltrack.pipeline import Logger
+from rltrack.pipeline import DEFAULT_CLOSE_TIMEOUT, Logger
 from rltrack.redact import Redactor
 from rltrack.report import Report
 from rltrack.resume import resolve_run_dir
 from rltrack.rundir import create_run_dir, safe_filename
 
 DEFAULTS: dict[str, Any] = {
-    "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None},
+    "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None,
+            "close_timeout": DEFAULT_CLOSE_TIMEOUT},
     "filters": [],
-    "backends": {"use": ["local"], "delivery": "process"},
+    "backends": {"use": ["local"]},
 }
-DELIVERY_MODES = ("process", "thread")
 SECTIONS = tuple(DEFAULTS)
 RUN_KEYS = tuple(DEFAULTS["run"])
 
@@ -158,6 +157,12 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
         )
     if worker is not None and not run["name"]:
         raise ConfigError(f'{where}: run.worker = {worker!r} needs run.name, the directory every writer of the run shares; add e.g. name = "impala_pong"')
+    close_timeout = run["close_timeout"]
+    if close_timeout is not None and (isinstance(close_timeout, bool) or not isinstance(close_timeout, (int, float)) or not close_timeout >= 0):
+        raise ConfigError(
+            f"{where}: run.close_timeout = {close_timeout!r} must be a number of seconds >= 0 (how long close() waits for the "
+            "trackers; what is left is delivered afterwards), e.g. close_timeout = 5; in a dict, None waits for every tracker"
+        )
     tracked = run["tracked"]
     if not isinstance(tracked, list) or not all(isinstance(t, str) for t in tracked):
         raise ConfigError(f'{where}: run.tracked = {tracked!r} must be a list of hyperparameter names, e.g. tracked = ["env_id", "lr"]')
@@ -171,12 +176,7 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     backends = cfg["backends"]
     if not isinstance(backends, dict):
         raise ConfigError(f"{where}: backends must be a table with a 'use' list, got {backends!r}")
-    _check_keys(backends, ("use", "delivery", *BACKEND_TYPES), where, "backends.")
-    if backends["delivery"] not in DELIVERY_MODES:
-        raise ConfigError(
-            f'{where}: backends.delivery = {backends["delivery"]!r} is not allowed; use "process" (the pipeline and the '
-            'trackers in a child process, the default) or "thread" (in threads of the training process), e.g. delivery = "process"'
-        )
+    _check_keys(backends, ("use", *BACKEND_TYPES), where, "backends.")
     use = backends["use"]
     if not isinstance(use, list) or not all(isinstance(b, str) for b in use):
         raise ConfigError(f'{where}: backends.use = {use!r} must be a list of backend names, e.g. use = ["local"]')
@@ -266,9 +266,18 @@ def make_logger(
     chain = build_chain(cfg["filters"], where, report)
     run = cfg["run"]
     redactor = Redactor(run["redact"])
-    settings = {name: _tags_redacted(cfg["backends"].get(name, {}), redactor) for name in cfg["backends"]["use"]}
-    backends = [build_backend(name, backend_settings, where) for name, backend_settings in settings.items()]
-    trackers = {name: settings[name] for name, backend in zip(settings, backends) if isinstance(backend, RemoteBackend)}
+    in_process: list[Backend] = []
+    files: dict[str, dict[str, Any]] = {}
+    trackers: dict[str, dict[str, Any]] = {}
+    for name in cfg["backends"]["use"]:
+        settings = _tags_redacted(cfg["backends"].get(name, {}), redactor)
+        backend = build_backend(name, settings, where)  # every mistake shows here, not in the agent later
+        if isinstance(backend, RemoteBackend):
+            trackers[name] = _paths_resolved(settings)
+        elif backend.in_training_process:
+            in_process.append(backend)
+        else:
+            files[name] = _paths_resolved(settings)
     root = Path(run["root"]).expanduser()
     if run["worker"] is not None:
         run_dir = root / safe_filename(run["name"])
@@ -280,12 +289,25 @@ def make_logger(
             run_dir = resolve_run_dir(resume, root)
         except ValueError as exc:
             raise ConfigError(f"{exc}; pass the run's directory or its id as shown by `rltrack runs ls`") from None
-    # the backends were built from the real settings (a tracking URI may hold a
-    # password the client needs); everything that writes the config gets it redacted
+    # the trackers get the real settings (a tracking URI may hold a password
+    # the client needs); everything that writes the config gets it redacted
     return Logger(
-        run_dir, redactor.mapping(cfg), chain, backends, report, run["tracked"], redactor, resumed=resume is not None,
-        tracker_settings=trackers if cfg["backends"]["delivery"] == "process" else None,
+        run_dir, redactor.mapping(cfg), chain, in_process, report, run["tracked"], redactor, resumed=resume is not None,
+        files=files, trackers=trackers,
     )  # fmt: skip
+
+
+def _paths_resolved(settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings with relative paths made absolute: the agent that uses them
+    runs in another directory (`logdir`, `dir`, a `sqlite:///` tracking URI)."""
+    settings = dict(settings)
+    for key in ("logdir", "dir", "data_directory"):
+        if isinstance(settings.get(key), str):
+            settings[key] = str(Path(settings[key]).expanduser().resolve())
+    uri = settings.get("tracking_uri")
+    if isinstance(uri, str) and uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        settings["tracking_uri"] = "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+    return settings
 
 
 def _tags_redacted(settings: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Delivers a run's journal to one remote tracker, from a persisted cursor.
 
-One `DeliveryWorker` (a thread) per remote backend. It reads complete journal
-lines from its cursor (a byte offset, saved in `cursors/<backend>.json` after
+One `DeliveryWorker` per tracker and journal, stepped by the agent (see
+rltrack.agent) or by `rltrack sync`. It reads complete journal lines from its cursor (a byte offset, saved in `cursors/<backend>.json` after
 every acknowledged batch), hands them to the backend in batches, and on
 failure retries the same batch with exponential backoff. The backlog lives in
 the journal on disk, so memory stays bounded however long a tracker is down,
@@ -16,14 +16,14 @@ import fcntl
 import json
 import os
 import sys
-import threading
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from rltrack.backends.remote import RemoteBackend
 from rltrack.events import Event
-from rltrack.journal import journal_files, journal_path
+from rltrack.journal import journal_files, journal_path, read_batch
 from rltrack.report import Report
 
 CURSOR_DIR = "cursors"
@@ -34,9 +34,9 @@ POLL = 0.1
 #: took before leaving the rest behind the cursor (sent again, without
 #: doubles, by the next delivery).
 STORE_WAIT = 60.0
-#: How long a delivery waits for another process delivering the same journal
-#: to the same tracker (the child of a run that just crashed, finishing what it
-#: had received) before giving up: two deliveries on one cursor send twice.
+#: How long `rltrack sync` waits for another process delivering the same
+#: journal to the same tracker (the agent, finishing a run) before giving up:
+#: two deliveries on one cursor would send twice.
 LOCK_WAIT = 60.0
 
 
@@ -44,22 +44,23 @@ class DeliveryBusy(Exception):
     """Another process delivers this journal to this tracker."""
 
 
-def _lock_cursor(path: Path) -> int:
+def _lock_cursor(path: Path, wait: float) -> int:
     """Holds `<cursor>.lock` (an exclusive `flock`, released by the kernel
-    when the process ends, however it ends); returns its descriptor."""
+    when the process ends, however it ends), waiting at most `wait` seconds
+    for another holder; returns its descriptor."""
     path.parent.mkdir(exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + LOCK_WAIT
+    deadline = time.monotonic() + wait
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return fd
         except BlockingIOError:
-            if time.monotonic() > deadline:
+            if time.monotonic() >= deadline:
                 os.close(fd)
                 raise DeliveryBusy(
-                    f"another process has been delivering to this tracker for over {LOCK_WAIT:.0f} s (it holds {path}); "
-                    "wait for it to end, or end it, then try again"
+                    f"another process has been delivering to this tracker for over {wait:.0f} s (it holds {path}); "
+                    "wait for it to end (`rltrack status` lists what the agent delivers), or end it, then try again"
                 ) from None
             time.sleep(POLL)
 
@@ -93,24 +94,6 @@ class Cursor:
         os.replace(tmp, self.path)
 
 
-def read_batch(journal: Path, offset: int, limit: int) -> tuple[list[Event], int]:
-    """Up to `limit` events from byte `offset`, and the offset after them.
-    A line not yet ended by a newline is left for next time."""
-    events: list[Event] = []
-    if not journal.is_file():
-        return events, offset
-    with journal.open("rb") as f:
-        f.seek(offset)
-        while len(events) < limit:
-            line = f.readline()
-            if not line.endswith(b"\n"):
-                break
-            offset += len(line)
-            if line.strip():
-                events.append(Event.from_json(line.decode("utf-8")))
-    return events, offset
-
-
 def pending_bytes(run_dir: Path, backend: str) -> int:
     """Journal bytes, over all writers, that `backend` has not received."""
     return sum(
@@ -139,94 +122,102 @@ def say_pending(report: Report, run_dir: Path, backend: str, last_error: str | N
 
 
 class DeliveryWorker:
-    """Feeds `backend` from the journal of `run_dir` on its own thread."""
+    """Feeds `backend` from the journal of one writer of `run_dir`, a batch
+    per `step`. It has no thread of its own: the agent steps the workers of
+    each tracker on that tracker's thread, `rltrack sync` on its own (see
+    `run_until_caught_up`). `close_at_end`: the tracker's run ends once this
+    journal is delivered (False while other writers still feed the same run)."""
 
-    def __init__(self, backend: RemoteBackend, run_dir: Path, writer: str | None = None, *, close_at_end: bool = True) -> None:
+    def __init__(
+        self, backend: RemoteBackend, run_dir: Path, writer: str | None = None, *, close_at_end: bool = True, lock_wait: float | None = None
+    ) -> None:  # fmt: skip
         self.backend = backend
-        self.close_at_end = close_at_end  # False: more journals follow into the same tracker run
+        self.close_at_end = close_at_end
         self.run_dir = run_dir
+        self.writer = writer
         self.journal = journal_path(run_dir, writer)
-        self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.name, writer).with_suffix(".lock"))
-        self._unlocking = threading.Lock()
+        self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.name, writer).with_suffix(".lock"), LOCK_WAIT if lock_wait is None else lock_wait)
         self.cursor = Cursor(run_dir, backend.name, writer)  # read once locked: a process that held the lock may have moved it
         self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0
         self.last_error: str | None = None
-        self._status = "finished"
-        self._journal_done = threading.Event()  # no more lines will be appended
-        self._stop = threading.Event()  # give up now, even if behind
-        self._thread = threading.Thread(target=self._loop, name=f"rltrack-deliver-{backend.name}", daemon=True)
+        #: Set by the owner once no more lines will be appended, with the status the tracker's run ends with.
+        self.journal_complete = False
+        self.status = "finished"
+        self.done = False  # delivered and ended, or given up
+        self.next_try = 0.0  # `time.monotonic()` before which `step` waits (backoff after a failure)
+        self._backoff = BACKOFF_START
+        self._started = False
+        self._storing_until: float | None = None  # the tracker's run is ended: waiting for it to store what it took
 
-    def start(self) -> None:
-        self._thread.start()
-
-    def finish(self, status: str, timeout: float | None) -> bool:
-        """Once the journal is complete: deliver the rest for up to `timeout`
-        seconds, then end the tracker's run with `status`. Returns True if
-        everything was delivered; otherwise the worker gives up (a delivery
-        call that hangs is abandoned on its daemon thread) and the rest waits
-        in the journal for `rltrack sync`."""
-        self._status = status
-        self._journal_done.set()
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            self._stop.set()
-            self._unlock()  # given up: the next delivery (`rltrack sync`) may start at once
+    def step(self) -> bool:
+        """Delivers one batch (or retries it, or ends the tracker's run at the
+        end of a complete journal). True when more work is waiting right away."""
+        if self.done:
             return False
-        return self.caught_up()
+        now = time.monotonic()
+        if now < self.next_try:
+            return False
+        try:
+            return self._step(now)
+        except Exception as exc:  # the tracker is down or refused: keep the batch, retry later
+            self.errors += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+            self.next_try = now + self._backoff
+            self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+            return False
+
+    def _step(self, now: float) -> bool:
+        if not self._started:
+            self._start()
+            self._started = True
+        if self._storing_until is not None:
+            self._confirm()
+            if not self._untold or now > self._storing_until:
+                self.give_up()
+            return False
+        # Read "complete" before the journal: if it was already set, an empty
+        # read means everything is delivered; if it gets set after the read,
+        # the next step reads once more before ending.
+        complete = self.journal_complete
+        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch)
+        if not entries:
+            self._confirm()
+            if complete:
+                self._end()
+            return False
+        events = [entry for entry in entries if type(entry) is Event]
+        if events:
+            self.backend.deliver(events)
+        self._backoff = BACKOFF_START
+        self._taken(offset, len(events))
+        return True
 
     def caught_up(self) -> bool:
         return self.cursor.offset >= (self.journal.stat().st_size if self.journal.is_file() else 0)
 
+    def pending_bytes(self) -> int:
+        return max(0, (self.journal.stat().st_size if self.journal.is_file() else 0) - self.cursor.offset)
+
     def run_until_caught_up(self, status: str) -> None:
         """For `rltrack sync`: deliver everything on the calling thread."""
-        self._status = status
-        self._journal_done.set()
-        self._loop()
-
-    def _loop(self) -> None:
+        self.status = status
+        self.journal_complete = True
         try:
-            self._deliver_all()
+            while not self.done:
+                if not self.step():
+                    time.sleep(min(POLL, max(0.0, self.next_try - time.monotonic())) or POLL)
         finally:
-            self._unlock()
+            self.give_up()
 
-    def _unlock(self) -> None:
-        with self._unlocking:
-            if self._lock is not None:
-                os.close(self._lock)
-                self._lock = None
-
-    def _deliver_all(self) -> None:
-        self._start()
-        backoff = BACKOFF_START
-        while not self._stop.is_set():
-            # Read "done" before the journal: if it was already set, an empty
-            # read means everything is delivered; if it gets set after the
-            # read, the loop reads once more before ending.
-            journal_complete = self._journal_done.is_set()
-            events, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch)
-            if not events:
-                if offset != self._read_offset:  # only blank lines
-                    self._taken(offset, 0)
-                    continue
-                self._confirm()
-                if journal_complete:
-                    self._end()
-                    return
-                self._stop.wait(POLL)
-                continue
-            try:
-                self.backend.deliver(events)
-            except Exception as exc:  # the tracker is down or refused: keep the batch, retry later
-                self.errors += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, BACKOFF_MAX)
-                continue
-            backoff = BACKOFF_START
-            self._taken(offset, len(events))
+    def give_up(self) -> None:
+        """Stops here (what is left waits in the journal for `rltrack sync`) and releases the cursor."""
+        self.done = True
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     def _start(self) -> None:
         """Tells the backend where its run stood at the cursor. A stream that
@@ -260,30 +251,35 @@ class DeliveryWorker:
         follow into it), then wait a while for the tracker to store what it
         took (W&B may still be writing after `finish` returns)."""
         if self.close_at_end:
-            self._close_backend()
-        deadline = time.monotonic() + STORE_WAIT
+            try:
+                self.backend.close(self.status)
+            except Exception as exc:  # the data is delivered; only the run's final status is missing
+                self.last_error = f"close: {type(exc).__name__}: {exc}"
+                self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+        self._storing_until = time.monotonic() + STORE_WAIT
         self._confirm()
-        while self._untold and time.monotonic() < deadline and not self._stop.wait(POLL):
-            self._confirm()
-
-    def _close_backend(self) -> None:
-        try:
-            self.backend.close(self._status)
-        except Exception as exc:  # the data is delivered; only the run's final status is missing
-            self.last_error = f"close: {type(exc).__name__}: {exc}"
-            self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
-
+        if not self._untold:
+            self.give_up()
 
 def time_left(deadline: float | None) -> float | None:
     """Seconds until `deadline` (a `time.monotonic()` time), never below 0; None: no limit."""
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-def finish_all(workers: list[DeliveryWorker], status: str, deadline: float | None) -> dict[str, str | None]:
-    """Finishes each worker by `deadline` (see `time_left`); returns the
-    trackers not caught up, each with its last error."""
-    pending = {}
-    for worker in workers:
-        if not worker.finish(status, time_left(deadline)):
-            pending[worker.backend.name] = worker.last_error
-    return pending
+def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list[str]) -> None:
+    """Adds `counts` (a `Report.as_dict()`) to the run's report.json; the
+    "pending" entries of `trackers` are replaced by what is pending now, if
+    anything. The training process, the agent and `rltrack sync` all add to
+    it, so each holds `report.json.lock` meanwhile (for at most `LOCK_WAIT`)."""
+    path = run_dir / "report.json"
+    fd = _lock_cursor(run_dir / "report.json.lock", LOCK_WAIT)
+    try:
+        merged = Report()
+        if path.is_file():
+            merged.add(json.loads(path.read_text()), skip_pending=tuple(trackers))
+        merged.add(counts)
+        for name in trackers:
+            report_pending(merged, run_dir, name)
+        merged.save(path)
+    finally:
+        os.close(fd)

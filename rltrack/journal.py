@@ -9,20 +9,58 @@ Several processes writing one run (actors and a learner, env runners) each
 append to a journal of their own, `journal.<writer>.jsonl`, so that no line is
 ever interleaved with another process's; `read_journal(run_dir)` merges them
 in time order.
+
+Besides events, a journal holds one kind of control line, `{"control":
+"dump", "time": ...}`, where the training process called `dump`: the agent
+writing the local files completes its text tables and csv row there, as the
+pipeline's own sinks do. `read_journal` skips control lines.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import re
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, Iterable, Iterator, Union
 
-from rltrack.events import Event
+import orjson
+
+from rltrack.events import SCHEMA_VERSION, Event
 
 JOURNAL_NAME = "journal.jsonl"
 #: A writer's name is part of file names: letters, digits, `_`, `-`, `.`, not leading `.`.
 WRITER_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,99}")
+
+
+class Dump:
+    """A `dump` control line: the store-then-log point, at `time`."""
+
+    __slots__ = ("time",)
+
+    def __init__(self, time: float) -> None:
+        self.time = time
+
+
+#: What a journal line is: an event, or a control line.
+Entry = Union[Event, Dump]
+
+
+def parse_line(line: str | bytes) -> Entry:
+    """One journal line as an `Event` or a `Dump`; raises ValueError (or
+    KeyError, TypeError) on a line that is neither. orjson reads the line
+    unless it holds a NaN or an infinity, which only json's reader takes."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        obj = json.loads(line)
+    if not isinstance(obj, dict):
+        raise ValueError("a journal line is a JSON object")
+    if "control" in obj:
+        if obj["control"] != "dump":
+            raise ValueError(f"unknown control line {obj['control']!r}")
+        return Dump(float(obj["time"]))
+    return Event.from_dict(obj)
 
 
 def journal_path(run_dir: Path, writer: str | None = None) -> Path:
@@ -56,6 +94,9 @@ class JournalWriter:
             self._file.write("\n".join(lines))
             self.lines += len(lines) - 1
 
+    def append_dump(self, time: float) -> None:
+        self._file.write(f'{{"schema":{SCHEMA_VERSION},"control":"dump","time":{time!r}}}\n')
+
     def flush(self) -> None:
         self._file.flush()
 
@@ -88,11 +129,13 @@ def _read_file(path: Path) -> Iterator[Event]:
             if not line.strip():
                 continue
             try:
-                yield Event.from_json(line)
+                entry = parse_line(line)
             except (KeyError, ValueError, TypeError, AttributeError) as exc:  # bad JSON, or not an event
                 if not line.endswith("\n"):  # the last write was cut short
                     return
                 raise ValueError(f"{path}:{number}: not a journal line ({exc})") from None
+            if type(entry) is Event:
+                yield entry
 
 
 def end_torn_tail(path: Path) -> str | None:
@@ -120,9 +163,29 @@ def end_torn_tail(path: Path) -> str | None:
             return None
         f.seek(cut)
         try:
-            Event.from_json(f.read().decode("utf-8"))
+            parse_line(f.read())
         except (KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError):
             f.truncate(cut)
             return "cut"
         f.write(b"\n")
         return "ended"
+
+
+def read_batch(journal: Path, offset: int, limit: int) -> tuple[list[Entry], int]:
+    """Up to `limit` entries from byte `offset`, and the offset after them.
+    A line not yet ended by a newline is left for next time."""
+    entries: list[Entry] = []
+    try:
+        f = journal.open("rb")
+    except FileNotFoundError:
+        return entries, offset
+    with f:
+        f.seek(offset)
+        while len(entries) < limit:
+            line = f.readline()
+            if not line.endswith(b"\n"):
+                break
+            offset += len(line)
+            if line.strip():
+                entries.append(parse_line(line))
+    return entries, offset

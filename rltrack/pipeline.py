@@ -3,9 +3,17 @@
 `write` appends the record to a deque as a plain tuple (its time, a copy of
 its data, kind, namespace and step); that is all the training thread pays.
 A daemon thread drains the deque: it builds the `Event`, fills in missing steps,
-normalises values, runs the filter chain, appends to the journal and hands
-each batch to the backends. Control calls (`dump`, `flush`, `close`,
-checkpoints) travel through the same deque, so they stay in order with writes.
+normalises values, redacts, runs the filter chain, appends to the run's journal
+(flushed to the operating system at least every `FLUSH_EVERY`) and hands each
+batch to the backends that live in this process (memory, console, meta.json).
+Control calls (`dump`, `flush`, `close`, checkpoints) travel through the same
+deque, so they stay in order with writes.
+
+Everything else happens in the agent (rltrack.agent), one process per machine
+that reads the journal: the local files and every tracker. The logger
+registers its run there and makes sure an agent runs (rltrack.agent_files);
+`flush` waits for the agent to have written the local files, `close` for it to
+have delivered everything, each for a bounded time (`run.close_timeout`).
 """
 
 from __future__ import annotations
@@ -25,10 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
+from rltrack.agent_link import AgentLink
 from rltrack.backends.base import Backend, RunContext
-from rltrack.backends.remote import RemoteBackend
-from rltrack.delivery import DeliveryWorker, finish_all, say_pending
-from rltrack.delivery_process import DeliveryProcess, pack_event, unpack_event
+from rltrack.delivery import merge_into_report_file, time_left
 from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JournalWriter, journal_path
@@ -38,27 +45,23 @@ from rltrack.resume import ResumeState
 from rltrack.rundir import RunFiles, save_checkpoint
 from rltrack.values import normalize
 
-#: The pipeline thread that runs the pipeline (in this process, or in the
-#: delivery child) wakes at least this often when idle, and flushes the
-#: journal and backends at least this often (so a crash loses < 1 s of events).
+#: The pipeline thread wakes at least this often when idle, and flushes the
+#: journal and backends at least this often (so a crash loses < 0.5 s of events).
 IDLE_WAIT = 0.05
 FLUSH_EVERY = 0.5
-#: When the delivery child runs the pipeline, this process's pipeline thread
-#: sends it what was written this often (at once on flush and close, and when
-#: MAX_BATCH records are waiting). Waking every IDLE_WAIT instead had the
-#: child (and its trackers) wake ten times as often: in two side-by-side runs
-#: of the stress loop of `bench/bench_training.py` (its numpy step, 4,000
-#: steps) training ran 1.13x and 1.09x slower than without logging, against
-#: 1.06x and 1.07x. Records wait at most this long before they are sent; the
-#: child journals each batch on arrival, so a crash still loses < 1 s.
-SEND_EVERY = 0.5
 #: Records processed before they go to the journal and backends. Without a cap
 #: a producer faster than the pipeline would keep everything in one batch, off
 #: disk, until it paused.
 MAX_BATCH = 1000
-#: Events journaled but not yet handed to the local backends, at most; beyond
-#: it the backends are fed even while the queue is still behind.
+#: Events journaled but not yet handed to the in-process backends, at most;
+#: beyond it they are fed even while the queue is still behind.
 MAX_BACKLOG = 50_000
+#: Seconds between the pipeline thread's checks that an agent runs (it starts one if not).
+AGENT_CHECK = 1.0
+#: `run.close_timeout` when the config leaves it out.
+DEFAULT_CLOSE_TIMEOUT = 5.0
+#: The longest `flush(timeout=None)` waits for the agent to write the local files.
+FLUSH_LIMIT = 120.0
 
 #: The kinds whose values can be strings once normalised (scalars and timings
 #: are numbers by then): these pass the `Redactor` before the journal.
@@ -116,67 +119,48 @@ class Logger:
         run_dir: Path,
         config: dict[str, Any],
         chain: FilterChain,
-        backends: list[Backend | RemoteBackend],
+        backends: list[Backend],
         report: Report,
         tracked: list[str],
         redactor: Redactor | None = None,
         *,
         resumed: bool = False,
-        tracker_settings: Mapping[str, Mapping[str, Any]] | None = None,
-        delivery_child: bool = False,
+        files: Mapping[str, Mapping[str, Any]] | None = None,
+        trackers: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        """`tracker_settings` (the remote backends' settings by name, `{}` for
-        none; None: delivery by threads) has a child process (see
-        rltrack.delivery_process) feed the trackers instead of threads of this
-        one; unless a backend's output must stay in this process
-        (`in_training_process`), that child runs the filters, the journal and
-        the local files, with or without trackers, and this process's pipeline
-        thread only prepares records (steps, normalise, redact) and sends them.
-        `delivery_child=True` (that child's own logger) takes records prepared
-        by the training process and leaves meta.json and the config files to it."""
+        """`backends`: those living in this process (memory, console);
+        `files` and `trackers`: the settings of the file backends and the
+        trackers by name, which the agent runs from the journal."""
         self.run_dir = run_dir
         self.name = run_dir.name
         self.config = config
         self.report = report
         self.backends = {b.name: b for b in backends}
+        self.close_timeout: float | None = config.get("run", {}).get("close_timeout", DEFAULT_CLOSE_TIMEOUT)
         self._chain = chain
-        self._handle = chain.process if delivery_child else self._process  # a written record's way through the pipeline
         self._redactor = redactor or Redactor()
         self._worker: str | None = config.get("run", {}).get("worker")
-        local = [b for b in backends if isinstance(b, Backend)]
-        remote = [b for b in backends if isinstance(b, RemoteBackend)]
-        self._in_child = tracker_settings is not None and not any(b.in_training_process for b in local)
-        self._sinks: list[Backend] = [] if delivery_child else [RunFiles(tracked, [b.name for b in backends], self._redactor, resumed)]
-        if not self._in_child:
-            self._sinks += local
+        names = [*(b.name for b in backends), *(files or {}), *(trackers or {})]
+        self._sinks: list[Backend] = [RunFiles(tracked, names, self._redactor, resumed), *backends]
         self._queue: deque[Any] = deque()
-        self._backlog: list[Event] = []  # journaled, not yet given to the local backends
+        self._backlog: list[Event] = []  # journaled, not yet given to the in-process backends
         self._wake = threading.Event()
         self._closed = False
+        self._complete = False
         self._warned_closed = False
-        state = ResumeState.from_journal(journal_path(run_dir, self._worker)) if resumed else ResumeState()
+        self._journal_path = journal_path(run_dir, self._worker)
+        state = ResumeState.from_journal(self._journal_path) if resumed else ResumeState()
         self._best_metric = state.best_metric
         self._last_steps = state.last_steps
         self._namespace_counts = state.namespace_counts
         self._reported: set[str] = set()
-        self._local = local  # opened here only if the delivery child ends mid-run (see `_take_over`)
         self._context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report, worker=self._worker)
-        for sink in [*self._sinks, *remote]:
+        for sink in self._sinks:
             sink.open(self._context)
-        self._deliveries: list[DeliveryWorker] = []
-        self._delivery_process: DeliveryProcess | None = None
-        if tracker_settings is not None and (remote or self._in_child):
-            self._delivery_process = DeliveryProcess(
-                run_dir, self._worker, self.name, config, tracker_settings, pipeline=self._in_child, resumed=resumed
-            )
-        if not self._in_child:
-            self._journal = JournalWriter(journal_path(run_dir, self._worker))
-        self._thread = threading.Thread(target=self._send_loop if self._in_child else self._loop, name=f"rltrack-{self.name}", daemon=True)
+        self._journal = JournalWriter(self._journal_path)
+        self._agent = AgentLink(run_dir, self.name, self._worker, config, dict(files or {}), dict(trackers or {})) if files or trackers else None
+        self._thread = threading.Thread(target=self._loop, name=f"rltrack-{self.name}", daemon=True)
         self._thread.start()
-        if self._delivery_process is None:
-            self._deliveries = [DeliveryWorker(backend, run_dir, self._worker) for backend in remote]
-        for worker in self._deliveries:
-            worker.start()
         _OPEN_LOGGERS.add(self)
         _watch_uncaught()
 
@@ -306,48 +290,50 @@ class Logger:
         return False
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Waits until everything written so far is in the journal and the
-        backends' files. Returns False if `timeout` passed first. Tables
-        (text logs, console, progress.csv rows) are still completed at the
-        next `dump`, new step or close, so that a row never holds half a step."""
-        if not self._thread.is_alive():
+        """Waits until everything written so far is in the journal, the
+        in-process backends and the local files the agent writes. Returns
+        False if `timeout` (None: `FLUSH_LIMIT`) passed first. Tables (text
+        logs, console, progress.csv rows) are still completed at the next
+        `dump`, new step or close, so that a row never holds half a step."""
+        deadline = time.monotonic() + (FLUSH_LIMIT if timeout is None else timeout)
+        if self._thread.is_alive():
+            barrier = _Barrier()
+            self._queue.append(barrier)
+            self._wake.set()
+            if not barrier.done.wait(time_left(deadline)):
+                return False
+        if self._agent is None:
             return True
-        barrier = _Barrier()
-        self._queue.append(barrier)
-        self._wake.set()
-        return barrier.done.wait(timeout)
+        return self._agent.wait_for_files(self._journal_path, deadline)
 
-    def close(self, timeout: float | None = None, status: str = "finished") -> bool:
-        """Emits what aggregating filters hold, drains everything, closes the
-        backends and marks the run `status`, waiting at most `timeout` seconds
-        in all. Trackers that have not caught up by then keep their backlog in
-        the journal; the report says so and how to deliver it. Returns True
-        when everything was written and delivered. Idempotent."""
+    def close(self, timeout: float | None | str = "config", status: str = "finished") -> bool:
+        """Emits what aggregating filters hold, writes the rest to the journal,
+        closes the in-process backends and marks the run `status`; then waits
+        for the agent to write the local files and deliver every tracker, at
+        most `timeout` seconds in all (default: `run.close_timeout`; None:
+        until every tracker has everything). What is still pending then is
+        delivered by the agent afterwards; one line on stderr and report.json
+        say so, and how to finish it at once. Returns True when everything was
+        written and delivered. Idempotent."""
         if self._closed:
-            return not self._thread.is_alive()
+            return self._complete
         self._closed = True
         _OPEN_LOGGERS.discard(self)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if timeout == "config":
+            timeout = self.close_timeout
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
         self._queue.append(_Close(status))
         self._wake.set()
-        self._thread.join(timeout)
+        self._thread.join(time_left(deadline))
         complete = not self._thread.is_alive()
-        pending = finish_all(self._deliveries, status, deadline)
-        if self._delivery_process is not None:
-            report, delivered, behind = self._delivery_process.finish(status, deadline)
-            self.report.add(report)
-            pending.update(behind)
-            complete = complete and delivered
-        if self._in_child:  # meta.json says how the run ended once the child has ended it
-            self._each_sink("close", lambda sink: sink.close(status))
-        for name, last_error in pending.items():
-            complete = False
-            say_pending(self.report, self.run_dir, name, last_error)
         try:
-            self.report.save(self.run_dir / "report.json")
+            merge_into_report_file(self.run_dir, self.report.as_dict(), [])
         except OSError as exc:  # a full disk or a vanished run directory must not raise into the training script
             print(f"rltrack: could not save {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
             return False
+        if self._agent is not None and complete:
+            complete = self._agent.finish(status, deadline, self._journal_path)
+        self._complete = complete
         return complete
 
     def __enter__(self) -> Logger:
@@ -359,13 +345,13 @@ class Logger:
     # ---- the pipeline thread's side --------------------------------------
 
     def _loop(self) -> None:
-        last_flush = time.monotonic()
+        last_flush = last_check = time.monotonic()
         while True:
             batch: list[Event] = []
             while self._queue and len(batch) < MAX_BATCH:
                 item = self._queue.popleft()
                 if isinstance(item, _RECORDS):
-                    batch.extend(self._events_of(item, self._handle))
+                    batch.extend(self._events_of(item))
                     continue
                 self._deliver(batch)
                 self._feed_sinks()  # control items see every record written before them
@@ -381,56 +367,21 @@ class Logger:
                 self._safely("journal", "flush", self._journal.flush, None)
             if caught_up or len(self._backlog) >= MAX_BACKLOG:
                 self._feed_sinks()
-            if time.monotonic() - last_flush >= FLUSH_EVERY:
+            now = time.monotonic()
+            if now - last_flush >= FLUSH_EVERY:
                 self._flush_all()
-                last_flush = time.monotonic()
+                last_flush = now
+            if self._agent is not None and now - last_check >= AGENT_CHECK:
+                self._safely("agent", "start", self._agent.ensure_running, None)
+                last_check = now
             if not self._queue:
                 self._wake.wait(IDLE_WAIT)
                 self._wake.clear()
 
-    def _send_loop(self) -> None:
-        """The pipeline thread when the delivery child runs the pipeline: each
-        record prepared here (steps, normalise, redact: its values are then
-        plain and picklable) and sent in batches, in order with the control
-        calls; meta.json's parts (hyperparameters, run info) stay here."""
-        assert self._delivery_process is not None
-        closing: _Close | None = None
-        while closing is None:
-            entries: list[tuple[str, Any]] = []
-            hparams: list[Event] = []
-            while self._queue and len(entries) < MAX_BATCH:
-                item = self._queue.popleft()
-                if isinstance(item, _Close):
-                    closing = item
-                    break
-                if isinstance(item, _RunInfo):  # meta.json's, kept here
-                    info = self._redactor.mapping(item.info)
-                    self._each_sink("info", lambda sink: sink.set_run_info(info))
-                elif isinstance(item, _RECORDS):
-                    events = self._events_of(item, self._prepare)
-                    hparams += [event for event in events if event.kind == "hparams"]
-                    entries += [("event", pack_event(event)) for event in events]
-                else:
-                    entries.append(self._control_entry(item))
-            if hparams:  # meta.json's tracked values, kept here
-                self._each_sink("write", lambda sink: sink.write(hparams))
-            unsent = self._send(entries)
-            if unsent:
-                if self._take_over(unsent):
-                    if closing is not None:
-                        self._queue.appendleft(closing)
-                    self._loop()
-                    return
-                self._failed("pipeline", "send", OSError(f"the delivery process has ended; {len(unsent)} records and calls were lost"))
-                self._delivery_process.release_flushes()
-            if closing is None and not self._queue:
-                self._wake.wait(SEND_EVERY)
-                self._wake.clear()
-
-    def _events_of(self, item: tuple[Any, ...] | Event | _Deferred, handle: Callable[[Event], list[Event]]) -> list[Event]:
-        """`handle` (`_handle` or `_prepare`) applied to a record `write` queued,
-        to an event emitted, or to each event an adapter's deferred build
-        returns; failures counted."""
+    def _events_of(self, item: tuple[Any, ...] | Event | _Deferred) -> list[Event]:
+        """The pipeline (`_process`) applied to a record `write` queued, to an
+        event emitted, or to each event an adapter's deferred build returns;
+        failures counted."""
         if isinstance(item, tuple):
             built = [self._written_event(item)]
         elif isinstance(item, Event):
@@ -440,7 +391,7 @@ class Logger:
         out: list[Event] = []
         for event in built:  # a try per event, not a `_safely` closure: this runs for every record
             try:
-                out += handle(event)
+                out += self._process(event)
             except Exception as exc:
                 self._failed("pipeline", "process", exc)
         return out
@@ -450,75 +401,6 @@ class Logger:
         time_, data, kind, namespace, step = written
         steps = {} if step is None else step if type(step) is dict else _as_steps(step)  # `write` left ints as they were
         return Event(time_, data, kind, namespace, steps, run=self.name)
-
-    def _control_entry(self, item: _Dump | _Record | _Barrier) -> tuple[str, Any]:
-        if isinstance(item, _Dump):
-            return ("dump", self._dump_steps(item))
-        if isinstance(item, _Record):
-            return ("record", pack_event(item.event))
-        assert self._delivery_process is not None
-        return self._delivery_process.flush_entry(item.done)
-
-    def _send(self, entries: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-        """`entries` to the delivery child; one that cannot be pickled (an
-        image or video value of no plain type) is dropped and counted, the
-        others then sent one by one. Returns the entries the child did not
-        get because it is gone (those from the first one it missed on)."""
-        if not entries:
-            return []
-        assert self._delivery_process is not None
-        try:
-            return [] if self._delivery_process.send_batch(entries) else entries
-        except Exception:  # pickling failed: nothing of the batch was sent
-            pass
-        for index, entry in enumerate(entries):
-            try:
-                if not self._delivery_process.send_batch([entry]):
-                    return entries[index:]
-            except Exception as exc:
-                self.report.count("dropped", f"{entry[1][2]} event: cannot be sent to the delivery process ({type(exc).__name__})")
-        return []
-
-    def _take_over(self, entries: list[tuple[str, Any]]) -> bool:
-        """The delivery child ended mid-run (killed, out of memory): from here
-        on this thread runs the pipeline itself, starting with `entries`, those
-        the child did not get, so the journal and the local files miss
-        nothing written from now on. What the child held and had not written
-        (records still in the pipe, values an aggregating filter held back) is
-        lost; the trackers are left to `rltrack sync`, which delivers them from
-        the journal as after a crash. Flushes the child had been sent were
-        released when its answers ended; those in `entries` and after are
-        released once this thread has written what came before them. False
-        if the journal cannot be opened (a full disk): then nothing can be kept."""
-        assert self._delivery_process is not None
-        try:
-            self._journal = JournalWriter(journal_path(self.run_dir, self._worker))
-        except OSError as exc:
-            self._failed("journal", "open", exc)
-            return False
-        self._failed("pipeline", "delivery", OSError(
-            f"the delivery process ended mid-run (exit code {self._delivery_process.exit_code()}); this process writes "
-            f"the journal and local files from here on; run `rltrack sync {self.run_dir}` to deliver the trackers"
-        ))  # fmt: skip
-        self._in_child = False
-        for backend in self._local:
-            try:
-                backend.open(self._context)
-            except Exception as exc:
-                self._failed(backend.name, "open", exc)
-                continue
-            self._sinks.append(backend)
-        for tag, value in entries:
-            if tag == "event":
-                self._deliver(self._events_of(unpack_event(value), self._chain.process))
-            elif tag == "record":
-                self._control(_Record(unpack_event(value)))
-            elif tag == "dump":
-                self._control(_Dump(value))
-        self._feed_sinks()
-        self._flush_all()
-        self._delivery_process.release_flushes()
-        return True
 
     def _prepare(self, event: Event) -> list[Event]:
         """Steps filled in, values normalised, text and hyperparameters redacted."""
@@ -562,6 +444,7 @@ class Logger:
         if isinstance(item, _Dump):
             steps = self._dump_steps(item)
             self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(steps, time.time()), []))
+            self._safely("journal", "append", lambda: self._journal.append_dump(time.time()), None)
             self._feed_sinks()
             self._each_sink("dump", lambda sink: sink.dump())
         elif isinstance(item, _Barrier):
@@ -597,6 +480,7 @@ class Logger:
 
     def _finish(self, status: str) -> None:
         self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(None, time.time()), []))
+        self._safely("journal", "append", lambda: self._journal.append_dump(time.time()), None)
         self._feed_sinks()
         self._each_sink("dump", lambda sink: sink.dump())
         self._flush_all()
@@ -692,10 +576,10 @@ def _watch_uncaught() -> None:
 def _close_on_sigterm(signum: int, frame: Any) -> None:
     """SIGTERM (a scheduler's stop, `kill`, a container stopping) would end the
     process without atexit hooks: close the open loggers as `killed` first (their
-    journals complete, the trackers given up to 30 s), then let the signal do
-    what it would have done."""
+    journals complete, the agent given each one's `close_timeout`), then let
+    the signal do what it would have done."""
     for logger in list(_OPEN_LOGGERS):
-        logger.close(timeout=30, status="killed")
+        logger.close(status="killed")
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
 
@@ -719,4 +603,4 @@ def _close_open_loggers() -> None:
     """Loggers left open at interpreter exit are drained and closed."""
     status = exit_status(_WATCHER.exc if _WATCHER else None)
     for logger in list(_OPEN_LOGGERS):
-        logger.close(timeout=30, status=status)
+        logger.close(status=status)

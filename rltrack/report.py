@@ -36,10 +36,20 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
-            return {
-                "counts": {name: dict(counter) for name, counter in sorted(self._counts.items())},
-                "renamed": {section: dict(m) for section, m in sorted(self._renames.items())},
-            }
+            return self._snapshot()
+
+    def take(self) -> dict[str, Any]:
+        """`as_dict()`, emptying the report: what was counted since the last `take`."""
+        with self._lock:
+            data = self._snapshot()
+            self._counts, self._renames = {}, {}
+        return data
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {
+            "counts": {name: dict(counter) for name, counter in sorted(self._counts.items())},
+            "renamed": {section: dict(m) for section, m in sorted(self._renames.items())},
+        }
 
     def add(self, data: dict[str, Any], skip_pending: tuple[str, ...] = ()) -> None:
         """Adds the counts and renames of another report (`as_dict()`, or a

@@ -177,6 +177,22 @@ class RunFiles(Backend):
         _atomic_write(self.run.run_dir / "formatted_total_config.py", pprint.pformat(total, width=100, sort_dicts=False) + "\n")
 
 
+def mark_ended(run_dir: Path, writer: str | None, pid: int, status: str) -> None:
+    """For the agent, when a training process is gone without closing its run:
+    its meta.json (or `workers/<writer>.json`) says `status` if that process
+    wrote it and it still says running."""
+    paths = [run_dir / "meta.json"] + ([run_dir / "workers" / f"{writer}.json"] if writer is not None else [])
+    for path in paths:
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("pid") == pid and meta.get("status") == "running":
+            meta["status"] = status
+            meta["end_time"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            _atomic_write(path, json.dumps(meta, indent=2) + "\n")
+
+
 def save_checkpoint(run_dir: Path, obj_or_path: Any, iteration: int, best: bool) -> Path:
     """Writes `ckpt/iteration_<N>.pth.tar` (and `ckpt_best.pth.tar` when best) now,
     on the caller's thread: a checkpoint must hold the object, or the file, as it

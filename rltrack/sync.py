@@ -2,7 +2,7 @@
 
 A tracker that was down, slow or cut off by a crash keeps its backlog in the
 run's journal, behind its cursor (`cursors/<backend>.json`). `sync` runs the
-same `DeliveryWorker` the run used, from that cursor, until the tracker has
+same `DeliveryWorker` the agent runs, from that cursor, in the foreground, until the tracker has
 everything, then ends the tracker's run with the status in `meta.json`. A
 tracker the run never used has no cursor, so `--to <backend>` replays the
 whole run into it. Settings come from `--config` or else from the run's own
@@ -22,11 +22,11 @@ from typing import IO, Any
 
 from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_class
 from rltrack.config import build_backend, load_config
-from rltrack.delivery import DeliveryBusy, DeliveryWorker, report_pending
+from rltrack.delivery import DeliveryBusy, DeliveryWorker, merge_into_report_file
 from rltrack.journal import JOURNAL_NAME, end_torn_tail, journal_files
 from rltrack.report import Report
 
-ENDED = ("finished", "failed", "killed")
+ENDED = ("finished", "failed", "killed", "crashed")
 PROGRESS_EVERY = 0.25  # seconds between progress bar updates
 BAR_WIDTH = 30
 
@@ -78,7 +78,7 @@ def sync(
                 last = index == len(journals) - 1
                 complete = _deliver(backend, run_dir, writer, last, status, out) and complete  # type: ignore[arg-type]
     finally:
-        _update_report(run_dir, report, started)
+        merge_into_report_file(run_dir, report.as_dict(), started)
     return complete
 
 
@@ -157,7 +157,7 @@ def _final_status(run_dir: Path, meta: dict[str, Any], force: bool) -> str:
     run crashed, which trackers know as failed."""
     status = meta.get("status")
     if status in ENDED:
-        return str(status)
+        return "failed" if status == "crashed" else str(status)
     if not force and _may_be_alive(meta):
         raise SyncError(
             f"{run_dir} is still running (pid {meta.get('pid')} on {meta.get('host')}) and delivers its own data; "
@@ -190,17 +190,3 @@ def _run_config(run_dir: Path) -> dict[str, Any]:
         raise SyncError(f"{path} is not a Python literal ({exc}); pass the settings with --config FILE") from None
     config = total.get("config", {}) if isinstance(total, dict) else {}
     return config if isinstance(config, dict) else {}
-
-
-def _update_report(run_dir: Path, report: Report, synced: list[str]) -> None:
-    """Adds this sync's counts to the run's report.json. The synced trackers'
-    old "pending" entries are replaced by what is pending now, if anything."""
-    path = run_dir / "report.json"
-    merged = Report()
-    if path.is_file():
-        merged.add(json.loads(path.read_text()), skip_pending=tuple(synced))
-    merged.add(report.as_dict())
-    for name in synced:
-        report_pending(merged, run_dir, name)
-    merged.save(path)
-

@@ -2,7 +2,9 @@
 
 Backends are sinks: the pipeline thread hands them batches of events that
 already went through the filters and into the journal. They never run on the
-training thread. `dump` marks the store-then-log point (a table per dump in
+training thread: memory and console run on the training process's
+pipeline thread (`in_training_process`), the others in the agent, which
+feeds them from the journal (rltrack.files_delivery). `dump` marks the store-then-log point (a table per dump in
 text logs and on the console); `close` ends the run with its final status.
 """
 
@@ -34,8 +36,7 @@ class Backend:
 
     name = ""
     #: True for a backend whose output lives in the training process (memory,
-    #: the console): it keeps the pipeline there. Backends writing files can
-    #: run in the delivery child (see rltrack.delivery_process).
+    #: the console); backends writing files run in the agent.
     in_training_process = False
 
     def open(self, run: RunContext) -> None:
@@ -55,3 +56,9 @@ class Backend:
 
     def close(self, status: str) -> None:
         pass
+
+    def outputs(self) -> list[Path]:
+        """The files this backend has written into so far (the agent deletes
+        them to write them anew when it finds them half-written by an agent
+        that was killed, see rltrack.files_delivery)."""
+        return []

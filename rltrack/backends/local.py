@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import time
+from pathlib import Path
 from typing import IO, Any, Sequence
 
 from rltrack.backends.base import Backend, RunContext
@@ -131,6 +132,9 @@ class LocalBackend(Backend):
             self._write_table(namespace, pending)
         for _, pending in self._row.take_all():
             self._write_row(pending)
+
+    def outputs(self) -> list[Path]:
+        return [self._tb.path, self._csv.path, *(Path(log.name) for log in self._text_logs.values())]
 
     def flush(self) -> None:
         self._tb.flush()

@@ -36,6 +36,9 @@ class TensorBoardBackend(Backend):
         for event in events:
             self.writer.write(event)
 
+    def outputs(self) -> list[Path]:
+        return [self.writer.path]
+
     def flush(self) -> None:
         self.writer.flush()
 

@@ -1,0 +1,144 @@
+"""The agent's directory: how training processes and the agent talk.
+
+One agent (rltrack.agent) serves every run of one user and Python environment
+on a machine. Its directory, `RLTRACK_AGENT_DIR` or else
+`~/.cache/rltrack/agent/<hash of the Python environment>`, is private to the
+user (0700, files 0600) and holds:
+
+    agent.lock             held (flock) by the live agent; free means none runs
+    agent.json             the live agent's pid and start time
+    agent.log              what agents printed (errors, warnings of tracker clients)
+    status.json            what the agent serves now (`rltrack status`)
+    runs/<key>.json        a registration: one writer of one run, written by its logger
+    runs/<key>.state.json  how far the agent has got with it, written by the agent
+
+Registrations and states are files rather than messages on a socket: a
+registration outlives a killed agent, so the next agent continues every run
+from its cursors, and nothing waits on a connection. The logger's side is
+`register`, `ensure_running`, `read_state`; the agent's side is in
+rltrack.agent.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import rltrack
+
+AGENT_DIR_ENV = "RLTRACK_AGENT_DIR"
+RUNS = "runs"
+LOCK = "agent.lock"
+LOG = "agent.log"
+STATUS = "status.json"
+
+
+def agent_dir() -> Path:
+    """This environment's agent directory (created, 0700)."""
+    configured = os.environ.get(AGENT_DIR_ENV)
+    if configured:
+        directory = Path(configured).expanduser()
+    else:
+        environment = hashlib.sha1(os.path.realpath(sys.prefix).encode()).hexdigest()[:12]
+        directory = Path.home() / ".cache" / "rltrack" / "agent" / environment
+    (directory / RUNS).mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(directory, 0o700)
+    os.chmod(directory / RUNS, 0o700)
+    return directory
+
+
+def registration_key(run_dir: Path, writer: str | None) -> str:
+    """One key per logger: a run resumed later, or written by several processes, gets one per session."""
+    text = f"{run_dir.resolve()}\0{writer or ''}\0{os.getpid()}\0{time.time()}"
+    return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
+def registration_path(directory: Path, key: str) -> Path:
+    return directory / RUNS / f"{key}.json"
+
+
+def registrations(directory: Path) -> dict[str, Path]:
+    """The registration files of `directory`, by key."""
+    return {path.name[: -len(".json")]: path for path in (directory / RUNS).glob("*.json") if not path.name.endswith(".state.json")}
+
+
+def state_path(directory: Path, key: str) -> Path:
+    return directory / RUNS / f"{key}.state.json"
+
+
+def write_private(path: Path, data: Any) -> None:
+    """JSON, atomically, readable by the user alone (a registration holds the trackers' settings)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A registration, state or status; None if missing (or being replaced)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_state(directory: Path, key: str) -> dict[str, Any] | None:
+    return read_json(state_path(directory, key))
+
+
+def process_start(pid: int) -> int | None:
+    """The start time of process `pid` in clock ticks since boot (Linux), so
+    that a pid reused by another process is not taken for the run's."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_alive(pid: int, start: int | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return start is None or process_start(pid) in (None, start)
+
+
+def agent_running(directory: Path) -> bool:
+    """True while an agent holds the directory's lock."""
+    fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the descriptor releases a lock taken through it
+    return False
+
+
+def ensure_running(directory: Path) -> bool:
+    """Starts an agent for `directory` unless one runs; True if this call started one.
+    Two processes starting one at the same instant start two, and the one that
+    does not get the lock exits at once."""
+    if agent_running(directory):
+        return False
+    source_root = str(Path(rltrack.__file__).resolve().parents[1])  # the agent imports this rltrack, installed or not
+    env = {**os.environ, AGENT_DIR_ENV: str(directory)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))
+    with open(directory / LOG, "ab") as log:
+        subprocess.Popen(
+            [sys.executable, "-m", "rltrack.agent"], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+            start_new_session=True, close_fds=True,
+        )  # fmt: skip
+    return True

@@ -1,0 +1,115 @@
+"""A logger's link to the agent: its run registered, an agent kept running,
+and the waits of `flush` and `close` on what the agent has done.
+
+See rltrack.agent_files for the directory both sides share and
+rltrack.agent for the agent.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from rltrack.agent_files import (
+    agent_dir,
+    ensure_running,
+    process_start,
+    read_state,
+    registration_key,
+    registration_path,
+    write_private,
+)
+from rltrack.delivery import merge_into_report_file, time_left
+
+POLL = 0.02
+
+
+class AgentLink:
+    """Registers one writer of one run with the agent, and waits on it."""
+
+    def __init__(
+        self, run_dir: Path, name: str, writer: str | None, config: Mapping[str, Any],
+        files: dict[str, Any], trackers: dict[str, Any],
+    ) -> None:  # fmt: skip
+        self.dir = agent_dir()
+        self.run_dir = run_dir
+        self.trackers = list(trackers)
+        self.key = registration_key(run_dir, writer)
+        self._registration = {
+            "run_dir": str(run_dir.resolve()),
+            "name": name,
+            "writer": writer,
+            "pid": os.getpid(),
+            "pid_start": process_start(os.getpid()),
+            "host": socket.gethostname(),
+            "config": dict(config),
+            "files": files,
+            "trackers": trackers,
+            "sys_path": [os.path.abspath(p or ".") for p in sys.path],
+            "status": None,
+        }
+        write_private(registration_path(self.dir, self.key), self._registration)
+        self.ensure_running()
+
+    def ensure_running(self) -> None:
+        ensure_running(self.dir)
+
+    def wait_for_files(self, journal: Path, deadline: float) -> bool:
+        """Until the agent has written the local files up to the journal's
+        current end; False if `deadline` passed first."""
+        target = journal.stat().st_size if journal.is_file() else 0
+        while True:
+            state = read_state(self.dir, self.key)
+            if state is not None and (state.get("done") or (state.get("files_offset") or 0) >= target):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self.ensure_running()
+            time.sleep(POLL)
+
+    def finish(self, status: str, deadline: float | None, journal: Path) -> bool:
+        """Tells the agent the run ended with `status` (the journal is
+        complete) and waits for it to deliver everything until `deadline`
+        (None: as long as it takes). If it has not by then, one line on stderr
+        says what is behind, and report.json counts it as pending."""
+        write_private(registration_path(self.dir, self.key), {**self._registration, "status": status})
+        state: dict[str, Any] | None = None
+        while True:
+            state = read_state(self.dir, self.key)
+            if state is not None and state.get("done"):
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            self.ensure_running()
+            time.sleep(POLL if deadline is None else min(POLL, time_left(deadline) or POLL))
+        done = bool(state and state.get("done"))
+        behind = state.get("pending", {}) if done and state else self._behind(state, journal)
+        if done:
+            os.unlink(self.dir / "runs" / f"{self.key}.state.json")
+        if behind:
+            merge_into_report_file(self.run_dir, {}, [name for name in behind if name != "files"])
+            errors = "; ".join(f"{name}: {error}" for name, error in behind.items() if error)
+            trackers = [name for name in behind if name != "files"]
+            print(
+                f"rltrack: {', '.join(behind)} not done at close{' (' + errors + ')' if errors else ''}; the agent goes on "
+                f"delivering (`rltrack status`)" + (f"; to finish now: rltrack sync {self.run_dir} --to {' --to '.join(trackers)}" if trackers else ""),
+                file=sys.stderr,
+            )
+        return done and not behind
+
+    def _behind(self, state: dict[str, Any] | None, journal: Path) -> dict[str, str | None]:
+        """What the agent had not finished when the logger stopped waiting."""
+        behind: dict[str, str | None] = {}
+        written = (state or {}).get("files_offset") or 0
+        if self._registration["files"] and written < (journal.stat().st_size if journal.is_file() else 0):
+            behind["files"] = None
+        trackers = (state or {}).get("trackers", {})
+        for name in self.trackers:
+            info = trackers.get(name, {})
+            if not info.get("done"):
+                behind[name] = info.get("last_error")
+        return behind

@@ -1,0 +1,120 @@
+"""Writes a run's local files (text logs, progress.csv, TensorBoard) from the journal.
+
+The agent (rltrack.agent) runs one `FilesDelivery` per writer of each run it
+serves: it reads that writer's journal from where it stopped and feeds the
+file backends (`local`, `tensorboard`), a batch per `step`, completing tables
+at the `dump` lines the training process journaled.
+
+Its cursor, `cursors/files.json` (`files@<writer>.json`), lists the files the
+backends have written and whether they are complete (`"open": false`, with the
+journal offset they cover). A later session of the run (a resume) appends
+from that offset. A cursor still open means the agent writing them was
+killed: tables and csv rows it held were lost and some lines may be written
+again, so the listed files are deleted and written anew from the start of
+the journal. Nothing is lost or doubled; the price is the time to replay the
+journal. A file created in the last batch before the kill is not listed yet;
+its lines appear twice (this window is one batch wide).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from rltrack.backends.base import Backend, RunContext
+from rltrack.delivery import CURSOR_DIR
+from rltrack.events import Event
+from rltrack.journal import Dump, journal_path, read_batch
+
+#: Journal entries per step: the agent steps every run's files in turn.
+BATCH = 2000
+
+
+def files_cursor_path(run_dir: Path, writer: str | None) -> Path:
+    return run_dir / CURSOR_DIR / ("files.json" if writer is None else f"files@{writer}.json")
+
+
+class FilesDelivery:
+    """Feeds the file backends of one writer of a run from its journal."""
+
+    def __init__(self, context: RunContext, sinks: list[Backend], on_error: Callable[[str, str, Exception], None]) -> None:
+        self.context = context
+        self.sinks = sinks
+        self.journal = journal_path(context.run_dir, context.worker)
+        self._cursor_path = files_cursor_path(context.run_dir, context.worker)
+        self._on_error = on_error
+        saved = json.loads(self._cursor_path.read_text()) if self._cursor_path.is_file() else {}
+        self._outputs: list[str] = list(saved.get("outputs", []))
+        self.offset: int = saved.get("offset", 0)
+        self.rebuilt = bool(saved.get("open"))
+        if self.rebuilt:  # the agent that wrote them was killed: write them anew
+            for name in self._outputs:
+                Path(name).unlink(missing_ok=True)
+            self._outputs = []
+            self.offset = 0
+        self._save(open_=True)
+        for sink in sinks:
+            self._safely(sink, "open", lambda sink=sink: sink.open(context))
+        self.flushed = self.offset  # journal bytes whose lines are in the files, flushed
+        self.closed = False
+
+    def step(self) -> bool:
+        """Writes one batch; True when more is waiting right away."""
+        entries, offset = read_batch(self.journal, self.offset, BATCH)
+        if not entries:
+            if self.flushed < self.offset:
+                self._each("flush", lambda sink: sink.flush())
+                self.flushed = self.offset
+            return False
+        events: list[Event] = []
+        for entry in entries:
+            if type(entry) is Dump:
+                self._write(events)
+                events = []
+                self._each("dump", lambda sink: sink.dump())
+            else:
+                events.append(entry)  # type: ignore[arg-type]
+        self._write(events)
+        self.offset = offset
+        self._note_outputs()
+        return True
+
+    def close(self, status: str) -> None:
+        """Writes the rest of the journal and closes the files: they are complete."""
+        while self.step():
+            pass
+        self._each("close", lambda sink: sink.close(status))
+        self._note_outputs()
+        self._save(open_=False)
+        self.flushed = self.offset
+        self.closed = True
+
+    def _write(self, events: list[Event]) -> None:
+        if events:
+            self._each("write", lambda sink: sink.write(events))
+
+    def _note_outputs(self) -> None:
+        known = set(self._outputs)
+        new = [str(path) for sink in self.sinks for path in sink.outputs() if str(path) not in known]
+        if new:
+            self._outputs += new
+            self._save(open_=True)
+
+    def _save(self, *, open_: bool) -> None:
+        state: dict[str, Any] = {"offset": self.offset, "open": open_, "outputs": self._outputs}
+        self._cursor_path.parent.mkdir(exist_ok=True)
+        tmp = self._cursor_path.with_name(self._cursor_path.name + ".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self._cursor_path)
+
+    def _each(self, what: str, call: Callable[[Backend], None]) -> None:
+        for sink in self.sinks:
+            self._safely(sink, what, lambda sink=sink: call(sink))
+
+    def _safely(self, sink: Backend, what: str, call: Callable[[], None]) -> None:
+        try:
+            call()
+        except Exception as exc:  # one backend's failure (a full disk) must not stop the others
+            self._on_error(sink.name, what, exc)
