@@ -112,19 +112,29 @@ class Writer:
     """One registration: one writer of one run, from its logger's start until
     its files are complete and every tracker has it (or was given up)."""
 
-    def __init__(self, key: str, registration: dict[str, Any], report: Report, files: FilesDelivery | None) -> None:
+    def __init__(self, key: str, registration: dict[str, Any], report: Report) -> None:
         self.key = key
         self.registration = registration
         self.run_dir = Path(registration["run_dir"])
         self.writer: str | None = registration.get("writer")
         self.report = report
-        self.files = files
+        self.files: FilesDelivery | None = None
+        #: The first error of each backend, for the logger to print at close (the agent's own stderr is its log).
+        self.errors: dict[str, str] = {}
         self.workers: dict[str, DeliveryWorker] = {}
         self.waiting: set[str] = set(registration["trackers"])  # trackers whose cursor another process holds
         self.status: str | None = None
         self.ended_at: float | None = None
         self.saved_state: dict[str, Any] | None = None
         self.saved_at = 0.0
+
+    def failed(self, who: str, what: str, exc: Exception) -> None:
+        """Counts the error in the run's report; keeps and logs the first of each backend."""
+        reason = f"{who}.{what}: {type(exc).__name__}: {exc}"
+        self.report.count("errors", reason)
+        if who not in self.errors:
+            self.errors[who] = reason
+            print(f"rltrack agent: {self.run_dir}: {reason}", file=sys.stderr, flush=True)
 
     def state(self) -> dict[str, Any]:
         trackers = {
@@ -139,6 +149,7 @@ class Writer:
             "status": self.status,
             "files_offset": None if self.files is None else self.files.flushed,
             "trackers": trackers,
+            "errors": list(self.errors.values()),
             "done": False,
         }
 
@@ -208,18 +219,18 @@ class Agent:
                 sys.path.append(entry)
         report, users = self.reports.get(run_dir, (Report(), 0))
         self.reports[run_dir] = (report, users + 1)
-        writer_name = registration.get("writer")
-        context = RunContext(run_dir, registration["name"], registration["config"], report, writer_name)
+        writer = Writer(key, registration, report)
+        context = RunContext(run_dir, registration["name"], registration["config"], report, writer.writer)
         sinks = []
         for name, settings in registration["files"].items():
             try:
                 sinks.append(build_backend(name, settings, "the run's config"))
             except Exception as exc:
-                self._failed(report, name, "open", exc)
-        files = FilesDelivery(context, sinks, lambda who, what, exc: self._failed(report, who, what, exc)) if sinks else None
-        if files is not None and files.rebuilt:
-            report.count("rebuilt", "the agent writing the local files was killed: they were written anew from the journal", section="files")
-        writer = Writer(key, registration, report, files)
+                writer.failed(name, "open", exc)
+        if sinks:
+            writer.files = FilesDelivery(context, sinks, writer.failed)
+            if writer.files.rebuilt:
+                report.count("rebuilt", "the agent writing the local files was killed: they were written anew from the journal", section="files")
         self.writers[key] = writer
         return writer
 
@@ -238,7 +249,7 @@ class Agent:
         except DeliveryBusy:  # `rltrack sync` delivers it now: picked up once it lets go
             return
         except Exception as exc:
-            self._failed(writer.report, name, "open", exc)
+            writer.failed(name, "open", exc)
             writer.waiting.discard(name)
             return
         writer.waiting.discard(name)
@@ -327,10 +338,6 @@ class Agent:
         }
         write_private(self.dir / STATUS, status)
 
-    def _failed(self, report: Report, who: str, what: str, exc: Exception) -> None:
-        reason = f"{who}.{what}: {type(exc).__name__}: {exc}"
-        report.count("errors", reason)
-        print(f"rltrack agent: {reason}", file=sys.stderr, flush=True)
 
 
 def _lock(directory: Path) -> int | None:

@@ -87,6 +87,8 @@ class AgentLink:
             self.ensure_running()
             time.sleep(POLL if deadline is None else min(POLL, time_left(deadline) or POLL))
         done = bool(state and state.get("done"))
+        for error in (state or {}).get("errors", []):
+            print(f"rltrack: {error} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
         behind = state.get("pending", {}) if done and state else self._behind(state, journal)
         if done:
             os.unlink(self.dir / "runs" / f"{self.key}.state.json")

@@ -1,6 +1,8 @@
 """The `rltrack` command: run directories from a shell.
 
     rltrack show RUN_DIR                                  status and last values
+    rltrack status [--json]                               the agent: pid, uptime, each run it serves and its backlog
+    rltrack agent                                         run the agent in the foreground (containers, debugging)
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
@@ -16,6 +18,7 @@ import argparse
 import importlib
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -45,6 +48,35 @@ def show(run_dir: Path) -> int:
     print(f"{events} events in the journal")
     if last:
         print(format_table("last values", last))
+    return 0
+
+
+def status(as_json: bool) -> int:
+    """The agent of this environment: pid, uptime, and per run it serves, each tracker's backlog and last error."""
+    from rltrack.agent_files import STATUS, agent_dir, agent_running, read_json
+
+    directory = agent_dir()
+    running = agent_running(directory)
+    saved = read_json(directory / STATUS) or {}
+    agent = read_json(directory / "agent.json") or {}
+    runs = saved.get("runs", []) if running else []
+    if as_json:
+        print(json.dumps({"running": running, "directory": str(directory), "pid": agent.get("pid") if running else None,
+                          "uptime": time.time() - agent["started"] if running and "started" in agent else None, "runs": runs}, indent=2))
+        return 0
+    if not running:
+        print(f"no agent runs for {directory} (the first logger that needs one starts it)")
+        return 0
+    print(f"agent pid {agent.get('pid')}, up {time.time() - agent.get('started', time.time()):.0f} s, serving {len(runs)} writer(s) ({directory})")
+    rows = [("run", "writer", "status", "tracker", "pending bytes", "last error")]
+    for run in runs:
+        trackers = run.get("trackers") or {"-": {}}
+        for name, info in trackers.items():
+            rows.append((run["run_dir"], run.get("writer") or "-", run.get("status") or "running", name,
+                         str(info.get("pending_bytes", "-")), info.get("last_error") or ""))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
     return 0
 
 
@@ -134,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     sync_cmd.add_argument("--config", type=Path, metavar="FILE", help="TOML/YAML config with the trackers' settings (default: the run's own)")
     sync_cmd.add_argument("--force", action="store_true", help="sync a run marked running whose process looks alive")
+    status_cmd = commands.add_parser("status", help="the delivery agent: pid, uptime, each run it serves with its backlog per tracker")
+    status_cmd.add_argument("--json", action="store_true", help="as JSON")
+    commands.add_parser("agent", help="run the delivery agent in the foreground (it exits after a quiet period)")
     import_cmd = commands.add_parser("import", help="turn another tool's saved runs into rltrack run directories")
     import_cmd.add_argument("format", choices=["neptune"], help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders")
     import_cmd.add_argument("path", type=Path)
@@ -149,6 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         return sync(args.run_dir, args.to, args.config, args.force)
     if args.command == "import":
         return import_neptune(args.path, args.root)
+    if args.command == "status":
+        return status(args.json)
+    if args.command == "agent":
+        from rltrack.agent import main as run_agent
+
+        return run_agent(foreground=True)
     return show(args.run_dir)
 
 

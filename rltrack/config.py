@@ -29,7 +29,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, backend_class
+from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, backend_class, is_backend_name
 from rltrack.canonical import NAME_MODES
 from rltrack.filters import FILTER_TYPES, Filter, FilterChain
 from rltrack.journal import WRITER_NAME
@@ -79,7 +79,7 @@ def load_config(config: str | Path | Mapping[str, Any] | None = None, **override
     if env:
         use = [b.strip() for b in env.split(",") if b.strip()]
         for name in use:  # named here: the file would be blamed for the environment's mistake
-            if name not in BACKEND_TYPES:
+            if not is_backend_name(name):
                 raise ConfigError(
                     f"RLTRACK_BACKENDS={env!r}: {name!r} is not a backend;{_allowed(name, BACKEND_TYPES)}"
                     " Fix the comma-separated list or unset the variable."
@@ -176,13 +176,16 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     backends = cfg["backends"]
     if not isinstance(backends, dict):
         raise ConfigError(f"{where}: backends must be a table with a 'use' list, got {backends!r}")
-    _check_keys(backends, ("use", *BACKEND_TYPES), where, "backends.")
     use = backends["use"]
     if not isinstance(use, list) or not all(isinstance(b, str) for b in use):
         raise ConfigError(f'{where}: backends.use = {use!r} must be a list of backend names, e.g. use = ["local"]')
+    _check_keys(backends, ("use", *BACKEND_TYPES, *(name for name in use if name not in BACKEND_TYPES)), where, "backends.")
     for index, name in enumerate(use):
-        if name not in BACKEND_TYPES:
-            raise ConfigError(f"{where}: backends.use[{index}] = {name!r} is not a backend;{_allowed(name, BACKEND_TYPES)}")
+        if not is_backend_name(name):
+            raise ConfigError(
+                f"{where}: backends.use[{index}] = {name!r} is not a backend;{_allowed(name, BACKEND_TYPES)}"
+                ' A backend of your own is named by its import path, e.g. "mypackage.trackers:MyTracker".'
+            )
         settings = backends.get(name, {})
         if not isinstance(settings, dict):
             raise ConfigError(f"{where}: backends.{name} must be a table of settings, got {settings!r}")

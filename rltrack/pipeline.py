@@ -295,6 +295,8 @@ class Logger:
         False if `timeout` (None: `FLUSH_LIMIT`) passed first. Tables (text
         logs, console, progress.csv rows) are still completed at the next
         `dump`, new step or close, so that a row never holds half a step."""
+        if self._closed:  # close waited for everything it could
+            return not self._thread.is_alive()
         deadline = time.monotonic() + (FLUSH_LIMIT if timeout is None else timeout)
         if self._thread.is_alive():
             barrier = _Barrier()

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_class
+from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_class, is_backend_name
 from rltrack.config import build_backend, load_config
 from rltrack.delivery import DeliveryBusy, DeliveryWorker, merge_into_report_file
 from rltrack.journal import JOURNAL_NAME, end_torn_tail, journal_files
@@ -52,12 +52,12 @@ def sync(
         settings, where = load_config(config_file)["backends"], str(config_file)
     else:
         settings, where = run_config.get("backends", {}), str(run_dir / "total_config.py")
-    names = list(dict.fromkeys(to or [n for n in meta.get("backends", []) if n in BACKEND_TYPES and _is_tracker(n)]))
+    names = list(dict.fromkeys(to or [n for n in meta.get("backends", []) if is_backend_name(n) and _is_tracker(n)]))
     if not names:
         print(f"rltrack: {run_dir} was sent to no tracker; to replay it into one, pass --to mlflow (or wandb, neptune)", file=out)
         return True
     for name in names:
-        if name not in BACKEND_TYPES:
+        if not is_backend_name(name):
             raise SyncError(f"--to {name}: no such backend; backends: {', '.join(BACKEND_TYPES)}")
         if not _is_tracker(name):
             raise SyncError(f"--to {name}: the {name} backend writes during the run and has nothing to sync; sync delivers to trackers such as mlflow")

@@ -24,3 +24,13 @@ def ray_cluster():
                 raise
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def agent_dir(tmp_path_factory):
+    """The test session's own delivery agent directory (tests never talk to a
+    user's agent), and an agent that exits soon after the session's last run."""
+    directory = tmp_path_factory.mktemp("agent")
+    os.environ["RLTRACK_AGENT_DIR"] = str(directory)
+    os.environ.setdefault("RLTRACK_AGENT_IDLE", "10")
+    yield directory

@@ -123,16 +123,25 @@ def test_toml_yaml_and_dict_give_the_same_config(tmp_path, root):
     from_dict = load_config(as_dict(root))
     assert from_toml == from_yaml == from_yml == from_dict
     assert from_dict["run"] == {
-        "root": root, "name": "cartpole_ppo", "task": None, "tracked": ["env_id", "lr"], "names": "both", "backup_code": [], "redact": [], "worker": None
+        "root": root, "name": "cartpole_ppo", "task": None, "tracked": ["env_id", "lr"], "names": "both", "backup_code": [], "redact": [], "worker": None,
+        "close_timeout": 5.0,
     }
     assert from_dict["filters"] == as_dict(root)["filters"]
-    assert from_dict["backends"] == {"use": ["memory"], "delivery": "process"}
+    assert from_dict["backends"] == {"use": ["memory"]}
 
 
-def test_a_bad_delivery_mode_names_the_key_the_value_and_the_fix(root):
+@pytest.mark.parametrize("value", [-1, "5", True])
+def test_a_bad_close_timeout_names_the_key_the_value_and_the_fix(root, value):
     with pytest.raises(ConfigError) as caught:
-        load_config({"run": {"root": root}, "backends": {"use": ["local"], "delivery": "threads"}})
-    assert_says(str(caught.value), "backends.delivery = 'threads'", '"process"', '"thread"', 'e.g. delivery = "process"')
+        load_config({"run": {"root": root, "close_timeout": value}})
+    assert_says(str(caught.value), f"run.close_timeout = {value!r}", ">= 0", "e.g. close_timeout = 5")
+
+
+def test_the_delivery_mode_is_gone(root):
+    """One agent delivers every run: the old `delivery` switch is an unknown key."""
+    with pytest.raises(ConfigError) as caught:
+        load_config({"run": {"root": root}, "backends": {"use": ["local"], "delivery": "thread"}})
+    assert_says(str(caught.value), "unknown key 'backends.delivery'")
 
 
 def test_a_file_config_builds_its_filters_in_order(tmp_path, root):
@@ -154,9 +163,9 @@ def test_a_file_config_builds_its_filters_in_order(tmp_path, root):
 def test_defaults_are_the_local_backend_under_runs():
     config = load_config()
     assert config == {
-        "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None},
+        "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0},
         "filters": [],
-        "backends": {"use": ["local"], "delivery": "process"},
+        "backends": {"use": ["local"]},
     }
     assert load_config() is not load_config() and load_config()["run"] is not config["run"]
 
@@ -189,9 +198,9 @@ def test_rltrack_backends_overrides_backends_use(tmp_path, root, monkeypatch):
 def test_keyword_overrides_merge_tables_and_replace_lists(tmp_path, root):
     path = write(tmp_path, "c.toml", TOML.format(root=root))
     config = load_config(path, run={"name": "other", "tracked": ["gamma"]}, filters=[{"type": "keys", "drop": "time"}])
-    assert config["run"] == {"root": root, "name": "other", "task": None, "tracked": ["gamma"], "names": "both", "backup_code": [], "redact": [], "worker": None}
+    assert config["run"] == {"root": root, "name": "other", "task": None, "tracked": ["gamma"], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0}
     assert config["filters"] == [{"type": "keys", "drop": "time"}]
-    assert config["backends"] == {"use": ["memory"], "delivery": "process"}
+    assert config["backends"] == {"use": ["memory"]}
     logger = make_logger(path, run={"name": "other"}, backends={"use": ["memory", "console"]})
     try:
         assert logger.run_dir == tmp_path / "runs" / "other"

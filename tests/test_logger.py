@@ -333,8 +333,7 @@ class BoomBackend(Backend):
 
 
 def test_a_failing_backend_does_not_take_the_run_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setitem(BACKEND_TYPES, "boom", f"{__name__}:BoomBackend")
-    with make(tmp_path, backends=("boom", "local", "memory")) as logger:
+    with make(tmp_path, backends=(f"{__name__}:BoomBackend", "local", "memory")) as logger:
         for i in range(100):
             logger.write({"x": float(i)}, step=i)
             if i % 10 == 9:

@@ -35,7 +35,7 @@ CHILD = textwrap.dedent(
     root, config_secret, hp_secret, nested_secret, info_secret, env_secret = sys.argv[1:7]
     sys.argv = ["train.py", "--lr", "0.1"] + sys.argv[7:]  # what meta.json records
     config = {
-        "run": {"root": root, "name": "secret_run", "tracked": ["lr", "db_password"]},
+        "run": {"root": root, "name": "secret_run", "tracked": ["lr", "db_password"], "close_timeout": 120},
         "backends": {
             "use": ["local", "console", "tensorboard", "mlflow", "wandb", "neptune"],
             "mlflow": {"tags": {"auth_token": config_secret, "team": "rl"}},
