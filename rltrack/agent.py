@@ -305,7 +305,7 @@ class Agent:
     def _finish(self, writer: Writer) -> None:
         """Adds the counts to report.json, saves the final state, forgets the writer."""
         pending = {name: worker.last_error for name, worker in writer.workers.items() if not worker.caught_up()}
-        trackers = list(writer.workers)
+        trackers = [worker.backend.name for worker in writer.workers.values()]
         report, users = self.reports[writer.run_dir]
         try:
             merge_into_report_file(writer.run_dir, report.take(), trackers)

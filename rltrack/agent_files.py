@@ -6,6 +6,7 @@ on a machine. Its directory, `RLTRACK_AGENT_DIR` or else
 user (0700, files 0600) and holds:
 
     agent.lock             held (flock) by the live agent; free means none runs
+    spawn.lock             held by a process starting an agent, until it runs
     agent.json             the live agent's pid and start time
     agent.log              what agents printed (errors, warnings of tracker clients)
     status.json            what the agent serves now (`rltrack status`)
@@ -36,6 +37,10 @@ import rltrack
 AGENT_DIR_ENV = "RLTRACK_AGENT_DIR"
 RUNS = "runs"
 LOCK = "agent.lock"
+SPAWN_LOCK = "spawn.lock"
+#: Seconds a process starting the agent waits for it to take its lock (and
+#: others starting it meanwhile wait for that one).
+SPAWN_WAIT = 15.0
 LOG = "agent.log"
 STATUS = "status.json"
 
@@ -129,16 +134,38 @@ def agent_running(directory: Path) -> bool:
 
 def ensure_running(directory: Path) -> bool:
     """Starts an agent for `directory` unless one runs; True if this call started one.
-    Two processes starting one at the same instant start two, and the one that
-    does not get the lock exits at once."""
+    Processes starting one at the same instant take turns (`spawn.lock`): the
+    first starts it and waits until it holds the agent lock, the others then
+    find it running."""
     if agent_running(directory):
         return False
-    source_root = str(Path(rltrack.__file__).resolve().parents[1])  # the agent imports this rltrack, installed or not
-    env = {**os.environ, AGENT_DIR_ENV: str(directory)}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))
-    with open(directory / LOG, "ab") as log:
-        subprocess.Popen(
-            [sys.executable, "-m", "rltrack.agent"], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-            start_new_session=True, close_fds=True,
-        )  # fmt: skip
-    return True
+    fd = os.open(directory / SPAWN_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if not _flock(fd, SPAWN_WAIT) or agent_running(directory):
+            return False
+        source_root = str(Path(rltrack.__file__).resolve().parents[1])  # the agent imports this rltrack, installed or not
+        env = {**os.environ, AGENT_DIR_ENV: str(directory)}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))
+        with open(directory / LOG, "ab") as log:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "rltrack.agent"], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                start_new_session=True, close_fds=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + SPAWN_WAIT
+        while not agent_running(directory) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _flock(fd: int, wait: float) -> bool:
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)

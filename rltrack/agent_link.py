@@ -23,6 +23,7 @@ from rltrack.agent_files import (
     registration_path,
     write_private,
 )
+from rltrack.backends import backend_class
 from rltrack.delivery import merge_into_report_file, time_left
 
 POLL = 0.02
@@ -93,7 +94,7 @@ class AgentLink:
         if done:
             os.unlink(self.dir / "runs" / f"{self.key}.state.json")
         if behind:
-            merge_into_report_file(self.run_dir, {}, [name for name in behind if name != "files"])
+            merge_into_report_file(self.run_dir, {}, [backend_class(name).name for name in behind if name != "files"])
             errors = "; ".join(f"{name}: {error}" for name, error in behind.items() if error)
             trackers = [name for name in behind if name != "files"]
             print(

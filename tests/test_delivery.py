@@ -1,9 +1,11 @@
 """The delivery machinery: cursor, batches, retries, bounded backlog, close timeout.
 
 `ListTracker` is a stand-in for a remote tracker, written for these tests: it
-keeps what it is given in a list and can be told to refuse or hang, which a
-real tracker cannot be made to do on cue. The real trackers are tested
-against their own stores in their own test modules.
+keeps what it is given in a list and can be told to refuse, which a real
+tracker cannot be made to do on cue; it is stepped in this process, as
+`rltrack sync` does. `stand_in_tracker.FileTracker` is its twin that the agent
+runs in its own process. The real trackers are tested against their own
+stores in their own test modules.
 """
 
 from __future__ import annotations
@@ -11,19 +13,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 import rltrack.delivery
+from stand_in_tracker import FileTracker, batches, received
+
 from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend
-from rltrack.config import load_config
+from rltrack.config import make_logger
 from rltrack.delivery import Cursor, DeliveryBusy, DeliveryWorker
 from rltrack.events import Event
-from rltrack.filters import FilterChain
-from rltrack.pipeline import Logger
 from rltrack.report import Report
 from rltrack.rundir import create_run_dir
 
@@ -32,16 +33,13 @@ class ListTracker(RemoteBackend):
     name = "listtracker"
     max_batch = 7
 
-    def __init__(self, failures: int = 0, hang: threading.Event | None = None) -> None:
+    def __init__(self, failures: int = 0) -> None:
         self.received: list[Event] = []
         self.batches: list[int] = []
         self.failures = failures
-        self.hang = hang
         self.status: str | None = None
 
     def deliver(self, events: list[Event]) -> None:
-        if self.hang is not None:
-            self.hang.wait()
         if self.failures:
             self.failures -= 1
             raise ConnectionError("tracker down")
@@ -52,84 +50,89 @@ class ListTracker(RemoteBackend):
         self.status = status
 
 
-def logger_with(tmp_path, tracker):
-    """A Logger as make_logger builds it, with the stand-in tracker as its only backend."""
-    report = Report()
-    cfg = load_config({"run": {"root": str(tmp_path)}})
-    return Logger(create_run_dir(tmp_path, "run"), cfg, FilterChain([], report), [tracker], report, [])
+def logger_with(tmp_path, close_timeout=5.0, **settings):
+    """A logger whose only backend is the stand-in tracker, run by the agent."""
+    name = "stand_in_tracker:FileTracker"
+    return make_logger({"run": {"root": str(tmp_path), "name": "run", "close_timeout": close_timeout},
+                        "backends": {"use": [name], name: settings}})  # fmt: skip
+
+
+def wait_until(condition, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
 
 
 def test_every_event_arrives_once_in_batches_and_cursor_is_saved(tmp_path):
-    tracker = ListTracker(failures=2)
-    logger = logger_with(tmp_path, tracker)
+    logger = logger_with(tmp_path, failures=2)
     for i in range(50):
         logger.write({"x": i}, step=i)
     assert logger.close(timeout=30)
-    assert [e.data["x"] for e in tracker.received] == list(range(50))
-    assert max(tracker.batches) <= ListTracker.max_batch
-    assert tracker.status == "finished"
-    cursor = json.loads((logger.run_dir / "cursors" / "listtracker.json").read_text())
+    assert [e.data["x"] for e in received(logger.run_dir)] == list(range(50))
+    assert max(batches(logger.run_dir)) <= FileTracker.max_batch
+    assert (logger.run_dir / "filetracker.status").read_text() == "finished"
+    cursor = json.loads((logger.run_dir / "cursors" / "filetracker.json").read_text())
     assert cursor["offset"] == (logger.run_dir / "journal.jsonl").stat().st_size
     assert cursor["delivered"] == 50
     report = json.loads((logger.run_dir / "report.json").read_text())
-    assert sum(report["counts"]["listtracker.errors"].values()) == 2
+    assert sum(report["counts"]["filetracker.errors"].values()) == 2
 
 
-def test_a_hanging_tracker_does_not_hold_close_past_its_timeout(tmp_path, capsys):
-    hang = threading.Event()
-    logger = logger_with(tmp_path, ListTracker(hang=hang))
+def test_a_hanging_tracker_does_not_hold_close_past_its_timeout_and_is_delivered_afterwards(tmp_path, capfd):
+    hang = tmp_path / "hang"
+    hang.touch()
+    logger = logger_with(tmp_path, hang_while=str(hang))
     for i in range(10):
         logger.write({"x": i}, step=i)
     start = time.monotonic()
     assert logger.close(timeout=1.0) is False
     assert time.monotonic() - start < 2.0
-    assert f"rltrack sync {logger.run_dir} --to listtracker" in capsys.readouterr().err
+    err = capfd.readouterr().err
+    assert f"rltrack sync {logger.run_dir} --to stand_in_tracker:FileTracker" in err and "the agent goes on delivering" in err
     report = json.loads((logger.run_dir / "report.json").read_text())
-    assert "listtracker.pending" in report["counts"]
-    hang.set()
+    assert "filetracker.pending" in report["counts"]
+    hang.unlink()  # the tracker is back: the agent delivers the rest without anyone waiting
+    assert wait_until(lambda: (logger.run_dir / "filetracker.status").is_file())
+    assert [e.data["x"] for e in received(logger.run_dir)] == list(range(10))
+    assert wait_until(lambda: "filetracker.pending" not in json.loads((logger.run_dir / "report.json").read_text())["counts"])
 
 
 def test_a_new_worker_resumes_from_the_saved_cursor(tmp_path):
-    down = ListTracker(hang=threading.Event())
-    logger = logger_with(tmp_path, down)
-    for i in range(20):
-        logger.write({"x": i}, step=i)
-    logger.close(timeout=0.5)
-    assert Cursor(logger.run_dir, "listtracker").offset == 0
+    run_dir = create_run_dir(tmp_path, "run")
+    (run_dir / "journal.jsonl").write_text("".join(Event(1.0, {"x": i}, steps={"step": i}).to_json() + "\n" for i in range(20)))
+    down = ListTracker(failures=1000)
+    down.open(RunContext(run_dir, "run", {}, Report()))
+    worker = DeliveryWorker(down, run_dir)
+    for _ in range(3):
+        worker.next_try = 0.0
+        worker.step()
+    worker.give_up()
+    assert Cursor(run_dir, "listtracker").offset == 0
     fresh = ListTracker()
-    fresh.open(RunContext(logger.run_dir, logger.name, logger.config, logger.report))
-    DeliveryWorker(fresh, logger.run_dir).run_until_caught_up("finished")
+    fresh.open(RunContext(run_dir, "run", {}, Report()))
+    DeliveryWorker(fresh, run_dir).run_until_caught_up("finished")
     assert [e.data["x"] for e in fresh.received] == list(range(20))
     again = ListTracker()
-    again.open(RunContext(logger.run_dir, logger.name, logger.config, logger.report))
-    DeliveryWorker(again, logger.run_dir).run_until_caught_up("finished")
+    again.open(RunContext(run_dir, "run", {}, Report()))
+    DeliveryWorker(again, run_dir).run_until_caught_up("finished")
     assert again.received == []  # nothing delivered twice
-    down.hang.set()
 
 
-def test_the_last_lines_are_delivered_when_the_journal_completes_right_after_an_empty_read(tmp_path):
-    """The worker reads an empty journal, then the journal gets its last line and
-    is marked complete before the worker checks: it must read once more."""
+def test_the_last_lines_are_delivered_when_the_journal_completes_after_an_empty_read(tmp_path):
+    """The worker reads an empty journal; then the journal gets its last line
+    and is marked complete: the next step must read once more before ending."""
     tracker = ListTracker()
     run_dir = create_run_dir(tmp_path, "race")
     tracker.open(RunContext(run_dir, "race", {}, Report()))
     worker = DeliveryWorker(tracker, run_dir)
     journal = run_dir / "journal.jsonl"
     journal.touch()
-    original = worker._journal_done.is_set
-    calls = {"n": 0}
-
-    def is_set_after_the_line_lands() -> bool:
-        calls["n"] += 1
-        if calls["n"] == 2:  # between the worker's empty read and its check
-            journal.write_text(Event(1.0, {"x": 1}).to_json() + "\n")
-            worker._journal_done.set()
-        return original()
-
-    worker._journal_done.is_set = is_set_after_the_line_lands  # type: ignore[method-assign]
-    worker.start()
-    worker._thread.join(10)  # the patched check marks the journal complete; the worker then ends by itself
-    assert not worker._thread.is_alive()
+    assert worker.step() is False and not worker.done
+    journal.write_text(Event(1.0, {"x": 1}).to_json() + "\n")
+    worker.journal_complete = True
+    while not worker.done:
+        worker.step()
     assert [e.data for e in tracker.received] == [{"x": 1}]
     assert tracker.status == "finished"
 
@@ -178,19 +181,16 @@ def test_the_cursor_advances_only_over_what_the_tracker_has_stored(tmp_path):
     first = LateStoringTracker()
     first.open(RunContext(run_dir, "late", {}, Report()))
     worker = DeliveryWorker(first, run_dir)
-    worker.start()
-    deadline = time.monotonic() + 10
-    while len(first.rows) < 20 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    while worker.step():
+        pass
     assert first.rows == list(range(20))  # three batches (7, 7, 6) taken, none stored
     assert (Cursor(run_dir, "listtracker").offset, Cursor(run_dir, "listtracker").position) == (0, 0)
     first.stored = 9  # the tracker stores the first batch and part of the second
-    time.sleep(0.5)  # the idle worker looks again (every POLL)
+    worker.step()  # an idle step looks again
     cursor = Cursor(run_dir, "listtracker")
     assert (cursor.delivered, cursor.position) == (7, 7)
     assert cursor.offset == len("".join(journal.read_text().splitlines(keepends=True)[:7]))
-    worker._stop.set()  # the process dies here: rows 7 and 8 are stored beyond the cursor, 9..19 are lost
-    worker._thread.join(5)
+    worker.give_up()  # the process dies here: rows 7 and 8 are stored beyond the cursor, 9..19 are lost
     second = LateStoringTracker(rows=first.rows[: first.stored])
     second.open(RunContext(run_dir, "late", {}, Report()))
     DeliveryWorker(second, run_dir).run_until_caught_up("failed")
@@ -206,9 +206,9 @@ HOLDER = (
 
 
 def test_a_delivery_waits_for_another_process_delivering_the_same_cursor(tmp_path, monkeypatch):
-    """A crashed run's delivery child may still be finishing when `rltrack sync`
-    starts: the second delivery waits until the first process is gone (its
-    lock ends with it), and gives up with a clear error if it never goes."""
+    """The agent may still be finishing a crashed run when `rltrack sync`
+    starts: the second delivery waits until the first process lets go (its
+    lock ends with it), and gives up with a clear error if it never does."""
     run_dir = create_run_dir(tmp_path, "busy")
     tracker = ListTracker()
     tracker.open(RunContext(run_dir, "busy", {}, Report()))

@@ -1,0 +1,224 @@
+"""The delivery agent: one per agent directory for every run of every process,
+started by the first logger that needs it, replaced when killed, gone when idle.
+
+Each test has an agent directory of its own (RLTRACK_AGENT_DIR), so the
+agents it starts, kills and counts are its own. The tracker is
+`stand_in_tracker.FileTracker`, which the agent runs like a real one and which
+keeps what it receives in the run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+from stand_in_tracker import received
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import rltrack
+from rltrack.agent_files import agent_running, ensure_running, read_json
+
+TRACKER = "stand_in_tracker:FileTracker"
+TESTS = str(Path(__file__).parent)
+
+
+@pytest.fixture
+def agent_home(tmp_path, monkeypatch):
+    directory = tmp_path / "agent"
+    monkeypatch.setenv("RLTRACK_AGENT_DIR", str(directory))
+    monkeypatch.setenv("RLTRACK_AGENT_IDLE", "2")
+    yield directory
+    for process in agents(directory):  # never leave one behind
+        process.kill()
+
+
+def agents(directory: Path) -> list[psutil.Process]:
+    """The agent processes of `directory` (the environment names it)."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "environ"]):
+        try:
+            if process.info["cmdline"][-2:] == ["-m", "rltrack.agent"] and (process.info["environ"] or {}).get("RLTRACK_AGENT_DIR") == str(directory):
+                found.append(process)
+        except (psutil.Error, TypeError):
+            continue
+    return found
+
+
+def wait_until(condition, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()
+
+
+def config(root: Path, name: str, **run) -> dict:
+    return {"run": {"root": str(root), "name": name, **run}, "backends": {"use": ["local", TRACKER]}}
+
+
+def journal_values(run_dir: Path) -> list[float]:
+    return [event.data["x"] for event in rltrack.read_journal(run_dir) if "x" in event.data]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    import rltrack
+    root, name, records, pause = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    config = {{"run": {{"root": root, "name": name, "close_timeout": 60}}, "backends": {{"use": ["local", {tracker!r}]}}}}
+    with rltrack.make_logger(config) as logger:
+        for i in range(records):
+            logger.write({{"x": float(i)}}, step=i, namespace="collector")
+            if i % 50 == 49:
+                logger.dump()
+            time.sleep(pause)
+        logger.flush()
+        print("written", flush=True)
+        if len(sys.argv) > 5:
+            time.sleep(60)  # killed here
+    """
+).format(tests=TESTS, tracker=TRACKER)
+
+
+def start_writer(root: Path, name: str, records: int, pause: float = 0.0, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", WRITER, str(root), name, str(records), str(pause), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def test_one_agent_serves_the_runs_of_every_process(agent_home, tmp_path):
+    writers = [start_writer(tmp_path / "runs", f"run{i}", 300, 0.002) for i in range(4)]
+    seen: set[int] = set()
+    while any(writer.poll() is None for writer in writers):
+        seen.update(process.pid for process in agents(agent_home))
+        time.sleep(0.05)
+    for writer in writers:
+        assert writer.returncode == 0, writer.stderr.read()
+    assert len(seen) == 1, seen  # one agent, not one per run or per process
+    assert (agent_home / "agent.log").read_text().count("serving") == 1
+    for i in range(4):
+        run_dir = tmp_path / "runs" / f"run{i}"
+        assert [e.data["x"] for e in received(run_dir)] == [float(x) for x in range(300)]
+        assert pd.read_csv(run_dir / "progress.csv")["collector/x"].tolist() == [float(x) for x in range(300)]
+        assert (run_dir / "filetracker.status").read_text() == "finished"
+
+
+RACER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from rltrack.agent_files import agent_dir, ensure_running
+    go = Path(sys.argv[1])
+    directory = agent_dir()
+    while not go.exists():
+        pass
+    print(ensure_running(directory), flush=True)
+    """
+)
+
+
+def test_two_processes_starting_the_agent_at_the_same_instant_get_one(agent_home, tmp_path):
+    go = tmp_path / "go"
+    racers = [subprocess.Popen([sys.executable, "-c", RACER, str(go)], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    time.sleep(1.0)  # both are spinning on the file
+    go.touch()
+    started = [racer.communicate(timeout=30)[0].strip() for racer in racers]
+    assert sorted(started) == ["False", "True"]  # one started it, the other found it running
+    assert agent_running(agent_home)
+    assert len(agents(agent_home)) == 1
+    assert (agent_home / "agent.log").read_text().count("serving") == 1
+    assert ensure_running(agent_home) is False
+
+
+def test_an_agent_killed_mid_run_is_replaced_and_nothing_is_lost_or_doubled(agent_home, tmp_path):
+    logger = rltrack.make_logger(config(tmp_path / "runs", "killed", close_timeout=60))
+    dumps = 0
+    for i in range(3000):
+        logger.write({"x": float(i)}, step=i, namespace="collector")
+        if i % 100 == 99:
+            logger.dump()
+            dumps += 1
+        if i == 1500:
+            assert logger.flush(timeout=30)
+            pid = read_json(agent_home / "agent.json")["pid"]
+            os.kill(pid, signal.SIGKILL)
+            assert wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+        time.sleep(0.0002)
+    assert logger.close()
+    assert read_json(agent_home / "agent.json")["pid"] != pid  # the logger started another
+    run_dir = logger.run_dir
+    expected = [float(i) for i in range(3000)]
+    assert journal_values(run_dir) == expected
+    assert [e.data["x"] for e in received(run_dir)] == expected  # every value once, in order
+    assert pd.read_csv(run_dir / "progress.csv")["collector/x"].tolist() == expected
+    accumulator = EventAccumulator(str(run_dir / "log" / "serial"), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    assert [s.value for s in accumulator.Scalars("collector/x")] == expected
+    tables = (run_dir / "log" / "collector" / "collector_logger.txt").read_text()
+    assert tables.count("| x ") + tables.count("Name") >= dumps  # one table per dump at least, never cut in two
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["counts"]["files.rebuilt"]
+
+
+def test_a_killed_training_process_is_delivered_and_marked_crashed(agent_home, tmp_path):
+    writer = start_writer(tmp_path / "runs", "crash", 400, 0.0, "then-wait")
+    assert writer.stdout.readline() == "written\n"
+    writer.kill()
+    writer.wait()
+    run_dir = tmp_path / "runs" / "crash"
+    assert wait_until(lambda: json.loads((run_dir / "meta.json").read_text())["status"] == "crashed")
+    assert wait_until(lambda: (run_dir / "filetracker.status").is_file())
+    assert (run_dir / "filetracker.status").read_text() == "failed"
+    assert [e.data["x"] for e in received(run_dir)] == journal_values(run_dir) == [float(i) for i in range(400)]
+    assert pd.read_csv(run_dir / "progress.csv")["collector/x"].tolist() == [float(i) for i in range(400)]
+
+
+def test_the_agent_exits_after_its_quiet_period_and_its_directory_is_private(agent_home, tmp_path):
+    with rltrack.make_logger(config(tmp_path / "runs", "quiet")) as logger:
+        logger.write({"x": 1.0}, step=0)
+        assert logger.flush(timeout=30)
+        status = json.loads(subprocess.run([sys.executable, "-m", "rltrack.cli", "status", "--json"], capture_output=True,
+                                           text=True, check=True).stdout)  # fmt: skip
+        assert status["running"] and [run["run_dir"] for run in status["runs"]] == [str(logger.run_dir.resolve())]
+        assert set(status["runs"][0]["trackers"]) == {TRACKER}
+        registrations = list((agent_home / "runs").glob("*.json"))
+        assert registrations and all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in registrations)
+    assert stat.S_IMODE(agent_home.stat().st_mode) == 0o700
+    assert stat.S_IMODE((agent_home / "runs").stat().st_mode) == 0o700
+    assert wait_until(lambda: not agents(agent_home), seconds=15)  # RLTRACK_AGENT_IDLE=2
+    assert not agent_running(agent_home)
+    assert list((agent_home / "runs").iterdir()) == []  # nothing left behind
+
+
+UNREACHABLE = textwrap.dedent(
+    """
+    import sys, time
+    import rltrack
+    config = {"run": {"root": sys.argv[1], "name": "down", "close_timeout": 2},
+              "backends": {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": "http://127.0.0.1:9"}}}
+    with rltrack.make_logger(config) as logger:
+        for i in range(200):
+            logger.write({"x": float(i)}, step=i)
+        print("closing", time.monotonic(), flush=True)
+    print("closed", time.monotonic(), flush=True)
+    """
+)
+
+
+def test_a_script_whose_tracker_is_unreachable_exits_within_close_timeout(agent_home, tmp_path):
+    done = subprocess.run([sys.executable, "-c", UNREACHABLE, str(tmp_path / "runs")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    times = dict(line.split() for line in done.stdout.splitlines())
+    assert float(times["closed"]) - float(times["closing"]) < 2 + 1
+    assert f"rltrack sync {tmp_path / 'runs' / 'down'} --to mlflow" in done.stderr
+    report = json.loads((tmp_path / "runs" / "down" / "report.json").read_text())
+    assert "mlflow.pending" in report["counts"]
