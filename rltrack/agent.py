@@ -29,7 +29,6 @@ which finds the registrations and continues from the cursors.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import resource
@@ -56,6 +55,7 @@ from rltrack.config import build_backend
 from rltrack.delivery import POLL, DeliveryBusy, DeliveryWorker, merge_into_report_file
 from rltrack.files_delivery import FilesDelivery
 from rltrack.journal import end_torn_tail, journal_path
+from rltrack.locks import hold
 from rltrack.report import Report
 from rltrack.rundir import mark_ended
 
@@ -340,22 +340,6 @@ class Agent:
 
 
 
-def _lock(directory: Path) -> int | None:
-    """The agent lock, or None if another agent holds it. A logger checking
-    whether an agent runs holds it for an instant: tried for a second."""
-    fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
-    deadline = time.monotonic() + 1.0
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                return None
-            time.sleep(0.02)
-
-
 def _lower_priority() -> None:
     """Niceness, Linux's SCHED_BATCH (waking up never preempts training) and,
     where the kernel groups processes by session (autogroups), the niceness of
@@ -390,7 +374,7 @@ def main(foreground: bool = False) -> int:
     """Runs the agent of this environment's agent directory until it has been
     idle for `IDLE_EXIT` seconds; returns at once if another agent runs."""
     directory = agent_dir()
-    lock = _lock(directory)
+    lock = hold(directory / LOCK, 1.0)  # a logger checking whether an agent runs holds it for an instant
     if lock is None:
         if foreground:
             print(f"rltrack agent: another agent already serves {directory} (see `rltrack status`)", file=sys.stderr)

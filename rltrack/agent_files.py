@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import rltrack
+from rltrack.locks import hold
 
 AGENT_DIR_ENV = "RLTRACK_AGENT_DIR"
 RUNS = "runs"
@@ -139,9 +140,11 @@ def ensure_running(directory: Path) -> bool:
     find it running."""
     if agent_running(directory):
         return False
-    fd = os.open(directory / SPAWN_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = hold(directory / SPAWN_LOCK, SPAWN_WAIT)
+    if fd is None:
+        return False
     try:
-        if not _flock(fd, SPAWN_WAIT) or agent_running(directory):
+        if agent_running(directory):
             return False
         source_root = str(Path(rltrack.__file__).resolve().parents[1])  # the agent imports this rltrack, installed or not
         env = {**os.environ, AGENT_DIR_ENV: str(directory)}
@@ -157,15 +160,3 @@ def ensure_running(directory: Path) -> bool:
         return True
     finally:
         os.close(fd)
-
-
-def _flock(fd: int, wait: float) -> bool:
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)

@@ -12,7 +12,6 @@ writer (`cursors/<backend>@<writer>.json`).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 
 from rltrack.backends.remote import RemoteBackend
 from rltrack.events import Event
+from rltrack.locks import hold
 from rltrack.journal import journal_files, journal_path, read_batch
 from rltrack.report import Report
 
@@ -49,20 +49,13 @@ def _lock_cursor(path: Path, wait: float) -> int:
     when the process ends, however it ends), waiting at most `wait` seconds
     for another holder; returns its descriptor."""
     path.parent.mkdir(exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                raise DeliveryBusy(
-                    f"another process has been delivering to this tracker for over {wait:.0f} s (it holds {path}); "
-                    "wait for it to end (`rltrack status` lists what the agent delivers), or end it, then try again"
-                ) from None
-            time.sleep(POLL)
+    fd = hold(path, wait)
+    if fd is None:
+        raise DeliveryBusy(
+            f"another process has been delivering to this tracker for over {wait:.0f} s (it holds {path}); "
+            "wait for it to end (`rltrack status` lists what the agent delivers), or end it, then try again"
+        )
+    return fd
 
 
 def cursor_path(run_dir: Path, backend: str, writer: str | None = None) -> Path:
@@ -272,7 +265,9 @@ def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list
     anything. The training process, the agent and `rltrack sync` all add to
     it, so each holds `report.json.lock` meanwhile (for at most `LOCK_WAIT`)."""
     path = run_dir / "report.json"
-    fd = _lock_cursor(run_dir / "report.json.lock", LOCK_WAIT)
+    fd = hold(run_dir / "report.json.lock", LOCK_WAIT)
+    if fd is None:
+        raise OSError(f"{path}: another process has held report.json.lock for over {LOCK_WAIT:.0f} s; the counts of this one are not added")
     try:
         merged = Report()
         if path.is_file():

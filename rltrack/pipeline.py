@@ -335,6 +335,7 @@ class Logger:
             return False
         if self._agent is not None and complete:
             complete = self._agent.finish(status, deadline, self._journal_path)
+            self.report = Report.load(self.run_dir / "report.json")  # with the agent's counts (the trackers' renames, ...)
         self._complete = complete
         return complete
 

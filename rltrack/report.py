@@ -64,6 +64,14 @@ class Report:
             for old, new in renames.items():
                 self.rename(section, old, new)
 
+    @classmethod
+    def load(cls, path: Path) -> Report:
+        """A saved report.json (empty if there is none)."""
+        report = cls()
+        if path.is_file():
+            report.add(json.loads(path.read_text()))
+        return report
+
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")
 

@@ -113,7 +113,7 @@ def crashed(tmp_path_factory):
 def test_every_file_of_the_killed_run_still_parses(crashed):
     run_dir = crashed["run_dir"]
     assert crashed["journaled"], "nothing reached the journal"
-    assert meta(run_dir)["status"] in ("running", "failed")  # sync marks the trackers, meta.json tells the truth
+    assert meta(run_dir)["status"] in ("running", "crashed")  # the agent marks it crashed once it sees the pid gone
     total = ast.literal_eval((run_dir / "total_config.py").read_text())
     assert total["hparams"] == {"lr": 0.001}
     assert ast.literal_eval((run_dir / "formatted_total_config.py").read_text()) == total

@@ -113,7 +113,7 @@ def test_sync_refuses_a_run_that_is_still_running(tmp_path, capsys):
     try:
         assert cli.main(["sync", str(logger.run_dir), "--to", "mlflow"]) == 2
         assert "is still running" in capsys.readouterr().err
-        assert not (logger.run_dir / "cursors").exists()
+        assert not (logger.run_dir / "cursors" / "mlflow.json").exists()
     finally:
         logger.close()
 
