@@ -69,15 +69,16 @@ def main(argv: list[str] | None = None) -> Path:
     except BaseException as exc:
         logger.close(status="killed" if isinstance(exc, KeyboardInterrupt) else "failed")
         raise
-    logger.close()
+    logger.close(timeout=120)  # the lines below point at the trackers' stores: wait until the agent has filled them
 
     run_dir = logger.run_dir
+    used = logger.config["backends"]["use"]
     print(f"\nrun directory: {run_dir}")
     print(f"best model:    {run_dir / 'ckpt' / 'ckpt_best.pth.tar'} (PPO.load reads it)")
     print(f"TensorBoard:   tensorboard --logdir {run_dir / 'log' / 'serial'}")
-    if "mlflow" in logger.backends:
+    if "mlflow" in used:
         print(f"MLflow:        mlflow ui --backend-store-uri sqlite:///{Path(args.root).resolve() / 'mlflow.db'}")
-    if "wandb" in logger.backends:
+    if "wandb" in used:
         print(f"W&B (offline): wandb sync {run_dir / 'wandb'}/offline-run-*")
     return run_dir
 

@@ -222,3 +222,18 @@ def test_a_script_whose_tracker_is_unreachable_exits_within_close_timeout(agent_
     assert f"rltrack sync {tmp_path / 'runs' / 'down'} --to mlflow" in done.stderr
     report = json.loads((tmp_path / "runs" / "down" / "report.json").read_text())
     assert "mlflow.pending" in report["counts"]
+
+
+def test_acme_task_instances_arrive_at_the_tracker_as_distinct_workers(agent_home, tmp_path):
+    """Events carry their worker through the journal to the agent (the
+    per-logger delivery child once lost it: every instance arrived as "0")."""
+    from rltrack.adapters.acme import RLTrackLogger
+
+    logger = rltrack.make_logger(config(tmp_path / "runs", "acme", close_timeout=60))
+    actors = [RLTrackLogger(logger, "actor", "actor_steps", task_instance=i) for i in range(3)]
+    for step in range(5):
+        for actor in actors:
+            actor.write({"actor_steps": step, "episode_return": float(step)})
+    assert logger.close()
+    workers = [event.worker for event in received(logger.run_dir) if event.namespace == "collector"]
+    assert sorted(set(workers)) == ["0", "1", "2"] and len(workers) == 15

@@ -42,6 +42,7 @@ import math
 import os
 import posixpath
 import re
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -188,7 +189,7 @@ class MlflowBackend(RemoteBackend):
 
     def _mlflow_client(self) -> Any:
         if self._client is None:
-            self._client = require("mlflow", "mlflow", PURPOSE).MlflowClient(self.tracking_uri)
+            self._client = _shared_client(self.tracking_uri)
         return self._client
 
     def _check_reachable(self) -> None:
@@ -279,6 +280,20 @@ class MlflowBackend(RemoteBackend):
         tmp = self._state_path.with_name(self._state_path.name + ".tmp")
         tmp.write_text(json.dumps(state))
         os.replace(tmp, self._state_path)
+
+
+_CLIENTS: dict[str, Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def _shared_client(tracking_uri: str) -> Any:
+    """One `MlflowClient` per store for every run the agent delivers: the
+    store (and a SQLite file's schema migration) is set up once, by one thread."""
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(tracking_uri)
+        if client is None:
+            client = _CLIENTS[tracking_uri] = require("mlflow", "mlflow", PURPOSE).MlflowClient(tracking_uri)
+        return client
 
 
 class _Batch:
