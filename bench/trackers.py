@@ -59,11 +59,12 @@ def isolate(tmp: Path) -> None:
 
 def config(root: Path, name: str, backends: list[str], mlflow_uri: str | None = None, filters: bool = True) -> dict[str, Any]:
     """An rltrack config: `backends` under `root`, the four filters unless `filters=False`;
-    MLflow on `mlflow_uri`, else rltrack's default SQLite file `<root>/mlflow.db`."""
+    MLflow on `mlflow_uri`, else rltrack's default SQLite file `<root>/mlflow.db`;
+    `close()` waits for the agent to deliver everything (up to 600 s)."""
     settings: dict[str, Any] = {"use": backends}
     if mlflow_uri:
         settings["mlflow"] = {"tracking_uri": mlflow_uri}
-    return {"run": {"root": str(root), "name": name}, "filters": FILTERS if filters else [], "backends": settings}
+    return {"run": {"root": str(root), "name": name, "close_timeout": 600}, "filters": FILTERS if filters else [], "backends": settings}
 
 
 def make_logger(root: Path, name: str, backends: list[str], mlflow_uri: str | None = None, filters: bool = True) -> rltrack.Logger:
@@ -74,7 +75,8 @@ def settle(log: rltrack.Logger, timeout: float = 600.0) -> None:
     """Waits until everything written so far is in the journal and every tracker has it."""
     log.flush()
     deadline = time.monotonic() + timeout
-    while any(name in log.backends and pending_bytes(log.run_dir, name) for name in TRACKERS):
+    used = log.config["backends"]["use"]
+    while any(name in used and pending_bytes(log.run_dir, name) for name in TRACKERS):
         if time.monotonic() > deadline:
             raise RuntimeError(f"{log.run_dir}: trackers still behind after {timeout:.0f} s")
         time.sleep(0.02)
