@@ -403,3 +403,63 @@ def test_rllib_ppo_cartpole_train_through_log_result(tmp_path: Path, ray_cluster
     assert info["framework"] == "rllib" and "hostname" in info
     df = pd.read_csv(logger.run_dir / "progress.csv")
     assert df["env_steps"].tolist() == sampled and "evaluator/reward_mean" in df.columns
+
+
+@pytest.mark.slow
+def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tmp_path: Path, ray_cluster) -> None:
+    """Eight trials at once (a quarter CPU each), local + MLflow (default
+    SQLite store) + W&B offline: the Tune driver is never held by a tracker,
+    one agent serves every trial, and every value arrives once everywhere."""
+    import psutil
+    import wandb_reader
+    from mlflow import MlflowClient
+    from ray import tune
+
+    from rltrack.adapters.tune import RLTrackCallback
+    from rltrack.agent_files import agent_dir, registrations
+
+    def trainable(config):
+        for i in range(40):
+            tune.report({f"m{k}": config["x"] * 1000 + i + k / 10 for k in range(5)})
+
+    root = tmp_path / "runs"
+    callback = RLTrackCallback(run={"root": str(root)}, backends={"use": ["local", "mlflow", "wandb"], "wandb": {"project": "sweep"}})
+    agents: set[int] = set()
+    watcher_done = False
+
+    def watch() -> None:  # this session's agents (other agent directories may have theirs)
+        while not watcher_done:
+            for p in psutil.process_iter(["cmdline", "environ"]):
+                if (p.info["cmdline"] or [])[-2:] == ["-m", "rltrack.agent"] and (p.info["environ"] or {}).get("RLTRACK_AGENT_DIR") == str(agent_dir()):
+                    agents.add(p.pid)
+            time.sleep(0.1)
+
+    import threading
+    import time
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, {"cpu": 0.25}),
+        param_space={"x": tune.grid_search(list(range(8)))},
+        run_config=tune.RunConfig(name="sweep", storage_path=str(tmp_path / "ray_results"), callbacks=[callback], verbose=0),
+    )
+    assert not tuner.fit().errors
+    deadline = time.monotonic() + 300
+    while registrations(agent_dir()) and time.monotonic() < deadline:  # the agent finishes what close() left to it
+        time.sleep(0.2)
+    watcher_done = True
+    thread.join()
+    assert len(agents) == 1, agents
+    client = MlflowClient(f"sqlite:///{root.resolve() / 'sweep' / 'mlflow.db'}")  # beside the experiment's run directories
+    run_dirs = sorted(path for path in (root / "sweep").iterdir() if path.is_dir())
+    assert len(run_dirs) == 8
+    for run_dir in run_dirs:
+        x = _hparams(run_dir)["x"]
+        expected = [x * 1000 + i for i in range(40)]
+        assert pd.read_csv(run_dir / "progress.csv")["m0"].tolist() == expected
+        run_id = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())["run_id"]
+        assert [m.value for m in client.get_metric_history(run_id, "m0")] == expected  # each value once
+        assert client.get_run(run_id).info.status == "FINISHED"
+        (wandb_file,) = wandb_reader.run_files(run_dir)
+        assert [row["m0"] for row in wandb_reader.history(wandb_file) if "m0" in row] == expected
