@@ -463,3 +463,68 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
         assert client.get_run(run_id).info.status == "FINISHED"
         (wandb_file,) = wandb_reader.run_files(run_dir)
         assert [row["m0"] for row in wandb_reader.history(wandb_file) if "m0" in row] == expected
+
+
+RAY_CLUSTER_SWEEP = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    import ray
+    from ray import tune
+    from ray.cluster_utils import Cluster
+    from rltrack.adapters.tune import RLTrackCallback
+    from rltrack.agent_files import agent_dir, registrations
+
+    root = Path(sys.argv[1])
+    inner_db = f"sqlite:///{root / 'inner.db'}"
+
+    def trainable(config):
+        import rltrack  # the trial's own logger, on whichever node runs the trial
+        settings = {"run": {"root": str(root / "inner"), "name": f"trial_{config['x']}", "close_timeout": 60},
+                    "backends": {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": inner_db}}}
+        with rltrack.make_logger(settings) as logger:
+            for i in range(20):
+                logger.write({"v": config["x"] * 100 + i}, step=i)
+                tune.report({"v": config["x"] * 100 + i})
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address, log_to_driver=False)
+    callback = RLTrackCallback(run={"root": str(root / "driver"), "close_timeout": 60}, backends={"use": ["local", "mlflow"]})
+    tuner = tune.Tuner(tune.with_resources(trainable, {"cpu": 0.5}), param_space={"x": tune.grid_search([1, 2, 3, 4])},
+                       run_config=tune.RunConfig(name="cluster", storage_path=str(root / "ray_results"), callbacks=[callback], verbose=0))
+    assert not tuner.fit().errors
+    deadline = time.monotonic() + 120
+    while registrations(agent_dir()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    ray.shutdown()
+    cluster.shutdown()
+    print(json.dumps({"registrations": len(registrations(agent_dir()))}))
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_two_node_ray_cluster_delivers_the_driver_callback_and_the_trials_own_loggers(tmp_path: Path) -> None:
+    """`ray.cluster_utils.Cluster` with a head and a worker node on this
+    machine: the callback's runs are written on the driver, the trials' own
+    loggers write where the trials run; one agent (per machine) delivers both."""
+    from mlflow import MlflowClient
+
+    done = subprocess.run([sys.executable, "-c", RAY_CLUSTER_SWEEP, str(tmp_path)], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "RAY_USAGE_STATS_ENABLED": "0"})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1])["registrations"] == 0  # the agent finished every run
+    driver_runs = sorted(path for path in (tmp_path / "driver" / "cluster").iterdir() if path.is_dir())
+    inner_runs = sorted((tmp_path / "inner").iterdir())
+    assert len(driver_runs) == len(inner_runs) == 4
+    driver = MlflowClient(f"sqlite:///{tmp_path / 'driver' / 'cluster' / 'mlflow.db'}")
+    inner = MlflowClient(f"sqlite:///{tmp_path / 'inner.db'}")
+    for client, run_dirs in ((driver, driver_runs), (inner, inner_runs)):
+        values = []
+        for run_dir in run_dirs:
+            run_id = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())["run_id"]
+            history = [m.value for m in client.get_metric_history(run_id, "v")]
+            assert history == sorted(history) and len(history) == 20  # each value once
+            values.append(history[0])
+        assert sorted(values) == [100.0, 200.0, 300.0, 400.0]
