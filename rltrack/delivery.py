@@ -63,8 +63,11 @@ def cursor_path(run_dir: Path, backend: str, writer: str | None = None) -> Path:
 
 
 class Cursor:
-    """How far into the journal one backend has delivered, and (for a tracker
-    that counts, see `RemoteBackend.position`) where its run stood then."""
+    """How far into the journal one backend has delivered, (for a tracker
+    that counts, see `RemoteBackend.position`) where its run stood then, and
+    what the backend counted and renamed delivering it (its report section):
+    saved together, so that after any kill report.json, rebuilt from the
+    cursors, says what the tracker holds."""
 
     def __init__(self, run_dir: Path, backend: str, writer: str | None = None) -> None:
         self.path = cursor_path(run_dir, backend, writer)
@@ -72,13 +75,17 @@ class Cursor:
         self.offset: int = saved.get("offset", 0)
         self.delivered: int = saved.get("delivered", 0)
         self.position: int | None = saved.get("position")
+        self.report = Report()
+        self.report.add(saved.get("report", {}))
 
-    def advance(self, offset: int, events: int, position: int | None = None) -> None:
+    def advance(self, offset: int, events: int, position: int | None = None, report: dict[str, Any] | None = None) -> None:
         self.offset = offset
         self.delivered += events
         if position is not None:
             self.position = position
-        saved = {"offset": self.offset, "delivered": self.delivered}
+        if report is not None:
+            self.report.add(report)
+        saved: dict[str, Any] = {"offset": self.offset, "delivered": self.delivered, "report": self.report.as_dict()}
         if self.position is not None:
             saved["position"] = self.position
         self.path.parent.mkdir(exist_ok=True)
@@ -236,8 +243,8 @@ class DeliveryWorker:
         while self._untold and (stored is None or self._untold[0][2] is None or self._untold[0][2] <= stored):
             offset, batch_events, position = self._untold.popleft()
             events += batch_events
-        if offset is not None:
-            self.cursor.advance(offset, events, position)
+        if offset is not None:  # with what the backend counted meanwhile: both describe what the tracker holds
+            self.cursor.advance(offset, events, position, self.backend.run.report.take_section(self.backend.name))
 
     def _end(self) -> None:
         """The journal is delivered: end the tracker's run (unless more writers
@@ -260,10 +267,12 @@ def time_left(deadline: float | None) -> float | None:
 
 
 def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list[str]) -> None:
-    """Adds `counts` (a `Report.as_dict()`) to the run's report.json; the
-    "pending" entries of `trackers` are replaced by what is pending now, if
-    anything. The training process, the agent and `rltrack sync` all add to
-    it, so each holds `report.json.lock` meanwhile (for at most `LOCK_WAIT`)."""
+    """Adds `counts` (a `Report.as_dict()`) to the run's report.json. The
+    sections of `trackers` are rebuilt from their cursors (what each
+    delivered, counted and renamed, saved with the cursor), plus their
+    errors, plus what is pending now. The training process, the agent and
+    `rltrack sync` all add to it, so each holds `report.json.lock` meanwhile
+    (for at most `LOCK_WAIT`)."""
     path = run_dir / "report.json"
     fd = hold(run_dir / "report.json.lock", LOCK_WAIT)
     if fd is None:
@@ -271,10 +280,20 @@ def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list
     try:
         merged = Report()
         if path.is_file():
-            merged.add(json.loads(path.read_text()), skip_pending=tuple(trackers))
-        merged.add(counts)
+            merged.add(json.loads(path.read_text()), keep=lambda section, category: section not in trackers or category == "errors")
+        merged.add(counts, keep=lambda section, category: section not in trackers or category == "errors")
         for name in trackers:
+            for cursor in cursor_files(run_dir, name):
+                merged.add(Cursor(run_dir, name, cursor).report.as_dict())
             report_pending(merged, run_dir, name)
         merged.save(path)
     finally:
         os.close(fd)
+
+
+def cursor_files(run_dir: Path, backend: str) -> list[str | None]:
+    """The writers (None: the only one) that have a cursor for `backend`."""
+    folder = run_dir / CURSOR_DIR
+    writers: list[str | None] = [None] if (folder / f"{backend}.json").is_file() else []
+    writers += [path.name[len(backend) + 1 : -len(".json")] for path in sorted(folder.glob(f"{backend}@*.json"))]
+    return writers

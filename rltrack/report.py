@@ -11,7 +11,7 @@ import json
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 class Report:
@@ -51,18 +51,30 @@ class Report:
             "renamed": {section: dict(m) for section, m in sorted(self._renames.items())},
         }
 
-    def add(self, data: dict[str, Any], skip_pending: tuple[str, ...] = ()) -> None:
+    def add(self, data: dict[str, Any], keep: Callable[[str, str], bool] | None = None) -> None:
         """Adds the counts and renames of another report (`as_dict()`, or a
-        saved report.json), leaving out the "pending" counts of `skip_pending`."""
+        saved report.json); `keep(section, category)` (renames: category
+        "renamed") leaves out what it is false for."""
         for name, counter in data.get("counts", {}).items():
             section, _, category = name.partition(".")
-            if category == "pending" and section in skip_pending:
+            if keep is not None and not keep(section, category):
                 continue
             for reason, n in counter.items():
                 self.count(category, reason, n, section=section)
         for section, renames in data.get("renamed", {}).items():
+            if keep is not None and not keep(section, "renamed"):
+                continue
             for old, new in renames.items():
                 self.rename(section, old, new)
+
+    def take_section(self, section: str) -> dict[str, Any]:
+        """The counts and renames of `section`, removed from this report (a
+        tracker's delivery saves them with its cursor), in `as_dict()` form."""
+        with self._lock:
+            prefix = f"{section}."
+            counts = {name: dict(self._counts.pop(name)) for name in [n for n in self._counts if n.startswith(prefix)]}
+            renamed = {section: self._renames.pop(section)} if section in self._renames else {}
+        return {"counts": counts, "renamed": renamed}
 
     @classmethod
     def load(cls, path: Path) -> Report:

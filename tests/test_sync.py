@@ -146,3 +146,41 @@ def test_a_torn_last_journal_line_is_removed_and_reported(tmp_path):
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert [m.value for m in client.get_metric_history(run.info.run_id, "learner/x")] == [float(i) for i in range(20)]
+
+
+def test_a_sync_killed_midway_and_run_again_leaves_a_report_that_says_what_mlflow_holds(tmp_path):
+    """The counts and renames are saved with the cursor they describe, so a
+    SIGKILL between a delivered batch and anything else cannot make
+    report.json disagree with the store (it counted 16,324 of 36,720 values,
+    and lost the renames, when report.json was written at the end)."""
+    from mlflow import MlflowClient
+
+    with rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "replay"}, "backends": {"use": ["local"]}}) as logger:
+        logger.log_hparams({"seed@run": 3, "note": "x" * 7000})
+        for i in range(6000):
+            logger.write({"x": float(i), "edge": float("inf") if i % 50 == 0 else 1.0}, step=i)
+    run_dir = logger.run_dir
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    (tmp_path / "sync.toml").write_text(f'[backends.mlflow]\ntracking_uri = "{uri}"\nbulk_sqlite = false\n')
+    command = [sys.executable, "-m", "rltrack.cli", "sync", str(run_dir), "--to", "mlflow", "--config", str(tmp_path / "sync.toml")]
+    first = subprocess.Popen(command, stderr=subprocess.DEVNULL)
+    cursor = run_dir / "cursors" / "mlflow.json"
+    journal_size = (run_dir / "journal.jsonl").stat().st_size
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not cursor.is_file() or json.loads(cursor.read_text())["offset"] < journal_size / 2):
+        time.sleep(0.01)
+    first.kill()
+    first.wait()
+    assert json.loads(cursor.read_text())["offset"] < journal_size  # killed midway
+    assert subprocess.run(command, capture_output=True).returncode == 0
+    report = json.loads((run_dir / "report.json").read_text())
+    client = MlflowClient(uri)
+    run_id = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())["run_id"]
+    held = {key: client.get_metric_history(run_id, key) for key in ("x", "edge", "steps/step")}
+    assert len(held["x"]) == 6000 and sum(abs(m.value) > 1e308 for m in held["edge"]) == 120
+    counts = report["counts"]
+    assert counts["mlflow.delivered"]["metric values"] == sum(len(history) for history in held.values())
+    assert counts["mlflow.converted"]["±inf stored by MLflow as ±1.8e308"] == 120
+    assert any("truncated" in reason for reason in counts["mlflow.converted"])
+    assert report["renamed"]["mlflow"] == {"seed@run": next(iter(report["renamed"]["mlflow"].values()))}
+    assert set(client.get_run(run_id).data.params) == set(report["renamed"]["mlflow"].values()) | {"note"}
