@@ -27,6 +27,7 @@ from rltrack.backends.tables import format_table
 from rltrack.config import ConfigError
 from rltrack.events import NUMERIC_KINDS
 from rltrack.journal import read_journal
+from rltrack.report import Report
 from rltrack.sync import SyncError
 from rltrack.sync import sync as sync_run
 
@@ -48,6 +49,8 @@ def show(run_dir: Path) -> int:
     print(f"{events} events in the journal")
     if last:
         print(format_table("last values", last))
+    summary = Report.load(run_dir / "report.json").summary()
+    print(f"report.json:\n{summary}" if summary else "report.json: nothing renamed, converted or dropped")
     return 0
 
 

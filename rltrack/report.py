@@ -88,10 +88,13 @@ class Report:
         path.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")
 
     def summary(self) -> str:
-        """A few lines for the console at close; empty when nothing was changed."""
+        """A few lines for the console at close; empty when nothing was changed
+        (what was delivered as written is not a change)."""
         data = self.as_dict()
         lines = []
         for name, counter in data["counts"].items():
+            if name.endswith(".delivered"):
+                continue
             lines.append(f"  {name}: {sum(counter.values())} ({', '.join(sorted(counter)[:3])}{', ...' if len(counter) > 3 else ''})")
         for section, renames in data["renamed"].items():
             lines.append(f"  {section}.renamed: {len(renames)} keys")

@@ -345,7 +345,7 @@ def test_a_failing_backend_does_not_take_the_run_down(tmp_path: Path, monkeypatc
     errors = json.loads((logger.run_dir / "report.json").read_text())["counts"]["core.errors"]
     assert sum(n for reason, n in errors.items() if "tracker is down" in reason) >= 11  # every write batch + dumps + close
     assert any("disk full" in reason for reason in errors)
-    printed = [line for line in capfd.readouterr().err.splitlines() if "boom" in line]
+    printed = [line for line in capfd.readouterr().err.splitlines() if line.startswith("rltrack: boom")]  # the summary lists it too
     assert len(printed) == 1, printed
 
 
@@ -368,3 +368,18 @@ def test_a_failing_filter_does_not_stop_the_pipeline(tmp_path: Path, monkeypatch
     assert meta(logger.run_dir)["status"] == "finished"
     errors = json.loads((logger.run_dir / "report.json").read_text())["counts"]["core.errors"]
     assert sum(n for reason, n in errors.items() if "bad filter" in reason) == 4
+
+
+def test_a_run_whose_values_changed_says_so_once_at_close_and_in_rltrack_show(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    with make(tmp_path, backends=("local",)) as logger:
+        logger.write({"ok": 1.0}, step=0)
+    assert "values changed on the way" not in capfd.readouterr().err  # nothing happened: nothing said
+    with make(tmp_path, backends=("local",)) as logger:
+        logger.write({"none": None, "obj": object(), "arr": np.zeros(3)}, step=0)
+    err = capfd.readouterr().err
+    assert err.count("values changed on the way") == 1 and "core.dropped" in err
+    from rltrack import cli
+
+    assert cli.main(["show", str(logger.run_dir)]) == 0
+    out = capfd.readouterr().out
+    assert "report.json:" in out and "core.dropped" in out
