@@ -251,3 +251,20 @@ def test_an_outage_loses_and_doubles_nothing_and_never_slows_write(mlflow_server
     assert history(client, run_id, "reward") == [(i, float(i)) for i in range(written)]
     assert history(client, run_id, "loss") == [(i, -float(i)) for i in range(written)]
     assert max(durations) < 0.010, f"slowest write {max(durations) * 1000:.1f} ms of {len(durations)}"
+
+
+@pytest.mark.parametrize("bulk_sqlite", [True, False])
+def test_identical_values_at_one_step_in_one_millisecond_are_all_kept(store, bulk_sqlite):
+    """Four vector envs ending equal-length episodes: `ep_len = 200.0` four
+    times a step. MLflow keeps one row per (key, timestamp, step, value), and
+    had 100 of 400 values while report.json said 400 delivered."""
+    logger = make(store, "repeats", **({} if "tracking_uri" in store.settings else {"bulk_sqlite": bulk_sqlite}))
+    now = time.time()
+    for step in range(100):
+        for _env in range(4):
+            logger.emit(Event(now + step / 1000, {"ep_len": 200.0}, "scalars", "collector", {"env_steps": step}))
+    assert logger.close(timeout=120)
+    client, run_id = tracker(logger.run_dir)
+    held = history(client, run_id, "collector/ep_len")
+    assert held == [(step, 200.0) for step in range(100) for _ in range(4)]
+    assert report_of(logger.run_dir)["counts"]["mlflow.delivered"]["metric values"] == 400

@@ -136,6 +136,7 @@ class MlflowBackend(RemoteBackend):
         self._run_id: str | None = None
         self._params: dict[str, str] = {}  # what the MLflow run holds
         self._axes: dict[str, tuple[int, float]] = {}  # steps/<axis> metric -> last (step, value) sent
+        self._stamps: dict[str, tuple[int, int]] = {}  # metric -> (step, timestamp) of its last value sent
         self._renamed: set[str] = set()
         self._last_ms: int | None = None  # capture time of the last event delivered by this process
         self._bulk: SqliteMetricWriter | None = None  # opened with the run: the store's file exists then
@@ -149,7 +150,7 @@ class MlflowBackend(RemoteBackend):
         if run_id is None:
             run_id = self._start_run(events[0])
             self._bulk = SqliteMetricWriter.open(self.tracking_uri) if self.bulk_sqlite else None
-        batch = _Batch(events, self.run.run_dir, self._params, self._axes)
+        batch = _Batch(events, self.run.run_dir, self._params, self._axes, self._stamps)
         if self._bulk is not None:
             self._bulk.write(run_id, batch.metrics)
             batch.metrics = []
@@ -162,6 +163,7 @@ class MlflowBackend(RemoteBackend):
             client.log_artifact(run_id, str(local), artifact_dir)
         self._params.update(batch.params)
         self._axes.update(batch.axes)
+        self._stamps.update(batch.stamps)
         self._last_ms = max(self._last_ms or 0, batch.last_ms)
         for (category, reason), n in batch.counts.items():
             self.run.report.count(category, reason, n, section=self.name)
@@ -301,10 +303,14 @@ class _Batch:
     the backend records once MLflow has acknowledged it (new params, last
     step-axis points, report counts and renames)."""
 
-    def __init__(self, events: list[Event], run_dir: Path, params: dict[str, str], axes: dict[str, tuple[int, float]]) -> None:
+    def __init__(
+        self, events: list[Event], run_dir: Path, params: dict[str, str], axes: dict[str, tuple[int, float]], stamps: dict[str, tuple[int, int]]
+    ) -> None:  # fmt: skip
         self.run_dir = run_dir
         self.held_params = params
         self.held_axes = axes
+        self.held_stamps = stamps
+        self.stamps: dict[str, tuple[int, int]] = {}  # key -> (step, ms) of its last value
         self.metrics: list[tuple[str, float, int, int]] = []  # key, value, ms, step
         self.params: dict[str, str] = {}
         self.tags: dict[str, str] = {}
@@ -356,7 +362,8 @@ class _Batch:
                 continue
             if math.isinf(number):
                 self.counts["converted", "±inf stored by MLflow as ±1.8e308"] += 1
-            self.metrics.append((self.key(event.tag(name)), number, ms, step))
+            key = self.key(event.tag(name))
+            self.metrics.append((key, number, self._stamp(key, step, ms), step))
             self.counts["delivered", "metric values"] += 1
         for axis, value in list(event.steps.items())[1:]:
             key = self.key(STEP_AXIS_PREFIX + axis)
@@ -364,6 +371,17 @@ class _Batch:
             if self.axes.get(key, self.held_axes.get(key)) != point:
                 self.axes[key] = point
                 self.metrics.append((key, float(value), ms, step))
+
+    def _stamp(self, key: str, step: int, ms: int) -> int:
+        """The value's timestamp: its capture time, moved on by a millisecond
+        past the key's last value at the same step. MLflow's store keeps one
+        row per (key, timestamp, step, value): four vector envs ending
+        equal-length episodes in one millisecond would otherwise be one value."""
+        last = self.stamps.get(key) or self.held_stamps.get(key)
+        if last is not None and last[0] == step and last[1] >= ms:
+            ms = last[1] + 1
+        self.stamps[key] = (step, ms)
+        return ms
 
     def _hparams(self, event: Event) -> None:
         for name, value in flatten(event.data).items():
