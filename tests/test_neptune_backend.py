@@ -159,3 +159,22 @@ def test_a_failed_run_is_marked_failed_and_debug_mode_queues_nothing(tmp_path):
 def test_config_mistakes_are_config_errors(tmp_path, settings, message):
     with pytest.raises(rltrack.ConfigError, match=message):
         make(tmp_path, "bad", **settings)
+
+
+def test_keys_with_empty_path_parts_get_series_of_their_own_and_the_rename_is_recorded(tmp_path):
+    """Neptune's client drops empty path parts: `ns/a//b` and `ns/a/b` were
+    one series with every step twice (a server refuses the repeats), and no
+    rename was recorded."""
+    from rltrack.backends.neptune import neptune_path
+
+    logger = make(tmp_path / "runs", "paths")
+    for step in range(1, 6):
+        logger.write({"a//b": float(step), "a/b": 10.0 * step, "/lead": 1.0}, step=step, namespace="ns")
+    assert logger.close(timeout=120)
+    got = series(operations(logger.run_dir), "LogFloats")
+    mapped = neptune_path("ns/a//b")
+    assert mapped.startswith("ns/a/b-") and mapped != "ns/a/b"
+    assert [(s, v) for s, v, _ in got["ns/a/b"]] == [(step, 10.0 * step) for step in range(1, 6)]  # each step once
+    assert [(s, v) for s, v, _ in got[mapped]] == [(step, float(step)) for step in range(1, 6)]
+    renamed = json.loads((logger.run_dir / "report.json").read_text())["renamed"]["neptune"]
+    assert renamed == {"ns/a//b": mapped, "ns//lead": neptune_path("ns//lead")}

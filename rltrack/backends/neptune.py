@@ -44,6 +44,7 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -116,7 +117,7 @@ class NeptuneBackend(RemoteBackend):
         series: dict[str, tuple[list[Any], list[int], list[float]]] = {}
         for event in events:
             for path, value in self._values(event):
-                self._plan(series, last, path, value, event)
+                self._plan(series, last, self._path(path), value, event)
         for path, (values, steps, times) in series.items():
             self._call(f"{path} ({len(values)} values)", lambda: self._run[path].extend(values, steps=steps, timestamps=times))
         self._last = last
@@ -250,6 +251,13 @@ class NeptuneBackend(RemoteBackend):
         steps.append(step)
         times.append(event.time)
 
+    def _path(self, key: str) -> str:
+        """The Neptune path of `key` (see `neptune_path`), its rename recorded."""
+        path = neptune_path(key)
+        if path != key:
+            self.run.report.rename(self.name, key, path)
+        return path
+
     def _count(self, category: str, reason: str, n: int = 1) -> None:
         self._counts[category, reason] += n
 
@@ -310,6 +318,19 @@ class NeptuneBackend(RemoteBackend):
         except (ValueError, TypeError, AttributeError, MetadataInconsistency) as exc:  # AttributeError: a path that is a namespace
             self._count("dropped", f"{what}: {type(exc).__name__}: {exc}")
             return None
+
+
+def neptune_path(key: str) -> str:
+    """The series path `key` gets in Neptune: itself unless it has empty parts
+    (`a//b`, a leading or trailing `/`), which Neptune's client drops, so that
+    `ns/a//b` and `ns/a/b` would write one series; then the parts that are
+    left, the last one followed by `-` and 8 hex digits of the key's SHA-1.
+    A pure function of the key: the same in every process and replay."""
+    parts = key.split("/")
+    if all(parts):
+        return key
+    suffix = "-" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return "/".join(part for part in parts if part) + suffix
 
 
 def _summary(values: list[float]) -> dict[str, float]:
