@@ -457,8 +457,8 @@ def run_ppo(folder: Path, logger=None):
     callbacks = []
     best = None
     if logger is not None:
-        attach(model, logger)
         # stages=False: SB3's own values and their canonical twins are checked here; the stage blocks in test_stages_sb3.py
+        attach(model, logger, stages=False)
         best = RLTrackCallback(logger, stages=False)
         callbacks.append(RLTrackCallback(logger, save_freq=EVAL_FREQ * 2 // N_ENVS, stages=False))  # in calls, as SB3 counts
     callbacks.append(EvalCallback(eval_env, callback_on_new_best=best, eval_freq=EVAL_FREQ // N_ENVS, n_eval_episodes=3, verbose=0, warn=False))

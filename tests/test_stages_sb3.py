@@ -17,7 +17,7 @@ from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
 from stable_baselines3.common.monitor import Monitor
 
 import rltrack
-from rltrack.adapters.sb3 import RLTrackCallback
+from rltrack.adapters.sb3 import RLTrackCallback, attach
 from stage_reader import Block, holds, read_blocks, read_info_lines, read_tfevents
 
 EVAL_EPISODES = 3
@@ -35,7 +35,9 @@ class BufferSizes(BaseCallback):
         return True
 
 
-def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, **kwargs: Any) -> dict[str, Any]:
+def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, *, attached: str = "", **kwargs: Any) -> dict[str, Any]:
+    """`attached`: "" (RLTrackCallback in learn()), "alone" (`attach` and no
+    rltrack callback: the one-line idiom), "both" (`attach`, then the callback too)."""
     logger = rltrack.make_logger(
         {"run": {"root": str(tmp_path / "runs"), "name": algo.__name__}, "backends": {"use": ["local"], "local": {"tb_axes": ["iter", "step"]}}}
     )
@@ -45,6 +47,10 @@ def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, **kwarg
     evaluation = EvalCallback(eval_env, eval_freq=timesteps // 4, n_eval_episodes=EVAL_EPISODES, callback_on_new_best=RLTrackCallback(logger), verbose=0)
     sizes = BufferSizes()
     callbacks = [RLTrackCallback(logger, buffer_seconds=0.05), evaluation] + ([sizes] if algo is DQN else [])
+    if attached:
+        attach(model, logger)
+    if attached == "alone":
+        callbacks = [sizes] if algo is DQN else []
     model.learn(timesteps, callback=callbacks, log_interval=log_interval)
     logger.close()
     env.close()
@@ -56,6 +62,16 @@ def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, **kwarg
 @pytest.fixture(scope="module")
 def ppo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return train(tmp_path_factory.mktemp("ppo"), PPO, 2048, 1, n_steps=128, batch_size=64, n_epochs=2)
+
+
+@pytest.fixture(scope="module")
+def ppo_attached(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return train(tmp_path_factory.mktemp("ppo_attached"), PPO, 2048, 1, attached="alone", n_steps=128, batch_size=64, n_epochs=2)
+
+
+@pytest.fixture(scope="module")
+def ppo_attached_and_callback(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return train(tmp_path_factory.mktemp("ppo_both"), PPO, 2048, 1, attached="both", n_steps=128, batch_size=64, n_epochs=2)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +97,7 @@ def assert_rewards_match(block: Block, rewards: np.ndarray, lengths: np.ndarray)
     assert values["avg_envstep_per_episode"] == pytest.approx(lengths.mean(), rel=1e-5)
 
 
-@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+@pytest.mark.parametrize("algo", ["ppo", "dqn", "ppo_attached", "ppo_attached_and_callback"])
 def test_collector_blocks_equal_the_monitor_episodes(algo: str, request: pytest.FixtureRequest) -> None:
     run = request.getfixturevalue(algo)
     episodes = run["monitor"]["train"]
@@ -138,7 +154,7 @@ def test_text_blocks_equal_the_tfevents_on_both_axes(algo: str, request: pytest.
     assert compared > 100
 
 
-@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+@pytest.mark.parametrize("algo", ["ppo", "dqn", "ppo_attached"])
 def test_learner_blocks_and_the_policy_printed_once(algo: str, request: pytest.FixtureRequest) -> None:
     run = request.getfixturevalue(algo)
     learner = [b for b in read_blocks(run["run_dir"] / "log" / "learner" / "learner_logger.txt") if "total_loss_avg" in b.values]

@@ -203,17 +203,19 @@ class _WriterImpl:
         self.train_iter: int | None = None
         #: The key `train_iter` is read from; None: the first of TRAIN_ITER_KEYS seen in a dump.
         self.train_iter_key: str | None = train_iter_key
-        #: Pipeline thread only: the route of each native key, per names mode.
-        self._routes: dict[str, dict[str, _Route]] = {}
+        #: Pipeline thread only: the route of each native key, per set of namespaces the stage blocks cover.
+        self._routes: dict[frozenset[str], dict[str, _Route]] = {}
         self._typed: tuple[type, ...] | None = None
         #: Set by `RLTrackCallback`: computes the collector/learner/buffer blocks at SB3's own dumps.
         self.stages: _StageRecorder | None = None
 
     def use_stages(self, stages: _StageRecorder) -> None:
         """From now on SB3's own dumps carry the stage blocks, and the blocks
-        alone fill the canonical names: SB3's native keys keep only their
-        native names (`rollout/ep_rew_mean` is a 100-episode moving mean,
-        `collector/reward_mean` the stage's own episodes)."""
+        alone fill the canonical names of the namespaces they cover: SB3's
+        native keys there keep only their native names (`rollout/ep_rew_mean`
+        is a 100-episode moving mean, `collector/reward_mean` the stage's own
+        episodes). `eval/` keys keep their canonical twins until evaluator
+        blocks come (an `EvalCallback` observed through `RLTrackCallback`)."""
         self.stages = stages
 
     def write(self, key_values: dict[str, Any], key_excluded: dict[str, tuple[str, ...]], step: int = 0) -> None:
@@ -239,8 +241,8 @@ class _WriterImpl:
                     values[key] = self._own_copy(key, values[key], steps)
         if self.stages is not None and ALGORITHM_DUMP_KEY in key_values:  # the algorithm's dump, not EvalCallback's
             self.stages.emit_stage(steps)
-        mode = "native" if self.stages is not None else self.mode
-        self.logger.emit_deferred(partial(self._events, now, values, excluded, steps, mode))
+        covered = frozenset() if self.stages is None else frozenset(self.stages.namespaces)
+        self.logger.emit_deferred(partial(self._events, now, values, excluded, steps, covered))
         self.logger.dump(steps)
 
     def _own_copy(self, key: str, value: Any, steps: dict[str, int]) -> Any:
@@ -254,11 +256,14 @@ class _WriterImpl:
             return value.detach().clone() if hasattr(value, "detach") else value.copy()
         return value
 
-    def _events(self, now: float, values: dict[str, Any], excluded: dict[str, tuple[str, ...]], steps: dict[str, int], mode: str) -> list[Event]:
-        """Pipeline thread: one `Event` per namespace and kind of one SB3 dump."""
-        routes = self._routes.get(mode)
+    def _events(
+        self, now: float, values: dict[str, Any], excluded: dict[str, tuple[str, ...]], steps: dict[str, int], covered: frozenset[str]
+    ) -> list[Event]:  # fmt: skip
+        """Pipeline thread: one `Event` per namespace and kind of one SB3 dump.
+        SB3's keys of the namespaces `covered` by stage blocks keep their native names only."""
+        routes = self._routes.get(covered)
         if routes is None:
-            routes = self._routes[mode] = {}
+            routes = self._routes[covered] = {}
         buckets: dict[tuple[str, str], dict[str, Any]] = {}
         preaggregated: set[tuple[str, str]] = set()
         for key, value in values.items():
@@ -274,7 +279,8 @@ class _WriterImpl:
                     continue
             route = routes.get(key)
             if route is None:
-                route = routes[key] = _Route(key, mode)
+                canonical = CANONICAL.get(key, "")
+                route = routes[key] = _Route(key, "native" if canonical.split("/", 1)[0] in covered else self.mode)
             for namespace, leaf, kind, preagg in route.targets:
                 bucket = (namespace, media_kind or kind)
                 data = buckets.get(bucket)
@@ -534,6 +540,11 @@ class _StageRecorder:
         self.collect_time = 0.0
         self.rollout_started: float | None = None
         self.seen_updates = getattr(model, "_n_updates", 0)
+        #: True once an RLTrackCallback in `learn()` feeds the steps (then the env observer of `attach` stands aside).
+        self.fed_by_callback = False
+        #: The namespaces whose canonical names the blocks give ("evaluator" once an EvalCallback is observed).
+        self.namespaces = {"collector", "learner"}
+        self.last_step: float | None = None  # the env observer's: when the previous step ended
         self.replay = getattr(model, "replay_buffer", None)
         self.throughput = None if self.replay is None else stages.BufferThroughput(buffer_seconds)
         if self.replay is not None:
@@ -561,6 +572,19 @@ class _StageRecorder:
                 self.lengths.append(float(episode["l"]))
         if self.throughput is not None:
             self._buffer_counts()
+
+    def observed_step(self, infos: Any) -> None:
+        """A step seen by the env observer of `attach` (no callback in
+        `learn()`): the collection time is the time between steps with no
+        `train()` call between them, which is where `collect_rollouts` spends it."""
+        now = time.perf_counter()
+        trained = getattr(self.model, "_n_updates", 0) != self.seen_updates
+        if trained:
+            self._learner_values()
+        elif self.last_step is not None:
+            self.collect_time += now - self.last_step
+        self.last_step = now
+        self.step(infos)
 
     def _learner_values(self) -> None:
         updates = getattr(self.model, "_n_updates", 0)
@@ -629,6 +653,9 @@ def _observe_evaluations(eval_callback: Any, logger: Logger) -> None:
     if getattr(eval_callback, "_rltrack_observed", False):
         return
     eval_callback._rltrack_observed = True
+    recorder = _RECORDERS.get(logger)
+    if recorder is not None:
+        recorder.namespaces.add("evaluator")
     on_step, log_success = eval_callback._on_step, eval_callback._log_success_callback
     seen: dict[str, Any] = {}
 
@@ -771,6 +798,7 @@ class _CallbackImpl:
             _observe_evaluations(self.parent, self.rltrack_logger)
         elif self.parent is None:
             self._recorder = recorder
+            recorder.fed_by_callback = True
             if writer is not None:
                 writer.use_stages(recorder)
 
@@ -839,13 +867,33 @@ def _remove_staging(logger: Logger, staging: Path) -> None:
 _CLASSES: dict[str, type] = {}
 
 
+class _StepObserverImpl:
+    """The body of `StepObserver` (a `VecEnvWrapper`): each step's infos to
+    the stage recorder of `attach`, unless an `RLTrackCallback` feeds it."""
+
+    def __init__(self, venv: Any, recorder: _StageRecorder) -> None:
+        super().__init__(venv)  # type: ignore[call-arg]
+        self.recorder = recorder
+
+    def reset(self) -> Any:
+        return self.venv.reset()  # type: ignore[attr-defined]
+
+    def step_wait(self) -> Any:
+        observations, rewards, dones, infos = self.venv.step_wait()  # type: ignore[attr-defined]
+        if not self.recorder.fed_by_callback:
+            self.recorder.observed_step(infos)
+        return observations, rewards, dones, infos
+
+
 def _classes() -> dict[str, type]:
     if not _CLASSES:
         sb3_logger = require("stable_baselines3.common.logger", "sb3", "rltrack.adapters.sb3")
         sb3_callbacks = require("stable_baselines3.common.callbacks", "sb3", "rltrack.adapters.sb3")
+        sb3_vec_env = require("stable_baselines3.common.vec_env", "sb3", "rltrack.adapters.sb3")
         for name, impl, base in (
             ("RLTrackWriter", _WriterImpl, sb3_logger.KVWriter),
             ("RLTrackCallback", _CallbackImpl, sb3_callbacks.BaseCallback),
+            ("StepObserver", _StepObserverImpl, sb3_vec_env.VecEnvWrapper),
         ):
             namespace = {"__module__": __name__, "__qualname__": name, "__doc__": impl.__doc__}
             cls = types.new_class(name, (impl, base), exec_body=lambda ns, extra=namespace: ns.update(extra))
@@ -894,7 +942,10 @@ def add_writer(sb3_logger: Any, logger: Logger, **writer_options: Any) -> Any:
     return writer
 
 
-def attach(model: BaseAlgorithm, logger: Logger, *, tb_log_name: str | None = None, **writer_options: Any) -> Any:
+def attach(
+    model: BaseAlgorithm, logger: Logger, *, tb_log_name: str | None = None, stages: bool = True, buffer_seconds: float = 60.0,
+    **writer_options: Any,
+) -> Any:  # fmt: skip
     """Adds an `RLTrackWriter` to `model`'s SB3 logger and returns the writer.
 
     If the model has a logger set with `model.set_logger(...)`, the writer is
@@ -915,7 +966,16 @@ def attach(model: BaseAlgorithm, logger: Logger, *, tb_log_name: str | None = No
         sb3_logger = configure_logger(model.verbose, model.tensorboard_log, tb_log_name or type(model).__name__, True)
         model.set_logger(sb3_logger)
     writer_options.setdefault("train_iter_key", train_iter_key(model))
-    return add_writer(model.logger, logger, **writer_options)
+    writer = add_writer(model.logger, logger, **writer_options)
+    if stages and getattr(model, "env", None) is not None:
+        recorder = _RECORDERS.get(logger)
+        if recorder is None or recorder.model is not model:
+            recorder = _RECORDERS[logger] = _StageRecorder(logger, model, buffer_seconds)
+        recorder.writer = writer
+        writer.use_stages(recorder)
+        if not isinstance(model.env, _classes()["StepObserver"]):
+            model.env = _classes()["StepObserver"](model.env, recorder)
+    return writer
 
 
 __all__ = ["CANONICAL", "FORMAT_NAME", "RLTrackCallback", "RLTrackWriter", "add_writer", "attach", "model_hparams", "train_iter_key"]
