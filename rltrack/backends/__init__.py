@@ -20,6 +20,7 @@ BACKEND_TYPES: dict[str, str] = {
     "mlflow": "rltrack.backends.mlflow:MlflowBackend",
     "wandb": "rltrack.backends.wandb:WandbBackend",
     "neptune": "rltrack.backends.neptune:NeptuneBackend",
+    "trackio": "rltrack.backends.trackio:TrackioBackend",
 }
 
 

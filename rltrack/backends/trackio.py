@@ -1,0 +1,381 @@
+"""Hugging Face trackio, fed from the run's journal by a `DeliveryWorker`.
+
+Why it is built this way:
+
+* **trackio's own storage call, synchronously.** `trackio.init/log/finish`
+  queue rows for a background thread that writes them every 0.5 s and turns
+  any failure into a warning, with a random id per row: a batch could be lost
+  without the worker knowing, or stored twice when it is offered again. So
+  the backend makes the call that thread makes, `SQLiteStorage.bulk_log`
+  (one transaction, raises on failure), and gives every row an id derived
+  from its event (`log_id`, which trackio's table keeps unique with `INSERT
+  OR IGNORE`): a batch delivered again, even by `rltrack sync` in another
+  process after a kill, adds nothing. Only two events equal in everything,
+  wall time to the microsecond included, split over two batches, would be
+  one row.
+* **Where the store is.** trackio reads its directory from `TRACKIO_DIR`
+  once, at import, into module constants (`trackio.utils.TRACKIO_DIR`,
+  `MEDIA_DIR`, and copies in other modules). One agent serves runs whose
+  stores differ, so every trackio call here runs under `_STORE_LOCK` with
+  those constants pointed at this backend's `dir` (default
+  `<run.root>/trackio`, beside `mlflow.db`, not `~/.cache/huggingface`).
+  `TRACKIO_DIR=<dir> trackio show` opens the dashboard on it.
+* **One trackio run per rltrack run**, in project `project` (default: the
+  run's task, else its name). Its name and id are kept in
+  `cursors/trackio_run.json`, so a resumed run and `rltrack sync` continue it.
+* **Rows**: one per event at its primary step, with the other step axes as
+  metrics beside the values (as W&B; a key of the empty namespace named
+  like an axis, with another value, becomes `<key>_value`). Keys trackio
+  reserves (`step`, `time`, ... and `__*`) get trackio's `__` prefix. Text is
+  `trackio.Markdown`, histograms `trackio.Histogram`, images `trackio.Image`
+  (saved under `<dir>/media`; a re-delivered image leaves its first file
+  unreferenced), videos `trackio.Video`; hyperparameters are the run's
+  config (kept in the state file too, so config that came without rows is
+  written with the next rows even after a crash). Checkpoints stay in the
+  run directory. Every conversion, rename and drop is in the report.
+* **No status.** trackio keeps none for a run (`finish` only flushes), so
+  `close` has nothing to write.
+* **Remote** (`space_id`, or `server_url` of a self-hosted trackio server with
+  its `?write_token=`): rows go to its `/bulk_log` endpoint, which stores
+  them with the same ids; media are not uploaded (counted as dropped).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rltrack.backends.base import RunContext
+from rltrack.backends.remote import RemoteBackend, check_names
+from rltrack.delivery import CURSOR_DIR
+from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.optional import ensure_installed, require
+
+PURPOSE = "The trackio backend"
+#: trackio's module constants holding its directory (see the module docstring).
+_DIR_CONSTANTS = {"TRACKIO_DIR": "", "MEDIA_DIR": "media", "ARTIFACTS_DIR": "artifacts"}
+_STORE_LOCK = threading.Lock()
+
+
+class TrackioBackend(RemoteBackend):
+    """`[backends.trackio] project, name, dir, space_id, server_url`."""
+
+    name = "trackio"
+    max_batch = 1000
+
+    def __init__(
+        self,
+        project: str | None = None,
+        name: str | None = None,
+        dir: str | None = None,
+        space_id: str | None = None,
+        server_url: str | None = None,
+    ) -> None:
+        check_names(
+            project=project,
+            name=name,
+            dir=dir,
+            space_id=space_id,
+            server_url=server_url,
+        )
+        if space_id is not None and server_url is not None:
+            raise ValueError(
+                "space_id and server_url both given: trackio writes to one remote, choose one"
+            )
+        if server_url is not None and not server_url.startswith(
+            ("http://", "https://")
+        ):
+            raise ValueError(
+                f"server_url = {server_url!r} must be an http(s) URL, e.g. 'http://127.0.0.1:7860/?write_token=...'"
+            )
+        ensure_installed("trackio", "trackio", PURPOSE)
+        self.project = project
+        self.run_name = name
+        self.dir = dir
+        self.space_id = space_id
+        self.server_url = server_url
+        self._trackio: Any = None  # the module, imported on the delivery thread
+        self._remote: Any = None  # a trackio RemoteClient, for space_id / server_url
+        self._hf_token: str | None = (
+            None  # a Space's Hugging Face token (from the environment or `hf auth login`)
+        )
+        self._state: dict[str, Any] | None = (
+            None  # the trackio run: project, name, id, config
+        )
+
+    def open(self, run: RunContext) -> None:
+        super().open(run)
+        self.store = (
+            Path(self.dir).expanduser().resolve()
+            if self.dir
+            else run.run_dir.parent.resolve() / "trackio"
+        )
+        self._state_path = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+
+    def deliver(self, events: list[Event]) -> None:
+        with _STORE_LOCK, self._at_store():
+            state = self._state or self._start()
+            rows: list[tuple[Event, dict[str, Any]]] = []
+            config = dict(state["config"])
+            counts: Counter[tuple[str, str]] = Counter()
+            renames: dict[str, str] = {}
+            for event in events:
+                if event.kind == "hparams":
+                    config.update(event.data)
+                elif event.kind == "artifact":
+                    counts[
+                        "dropped",
+                        "checkpoints (kept in the run directory; trackio takes none from rltrack)",
+                    ] += 1
+                else:
+                    row = self._row(event, state, counts, renames)
+                    if row:
+                        rows.append((event, row))
+            if config != state["config"]:
+                self._save_state(
+                    config=config
+                )  # before the rows: a kill between the two loses no config
+            if rows:
+                self._write(state, rows, config)
+        for (category, reason), n in counts.items():
+            self.run.report.count(category, reason, n, section=self.name)
+        for old, new in renames.items():
+            self.run.report.rename(self.name, old, new)
+
+    # ---- the trackio run ---------------------------------------------------
+
+    def _start(self) -> dict[str, Any]:
+        """The saved trackio run, or a new one named after the rltrack run."""
+        self._trackio = require("trackio", "trackio", PURPOSE)
+        saved: dict[str, Any] = (
+            json.loads(self._state_path.read_text())
+            if self._state_path.is_file()
+            else {}
+        )
+        project = self.project or self._task()
+        if saved.get("project") != project or saved.get("store") != self._where():
+            saved = {}  # delivered to another project or store before: a new trackio run there
+        from trackio.sqlite_storage import SQLiteStorage
+
+        SQLiteStorage.validate_project_name(project)
+        name = saved.get("name") or self.run_name or self.run.name
+        run_id = (
+            saved.get("id")
+            or hashlib.sha1(
+                f"{self.run.run_dir.resolve()}\0{project}".encode()
+            ).hexdigest()[:32]
+        )
+        self._state = {
+            **saved,
+            "project": project,
+            "name": name,
+            "id": run_id,
+            "store": self._where(),
+            "config": saved.get("config", {}),
+        }
+        self._save_state()
+        if self.space_id or self.server_url:
+            self._remote = self._connect()
+        return self._state
+
+    def _task(self) -> str:
+        meta = self.run.run_dir / "meta.json"
+        task = json.loads(meta.read_text()).get("task") if meta.is_file() else None
+        return str(task or self.run.config.get("run", {}).get("task") or self.run.name)
+
+    def _where(self) -> str:
+        return self.space_id or self.server_url or str(self.store)
+
+    def _connect(self) -> Any:
+        from trackio.remote_client import RemoteClient
+        from trackio.utils import parse_trackio_server_url
+
+        if self.server_url:
+            url, token = parse_trackio_server_url(self.server_url)
+            return RemoteClient(url, hf_token=None, write_token=token, verbose=False)
+        import huggingface_hub
+
+        self._hf_token = huggingface_hub.utils.get_token()
+        return RemoteClient(self.space_id, hf_token=self._hf_token, verbose=False)
+
+    def _save_state(self, **changes: Any) -> None:
+        assert self._state is not None
+        self._state.update(changes)
+        self._state_path.parent.mkdir(exist_ok=True)
+        tmp = self._state_path.with_name(self._state_path.name + ".tmp")
+        tmp.write_text(json.dumps(self._state, default=str))
+        os.replace(tmp, self._state_path)
+
+    @contextmanager
+    def _at_store(self) -> Iterator[None]:
+        """trackio's directory constants point at `self.store` meanwhile; the caller holds `_STORE_LOCK`."""
+        previous = os.environ.get("TRACKIO_DIR")
+        os.environ["TRACKIO_DIR"] = str(self.store)  # read by trackio's first import
+        require("trackio", "trackio", PURPOSE)
+        saved: list[tuple[Any, str, Any]] = []
+        for module in [
+            m
+            for name, m in sys.modules.items()
+            if name == "trackio" or name.startswith("trackio.")
+        ]:
+            for constant, sub in _DIR_CONSTANTS.items():
+                if isinstance(getattr(module, constant, None), Path):
+                    saved.append((module, constant, getattr(module, constant)))
+                    setattr(module, constant, self.store / sub if sub else self.store)
+        try:
+            yield
+        finally:
+            for module, constant, value in saved:
+                setattr(module, constant, value)
+            if previous is None:
+                del os.environ["TRACKIO_DIR"]
+            else:
+                os.environ["TRACKIO_DIR"] = previous
+
+    def _write(
+        self,
+        state: dict[str, Any],
+        rows: list[tuple[Event, dict[str, Any]]],
+        config: dict[str, Any],
+    ) -> None:
+        if (
+            "created" not in state
+        ):  # trackio's config keys of its own, as `trackio.init` sets them
+            self._save_state(created=_iso(rows[0][0].time))
+        config = {**config, "_Created": state["created"], "_Group": None}
+        ids = _row_ids(state["id"], [event for event, _ in rows])
+        if self._remote is not None:
+            logs = [
+                {"project": state["project"], "run": state["name"], "run_id": state["id"], "metrics": row, "step": event.primary_step,
+                 "config": config if i == 0 else None, "log_id": log_id}
+                for i, ((event, row), log_id) in enumerate(zip(rows, ids))
+            ]  # fmt: skip
+            self._remote.predict(
+                api_name="/bulk_log", logs=logs, hf_token=self._hf_token
+            )
+            return
+        from trackio.sqlite_storage import SQLiteStorage
+
+        SQLiteStorage.bulk_log(
+            project=state["project"],
+            run=state["name"],
+            run_id=state["id"],
+            metrics_list=[row for _, row in rows],
+            steps=[event.primary_step for event, _ in rows],
+            timestamps=[_iso(event.time) for event, _ in rows],
+            config=config,
+            log_ids=ids,
+        )
+
+    # ---- one event -----------------------------------------------------------
+
+    def _row(
+        self,
+        event: Event,
+        state: dict[str, Any],
+        counts: Counter[tuple[str, str]],
+        renames: dict[str, str],
+    ) -> dict[str, Any]:
+        """The trackio row of one event: its values by key, the other step axes beside them."""
+        from trackio.utils import RESERVED_KEYS
+
+        axes = list(event.steps.items())[1:]
+        row: dict[str, Any] = {}
+        for key, value in event.data.items():
+            tag = event.tag(key)
+            if tag in event.steps and value != event.steps[tag]:
+                renames[tag] = tag = f"{tag}_value"
+            if tag in RESERVED_KEYS or tag.startswith("__"):
+                renames[tag] = tag = f"__{tag}"
+            try:
+                converted = self._convert(event, value, state, counts)
+            except Exception as exc:  # noqa: BLE001 - a value trackio refuses is counted, the rest still goes
+                counts[
+                    "dropped", f"{event.kind} value: {type(exc).__name__}: {exc}"
+                ] += 1
+                continue
+            if converted is not None:
+                row[tag] = converted
+        if row and event.kind in NUMERIC_KINDS:
+            row.update((axis, step) for axis, step in axes if axis not in row)
+        return row
+
+    def _convert(
+        self,
+        event: Event,
+        value: Any,
+        state: dict[str, Any],
+        counts: Counter[tuple[str, str]],
+    ) -> Any:
+        """The trackio value of one event value; None (counted) when there is none."""
+        trackio = self._trackio
+        if event.kind in NUMERIC_KINDS:
+            if value is None:
+                counts["dropped", "None value"] += 1
+            return value
+        if event.kind == "text":
+            return trackio.Markdown(str(value))._to_dict()
+        if event.kind == "histogram":
+            finite = [
+                v for v in value if isinstance(v, (int, float)) and math.isfinite(v)
+            ]
+            if len(finite) < len(value):
+                counts["dropped", "non-finite histogram values"] += len(value) - len(
+                    finite
+                )
+            return trackio.Histogram(finite)._to_dict() if finite else None
+        if event.kind in ("image", "video"):
+            if self._remote is not None:
+                counts[
+                    "dropped",
+                    f"{event.kind}: media are written to a local trackio store only",
+                ] += 1
+                return None
+            media = (
+                trackio.Image(self._media(value))
+                if event.kind == "image"
+                else trackio.Video(self._media(value))
+            )
+            media._save(state["project"], state["name"], event.primary_step or 0)
+            return media._to_dict()
+        counts["dropped", f"kind {event.kind!r} has no trackio type"] += 1
+        return None
+
+    def _media(self, value: Any) -> Any:
+        """A file path (relative paths are inside the run directory; an adapter's
+        `{"path": ...}` record), or a uint8 pixel array."""
+        if isinstance(value, dict):
+            value = value.get("path")
+        if isinstance(value, str):
+            path = self.run.run_dir / value
+            if not path.is_file():
+                raise FileNotFoundError(f"no file {path}")
+            return str(path)
+        import numpy
+
+        return numpy.asarray(value, dtype=numpy.uint8)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
+
+
+def _row_ids(run_id: str, events: list[Event]) -> list[str]:
+    """A trackio `log_id` per event: its content's hash, numbered among equal events of the batch."""
+    seen: Counter[str] = Counter()
+    ids = []
+    for event in events:
+        digest = hashlib.sha1(f"{run_id}\0{event.to_json()}".encode()).hexdigest()[:32]
+        ids.append(f"{digest}-{seen[digest]}")
+        seen[digest] += 1
+    return ids
