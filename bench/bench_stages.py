@@ -31,7 +31,7 @@ from timing import KEYS, records
 
 from rltrack.backends.base import RunContext
 from rltrack.backends.local import LocalBackend
-from rltrack.config import build_filter
+from rltrack.construct import build_filter
 from rltrack.events import Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JournalWriter

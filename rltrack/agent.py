@@ -45,13 +45,13 @@ from rltrack.agent_files import (
     agent_dir,
     process_alive,
     read_json,
-    registrations,
     registration_path,
+    registrations,
     state_path,
     write_private,
 )
 from rltrack.backends import RemoteBackend, RunContext
-from rltrack.config import build_backend
+from rltrack.construct import build_backend
 from rltrack.delivery import POLL, DeliveryBusy, DeliveryWorker, merge_into_report_file
 from rltrack.files_delivery import FilesDelivery
 from rltrack.journal import end_torn_tail, journal_path

@@ -20,20 +20,16 @@ overrides `backends.use`.
 from __future__ import annotations
 
 import copy
-import difflib
-import inspect
 import os
 import re
 import sys
-from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, backend_class, is_backend_name
+from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, is_backend_name
 from rltrack.canonical import NAME_MODES
-from rltrack.filters import FILTER_TYPES, Filter, FilterChain
+from rltrack.construct import ConfigError, build_backend, build_chain, build_filter, check_keys, choices
 from rltrack.journal import WRITER_NAME
-from rltrack.optional import MissingExtraError
 from rltrack.pipeline import DEFAULT_CLOSE_TIMEOUT, Logger
 from rltrack.redact import Redactor
 from rltrack.report import Report
@@ -48,10 +44,6 @@ DEFAULTS: dict[str, Any] = {
 }
 SECTIONS = tuple(DEFAULTS)
 RUN_KEYS = tuple(DEFAULTS["run"])
-
-
-class ConfigError(ValueError):
-    """A config mistake; the message says where, what was found and how to fix it."""
 
 
 def load_config(config: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
@@ -69,7 +61,7 @@ def load_config(config: str | Path | Mapping[str, Any] | None = None, **override
         raise ConfigError(f"config must be a file path, a dict or None, got {type(config).__name__}")
     merged = copy.deepcopy(DEFAULTS)
     for layer, where in ((config or {}, source), (overrides, "make_logger() keyword arguments")):
-        _check_keys(layer, SECTIONS, where, "")
+        check_keys(layer, SECTIONS, where, "")
         for section, value in layer.items():
             if isinstance(value, Mapping) and isinstance(merged[section], dict):
                 merged[section].update(copy.deepcopy(dict(value)))
@@ -81,7 +73,7 @@ def load_config(config: str | Path | Mapping[str, Any] | None = None, **override
         for name in use:  # named here: the file would be blamed for the environment's mistake
             if not is_backend_name(name):
                 raise ConfigError(
-                    f"RLTRACK_BACKENDS={env!r}: {name!r} is not a backend;{_allowed(name, BACKEND_TYPES)}"
+                    f"RLTRACK_BACKENDS={env!r}: {name!r} is not a backend;{choices(name, BACKEND_TYPES)}"
                     " Fix the comma-separated list or unset the variable."
                 )
         if isinstance(merged["backends"], dict):  # else _validate reports the bad section
@@ -129,7 +121,7 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     run = cfg["run"]
     if not isinstance(run, dict):
         raise ConfigError(f"{where}: run must be a table with keys {', '.join(RUN_KEYS)}, got {run!r}")
-    _check_keys(run, RUN_KEYS, where, "run.")
+    check_keys(run, RUN_KEYS, where, "run.")
     if not isinstance(run["root"], (str, Path)) or not str(run["root"]):
         raise ConfigError(f'{where}: run.root = {run["root"]!r} must be a directory path, e.g. root = "runs"')
     if run["name"] is not None and (not isinstance(run["name"], str) or not run["name"]):
@@ -179,80 +171,16 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     use = backends["use"]
     if not isinstance(use, list) or not all(isinstance(b, str) for b in use):
         raise ConfigError(f'{where}: backends.use = {use!r} must be a list of backend names, e.g. use = ["local"]')
-    _check_keys(backends, ("use", *BACKEND_TYPES, *(name for name in use if name not in BACKEND_TYPES)), where, "backends.")
+    check_keys(backends, ("use", *BACKEND_TYPES, *(name for name in use if name not in BACKEND_TYPES)), where, "backends.")
     for index, name in enumerate(use):
         if not is_backend_name(name):
             raise ConfigError(
-                f"{where}: backends.use[{index}] = {name!r} is not a backend;{_allowed(name, BACKEND_TYPES)}"
+                f"{where}: backends.use[{index}] = {name!r} is not a backend;{choices(name, BACKEND_TYPES)}"
                 ' A backend of your own is named by its import path, e.g. "mypackage.trackers:MyTracker".'
             )
         settings = backends.get(name, {})
         if not isinstance(settings, dict):
             raise ConfigError(f"{where}: backends.{name} must be a table of settings, got {settings!r}")
-
-
-def build_chain(specs: list[Any], where: str, report: Report) -> FilterChain:
-    """The filter chain of a config's `filters` list (the training process's,
-    or the delivery child's when it runs the pipeline)."""
-    return FilterChain([build_filter(spec, f"{where}: filters[{i}]") for i, spec in enumerate(specs)], report)
-
-
-def build_filter(spec: Any, where: str) -> Filter:
-    if not isinstance(spec, Mapping):
-        raise ConfigError(f"{where} must be a table with a 'type' key, got {spec!r}")
-    params = dict(spec)
-    kind = params.pop("type", None)
-    if kind not in FILTER_TYPES:
-        raise ConfigError(f"{where}: type = {kind!r} is not a filter;{_allowed(str(kind), FILTER_TYPES)}")
-    return _construct(FILTER_TYPES[kind], params, f"{where} (type = {kind!r})")
-
-
-def build_backend(name: str, settings: Mapping[str, Any], where: str) -> Backend | RemoteBackend:
-    try:
-        cls = backend_class(name)
-    except MissingExtraError as exc:
-        raise ConfigError(f"{where}: backend {name!r}: {exc}") from None
-    except ImportError as exc:  # a backend module importing its package directly
-        fix = f"pip install 'rltrack[{name}]'" if name in _extras() else "install the package it names"
-        raise ConfigError(f"{where}: backend {name!r} could not be imported ({exc}); fix: {fix}") from None
-    return _construct(cls, dict(settings), f"{where}: backends.{name}")
-
-
-def _extras() -> list[str]:
-    """The extras rltrack was installed with metadata for (`mlflow`, `wandb`, ...)."""
-    try:
-        return metadata.metadata("rltrack").get_all("Provides-Extra") or []
-    except metadata.PackageNotFoundError:  # run from a source tree without installing
-        return []
-
-
-def _construct(cls: Callable[..., Any], params: dict[str, Any], where: str) -> Any:
-    signature = inspect.signature(cls)
-    _check_keys(params, tuple(signature.parameters), where, "")
-    for pname, param in signature.parameters.items():
-        if param.default is inspect.Parameter.empty and pname not in params:
-            takes = ", ".join(
-                f"{n} (required)" if p.default is inspect.Parameter.empty else n for n, p in signature.parameters.items()
-            )
-            raise ConfigError(f"{where}: missing required key {pname!r}; add it (keys: {takes})")
-    try:
-        return cls(**params)
-    except MissingExtraError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-
-
-def _check_keys(mapping: Mapping[str, Any], allowed: tuple[str, ...], where: str, prefix: str) -> None:
-    for key in mapping:
-        if key not in allowed:
-            raise ConfigError(f"{where}: unknown key {prefix + str(key)!r};{_allowed(str(key), allowed)}")
-
-
-def _allowed(found: str, allowed: Any) -> str:
-    names = list(allowed)
-    hint = difflib.get_close_matches(found, names, n=1)
-    return f" allowed: {', '.join(names) or '(none)'}." + (f" Did you mean {hint[0]!r}?" if hint else "")
 
 
 def make_logger(

@@ -336,8 +336,8 @@ class Logger:
         if self._agent is not None and complete:
             complete = self._agent.finish(status, deadline, self._journal_path)
             self.report = Report.load(self.run_dir / "report.json")  # with the agent's counts (the trackers' renames, ...)
-        summary = self.report.summary()
-        if summary:  # said once, and only when something was renamed, converted, dropped or failed
+        summary = self.report.summary(leave_out=("delivered", "errors", "pending"))  # errors and pending have lines of their own
+        if summary:  # said once, and only when something was renamed, converted or dropped
             print(f"rltrack: {self.run_dir}: values changed on the way (details in report.json):\n{summary}", file=sys.stderr)
         self._complete = complete
         return complete

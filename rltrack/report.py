@@ -87,13 +87,13 @@ class Report:
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")
 
-    def summary(self) -> str:
-        """A few lines for the console at close; empty when nothing was changed
-        (what was delivered as written is not a change)."""
+    def summary(self, leave_out: tuple[str, ...] = ("delivered",)) -> str:
+        """A few lines for the console; empty when nothing is counted but the
+        categories `leave_out` (what was delivered as written is not a change)."""
         data = self.as_dict()
         lines = []
         for name, counter in data["counts"].items():
-            if name.endswith(".delivered"):
+            if name.rpartition(".")[2] in leave_out:
                 continue
             lines.append(f"  {name}: {sum(counter.values())} ({', '.join(sorted(counter)[:3])}{', ...' if len(counter) > 3 else ''})")
         for section, renames in data["renamed"].items():

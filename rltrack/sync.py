@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_class, is_backend_name
-from rltrack.config import build_backend, load_config
+from rltrack.config import load_config
+from rltrack.construct import build_backend
 from rltrack.delivery import DeliveryBusy, DeliveryWorker, merge_into_report_file
 from rltrack.journal import JOURNAL_NAME, end_torn_tail, journal_files
 from rltrack.report import Report

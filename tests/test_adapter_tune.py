@@ -424,14 +424,16 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
 
     root = tmp_path / "runs"
     callback = RLTrackCallback(run={"root": str(root)}, backends={"use": ["local", "mlflow", "wandb"], "wandb": {"project": "sweep"}})
-    agents: set[int] = set()
+    most_at_once = 0
     watcher_done = False
 
     def watch() -> None:  # this session's agents (other agent directories may have theirs)
+        nonlocal most_at_once
         while not watcher_done:
-            for p in psutil.process_iter(["cmdline", "environ"]):
-                if (p.info["cmdline"] or [])[-2:] == ["-m", "rltrack.agent"] and (p.info["environ"] or {}).get("RLTRACK_AGENT_DIR") == str(agent_dir()):
-                    agents.add(p.pid)
+            agents = [p for p in psutil.process_iter(["cmdline", "environ", "status"])
+                      if (p.info["cmdline"] or [])[-2:] == ["-m", "rltrack.agent"] and p.info["status"] != psutil.STATUS_ZOMBIE
+                      and (p.info["environ"] or {}).get("RLTRACK_AGENT_DIR") == str(agent_dir())]  # fmt: skip
+            most_at_once = max(most_at_once, len(agents))
             time.sleep(0.1)
 
     import threading
@@ -450,7 +452,7 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
         time.sleep(0.2)
     watcher_done = True
     thread.join()
-    assert len(agents) == 1, agents
+    assert most_at_once == 1  # (an agent left idle by an earlier test may end meanwhile and another take over)
     client = MlflowClient(f"sqlite:///{root.resolve() / 'sweep' / 'mlflow.db'}")  # beside the experiment's run directories
     run_dirs = sorted(path for path in (root / "sweep").iterdir() if path.is_dir())
     assert len(run_dirs) == 8
