@@ -724,11 +724,8 @@ class _CallbackImpl:
     Checkpoints are SB3 zip files (`model.save`) whatever their `.pth.tar`
     name: `PPO.load("ckpt/ckpt_best.pth.tar")` reads them. As in SB3's
     `CheckpointCallback`, the model is saved on the training thread, here to a
-    temporary file that rltrack's pipeline then copies into the run
-    directory. Temporary files are removed once copied: at the next
-    checkpoint (after `Logger.flush`, which waits for the pipeline to catch
-    up, usually milliseconds), at the end of `learn()`, or at the latest when
-    the callback is garbage-collected or the interpreter exits.
+    temporary file that `log_checkpoint` copies into the run directory before
+    it returns; the temporary file is removed right after.
     """
 
     def __init__(
@@ -756,7 +753,6 @@ class _CallbackImpl:
         self.log_hparams = log_hparams
         self.best_logged = -math.inf
         self._staging: Path | None = None
-        self._staged: list[Path] = []
         self._cleanup: weakref.finalize | None = None
         self.model: Any
         self.parent: Any
@@ -831,18 +827,15 @@ class _CallbackImpl:
         return True
 
     def _checkpoint(self, metric: float | None) -> None:
-        if self._staged:  # copied by now, once the pipeline has caught up
-            self.rltrack_logger.flush(60.0)
-            for old in self._staged:
-                old.unlink(missing_ok=True)
-            self._staged.clear()
         if self._staging is None:
             self._staging = Path(tempfile.mkdtemp(prefix="rltrack-sb3-"))
-            self._cleanup = weakref.finalize(self, _remove_staging, self.rltrack_logger, self._staging)
+            self._cleanup = weakref.finalize(self, shutil.rmtree, self._staging, True)
         path = self._staging / f"model_{self.num_timesteps}_{self.n_calls}.zip"
         self.model.save(path)
-        self._staged.append(path)
-        written = self.rltrack_logger.log_checkpoint(path, iteration=self.num_timesteps, metric=metric)
+        try:
+            written = self.rltrack_logger.log_checkpoint(path, iteration=self.num_timesteps, metric=metric)  # copied before it returns
+        finally:
+            path.unlink(missing_ok=True)
         if written is not None:
             _LAST_CHECKPOINT[self.rltrack_logger] = written
         if self.verbose >= 2:
@@ -851,15 +844,9 @@ class _CallbackImpl:
 
     def _on_training_end(self) -> None:
         if self._cleanup is not None:
-            self._cleanup()  # flush, then remove the staging directory
+            self._cleanup()  # removes the staging directory
             self._cleanup = None
             self._staging = None
-            self._staged.clear()
-
-
-def _remove_staging(logger: Logger, staging: Path) -> None:
-    logger.flush(60.0)  # returns at once if the logger is closed already
-    shutil.rmtree(staging, ignore_errors=True)
 
 
 # ---- SB3-dependent classes, built on first use ------------------------------
