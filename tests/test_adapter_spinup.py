@@ -195,6 +195,27 @@ def test_nothing_stored_logs_nan_once_warned(tmp_path, capsys):
     assert df[["AverageTestEpRet", "StdTestEpRet", "MaxTestEpRet", "MinTestEpRet"]].isna().all(axis=None)
 
 
+def test_log_tabular_with_a_value_clears_what_was_stored_as_spinningup(tmp_path):
+    """SpinningUp's `log_tabular(key, val)` empties `epoch_dict[key]` too, so a
+    value stored before it does not leak into the next epoch's statistics."""
+    logger = EpochLogger(output_dir=str(tmp_path / "out"), rltrack_config=config(tmp_path))
+    logger.store(Y=1)
+    logger.log_tabular("Epoch", 0)
+    logger.log_tabular("Y", 100)
+    logger.dump_tabular()
+    assert logger.epoch_dict == {"Y": [], "Epoch": []}
+    logger.store(Y=2)
+    assert logger.get_stats("Y") == (2.0, 0.0)
+    logger.log_tabular("Epoch", 1)
+    logger.log_tabular("Y", with_min_and_max=True)
+    logger.dump_tabular()
+    logger.close()
+    df = pd.read_csv(tmp_path / "out" / "progress.txt", sep="\t")
+    assert df["Y"].tolist()[0] == 100
+    assert df[["AverageY", "StdY", "MaxY", "MinY"]].iloc[1].tolist() == [2.0, 0.0, 2.0, 2.0]
+    assert logger.rltrack.backends["memory"].metrics["learner/AverageY"] == [2.0]
+
+
 def test_save_config_and_state_like_spinningup_and_forwarded(tmp_path, capsys):
     torch = pytest.importorskip("torch")
     out = tmp_path / "out"

@@ -282,9 +282,12 @@ class EpochLogger:
         """Log `val` under `key`, or (without `val`) the mean/std/min/max of what
         was `store`d under `key` this epoch: `Average<key>` (or `<key>` with
         `average_only`), `Std<key>` (not with `average_only`), then `Max<key>`
-        and `Min<key>` with `with_min_and_max`."""
+        and `Min<key>` with `with_min_and_max`. Either way what was stored under
+        `key` is emptied, as SpinningUp does, so it cannot reach a later
+        epoch's statistics or `get_stats`."""
         if val is not None:
             self._set(key, val, key, False)
+            self.epoch_dict[key] = []
             return
         v = self.epoch_dict.get(key) or []
         if not v and key not in self._warned_empty:
