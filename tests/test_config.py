@@ -296,8 +296,9 @@ def test_bad_regex(root):
         ({"type": "aggregate", "regex": "l", "every": 2.5}, ["every must be a positive integer", "got 2.5"]),
         ({"type": "aggregate", "regex": "l", "every": 0}, ["every must be a positive integer", "got 0"]),
         ({"type": "aggregate", "regex": "l", "passthrough": "no"}, ["passthrough must be true or false", "got 'no'"]),
-        ({"type": "time", "seconds": "0.5"}, ["seconds must be a positive number", "got '0.5'"]),
-        ({"type": "time", "seconds": True}, ["seconds must be a positive number", "got True"]),
+        ({"type": "time", "seconds": "0.5"}, ["seconds must be a number >= 0", "got '0.5'"]),
+        ({"type": "time", "seconds": True}, ["seconds must be a number >= 0", "got True"]),
+        ({"type": "time", "seconds": -1}, ["seconds must be a number >= 0", "got -1", "use 0 to forward every record"]),
         ({"type": "keys"}, ["KeyFilter needs keep=<regex>, drop=<regex> or both"]),
     ],
 )

@@ -432,6 +432,20 @@ def test_time_filter_survives_the_clock_being_set_back():
     assert forwarded == [1000.0, 1011.0, 40.0, 51.0, 1012.0]
 
 
+def test_time_filter_zero_seconds_forwards_every_record(tmp_path):
+    """`seconds = 0` is Acme's `TimeFilter(time_delta=0)`: no throttling, even
+    for records captured at the same instant or with the clock set back."""
+    start = time.time()
+    times = [start, start, start + 0.001, start - 5.0, start + 0.002]
+    logger = logger_with(tmp_path, [{"type": "time", "seconds": 0}])
+    for i, t in enumerate(times):
+        logger.emit(Event(time=t, data={"i": i}, namespace="learner", steps={"env_steps": i}))
+    memory = finish(logger)
+    assert [e.time for e in memory.events] == times
+    assert memory.metrics["learner/i"] == [0, 1, 2, 3, 4]
+    assert logger.report.total("filtered") == 0
+
+
 def test_time_filter_end_to_end_per_namespace(tmp_path):
     rng = np.random.default_rng(18)
     start = time.time()
