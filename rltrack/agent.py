@@ -370,10 +370,11 @@ def _more_files() -> None:
         pass
 
 
-def main(foreground: bool = False) -> int:
-    """Runs the agent of this environment's agent directory until it has been
-    idle for `IDLE_EXIT` seconds; returns at once if another agent runs."""
-    directory = agent_dir()
+def main(foreground: bool = False, directory: Path | None = None) -> int:
+    """Runs the agent of `directory` (default: this process's, see
+    rltrack.agent_files) until it has been idle for `IDLE_EXIT` seconds;
+    returns at once if another agent runs."""
+    directory = directory or agent_dir()
     lock = hold(directory / LOCK, 1.0)  # a logger checking whether an agent runs holds it for an instant
     if lock is None:
         if foreground:
@@ -391,4 +392,4 @@ def main(foreground: bool = False) -> int:
 
 
 if __name__ == "__main__":
-    main()
+    main(directory=Path(sys.argv[1]) if len(sys.argv) > 1 else None)

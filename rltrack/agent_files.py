@@ -1,9 +1,13 @@
 """The agent's directory: how training processes and the agent talk.
 
 One agent (rltrack.agent) serves every run of one user and Python environment
-on a machine. Its directory, `RLTRACK_AGENT_DIR` or else
-`~/.cache/rltrack/agent/<hash of the Python environment>`, is private to the
-user (0700, files 0600) and holds:
+on a machine. Its directory, `<base>/<key>`, is private to the user (0700,
+files 0600). The base is `RLTRACK_AGENT_DIR`, else `~/.cache/rltrack/agent`;
+the key hashes the Python environment (`sys.prefix`) and the environment
+variables the trackers' clients read (`MLFLOW_*`, `WANDB_*`, `NEPTUNE_*`,
+credentials of artifact stores, ...): the agent's clients run with the
+environment of the process that started it, so processes that differ there
+get agents of their own. It holds:
 
     agent.lock             held (flock) by the live agent; free means none runs
     spawn.lock             held by a process starting an agent, until it runs
@@ -46,17 +50,20 @@ LOG = "agent.log"
 STATUS = "status.json"
 
 
+#: Prefixes of the environment variables tracker clients (and the stores they
+#: write artifacts to) read: part of an agent's identity.
+TRACKER_ENVIRONMENT = ("MLFLOW_", "WANDB_", "NEPTUNE_", "TRACKIO_", "HF_", "AWS_", "GOOGLE_", "AZURE_")
+
+
 def agent_dir() -> Path:
-    """This environment's agent directory (created, 0700)."""
-    configured = os.environ.get(AGENT_DIR_ENV)
-    if configured:
-        directory = Path(configured).expanduser()
-    else:
-        environment = hashlib.sha1(os.path.realpath(sys.prefix).encode()).hexdigest()[:12]
-        directory = Path.home() / ".cache" / "rltrack" / "agent" / environment
+    """This process's agent directory (created, 0700): see the module docstring."""
+    base = Path(os.environ.get(AGENT_DIR_ENV) or Path.home() / ".cache" / "rltrack" / "agent").expanduser()
+    tracker_environment = sorted((k, v) for k, v in os.environ.items() if k.startswith(TRACKER_ENVIRONMENT))
+    identity = json.dumps([os.path.realpath(sys.prefix), tracker_environment])
+    directory = base / hashlib.sha1(identity.encode()).hexdigest()[:12]
     (directory / RUNS).mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(directory, 0o700)
-    os.chmod(directory / RUNS, 0o700)
+    for path in (base, directory, directory / RUNS):
+        os.chmod(path, 0o700)
     return directory
 
 
@@ -147,11 +154,10 @@ def ensure_running(directory: Path) -> bool:
         if agent_running(directory):
             return False
         source_root = str(Path(rltrack.__file__).resolve().parents[1])  # the agent imports this rltrack, installed or not
-        env = {**os.environ, AGENT_DIR_ENV: str(directory)}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))}
         with open(directory / LOG, "ab") as log:
             child = subprocess.Popen(
-                [sys.executable, "-m", "rltrack.agent"], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                [sys.executable, "-m", "rltrack.agent", str(directory)], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                 start_new_session=True, close_fds=True,
             )  # fmt: skip
         deadline = time.monotonic() + SPAWN_WAIT

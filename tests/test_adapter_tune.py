@@ -430,9 +430,8 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
     def watch() -> None:  # this session's agents (other agent directories may have theirs)
         nonlocal most_at_once
         while not watcher_done:
-            agents = [p for p in psutil.process_iter(["cmdline", "environ", "status"])
-                      if (p.info["cmdline"] or [])[-2:] == ["-m", "rltrack.agent"] and p.info["status"] != psutil.STATUS_ZOMBIE
-                      and (p.info["environ"] or {}).get("RLTRACK_AGENT_DIR") == str(agent_dir())]  # fmt: skip
+            agents = [p for p in psutil.process_iter(["cmdline", "status"])
+                      if (p.info["cmdline"] or [])[-3:] == ["-m", "rltrack.agent", str(agent_dir())] and p.info["status"] != psutil.STATUS_ZOMBIE]  # fmt: skip
             most_at_once = max(most_at_once, len(agents))
             time.sleep(0.1)
 

@@ -1,7 +1,7 @@
 """The delivery agent: one per agent directory for every run of every process,
 started by the first logger that needs it, replaced when killed, gone when idle.
 
-Each test has an agent directory of its own (RLTRACK_AGENT_DIR), so the
+Each test has an agent directory of its own (under its RLTRACK_AGENT_DIR), so the
 agents it starts, kills and counts are its own. The tracker is
 `stand_in_tracker.FileTracker`, which the agent runs like a real one and which
 keeps what it receives in the run directory.
@@ -26,7 +26,7 @@ from stand_in_tracker import received
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import rltrack
-from rltrack.agent_files import agent_running, ensure_running, read_json
+from rltrack.agent_files import agent_dir, agent_running, ensure_running, read_json
 
 TRACKER = "stand_in_tracker:FileTracker"
 TESTS = str(Path(__file__).parent)
@@ -34,23 +34,20 @@ TESTS = str(Path(__file__).parent)
 
 @pytest.fixture
 def agent_home(tmp_path, monkeypatch):
-    directory = tmp_path / "agent"
-    monkeypatch.setenv("RLTRACK_AGENT_DIR", str(directory))
+    monkeypatch.setenv("RLTRACK_AGENT_DIR", str(tmp_path / "agents"))
     monkeypatch.setenv("RLTRACK_AGENT_IDLE", "2")
+    directory = agent_dir()
     yield directory
     for process in agents(directory):  # never leave one behind
         process.kill()
 
 
 def agents(directory: Path) -> list[psutil.Process]:
-    """The agent processes of `directory` (the environment names it)."""
+    """The live agent processes of `directory` (their command line names it)."""
     found = []
-    for process in psutil.process_iter(["cmdline", "environ"]):
-        try:
-            if process.info["cmdline"][-2:] == ["-m", "rltrack.agent"] and (process.info["environ"] or {}).get("RLTRACK_AGENT_DIR") == str(directory):
-                found.append(process)
-        except (psutil.Error, TypeError):
-            continue
+    for process in psutil.process_iter(["cmdline", "status"]):
+        if (process.info["cmdline"] or [])[-3:] == ["-m", "rltrack.agent", str(directory)] and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(process)
     return found
 
 

@@ -208,6 +208,7 @@ def test_bad_settings_are_config_errors(embedded_root):
 def test_an_outage_loses_and_doubles_nothing_and_never_slows_write(mlflow_server, tmp_path, monkeypatch):
     # MLflow's client retries a refused request itself (7 times, backing off), which can carry
     # a batch through the whole outage unseen; with none, rltrack's own retry is what is tested
+    # (a process with another MLFLOW_* environment gets an agent of its own, started with it)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     logger = make(Store(tmp_path, {"tracking_uri": mlflow_server.uri}), "outage")
     durations: list[float] = []
