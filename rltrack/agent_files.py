@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import rltrack
+from rltrack.atomic_file import write_atomic
 from rltrack.locks import hold
 
 AGENT_DIR_ENV = "RLTRACK_AGENT_DIR"
@@ -88,11 +89,7 @@ def state_path(directory: Path, key: str) -> Path:
 
 def write_private(path: Path, data: Any) -> None:
     """JSON, atomically, readable by the user alone (a registration holds the trackers' settings)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data), mode=0o600)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

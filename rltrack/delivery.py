@@ -20,10 +20,11 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from rltrack.atomic_file import write_atomic
 from rltrack.backends.remote import RemoteBackend
 from rltrack.events import Event
-from rltrack.locks import hold
 from rltrack.journal import journal_files, journal_path, read_batch
+from rltrack.locks import hold
 from rltrack.report import Report
 
 CURSOR_DIR = "cursors"
@@ -89,9 +90,7 @@ class Cursor:
         if self.position is not None:
             saved["position"] = self.position
         self.path.parent.mkdir(exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(saved))
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps(saved))
 
 
 def pending_bytes(run_dir: Path, backend: str) -> int:

@@ -19,10 +19,10 @@ its lines appear twice (this window is one batch wide).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable
 
+from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import Backend, RunContext
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import Event
@@ -105,9 +105,7 @@ class FilesDelivery:
     def _save(self, *, open_: bool) -> None:
         state: dict[str, Any] = {"offset": self.offset, "open": open_, "outputs": self._outputs}
         self._cursor_path.parent.mkdir(exist_ok=True)
-        tmp = self._cursor_path.with_name(self._cursor_path.name + ".tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, self._cursor_path)
+        write_atomic(self._cursor_path, json.dumps(state))
 
     def _each(self, what: str, call: Callable[[Backend], None]) -> None:
         for sink in self.sinks:

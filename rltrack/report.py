@@ -13,6 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
+from rltrack.atomic_file import write_atomic
+
 
 class Report:
     """Thread-safe counters plus the key renames, grouped by who made them."""
@@ -85,7 +87,7 @@ class Report:
         return report
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")
+        write_atomic(path, json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")  # read by other processes meanwhile
 
     def summary(self, leave_out: tuple[str, ...] = ("delivered",)) -> str:
         """A few lines for the console; empty when nothing is counted but the

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import Backend, RunContext
 from rltrack.events import Event
 from rltrack.redact import Redactor
@@ -165,16 +166,16 @@ class RunFiles(Backend):
         text = json.dumps(self._meta, indent=2) + "\n"
         if self.run.worker is not None:
             (self.run.run_dir / "workers").mkdir(exist_ok=True)
-            _atomic_write(self.run.run_dir / "workers" / f"{self.run.worker}.json", text)
+            write_atomic(self.run.run_dir / "workers" / f"{self.run.worker}.json", text)
         if self._primary:
-            _atomic_write(self.run.run_dir / "meta.json", text)
+            write_atomic(self.run.run_dir / "meta.json", text)
 
     def _save_config(self) -> None:
         if not self._primary:
             return
         total = literal({"config": self.run.config, "hparams": self._hparams})
-        _atomic_write(self.run.run_dir / "total_config.py", repr(total) + "\n")
-        _atomic_write(self.run.run_dir / "formatted_total_config.py", pprint.pformat(total, width=100, sort_dicts=False) + "\n")
+        write_atomic(self.run.run_dir / "total_config.py", repr(total) + "\n")
+        write_atomic(self.run.run_dir / "formatted_total_config.py", pprint.pformat(total, width=100, sort_dicts=False) + "\n")
 
 
 def mark_ended(run_dir: Path, writer: str | None, pid: int, status: str) -> None:
@@ -190,7 +191,7 @@ def mark_ended(run_dir: Path, writer: str | None, pid: int, status: str) -> None
         if meta.get("pid") == pid and meta.get("status") == "running":
             meta["status"] = status
             meta["end_time"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-            _atomic_write(path, json.dumps(meta, indent=2) + "\n")
+            write_atomic(path, json.dumps(meta, indent=2) + "\n")
 
 
 def save_checkpoint(run_dir: Path, obj_or_path: Any, iteration: int, best: bool) -> Path:
@@ -249,12 +250,6 @@ def _claim(path: Path) -> bool:
             return True
     except FileExistsError:
         return False
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _ip_address() -> str:

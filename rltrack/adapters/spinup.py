@@ -92,10 +92,12 @@ import sys
 import time
 import warnings
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rltrack.atomic_file import write_atomic
 from rltrack.canonical import with_canonical_names
 from rltrack.events import DEFAULT_STEP_AXIS, Event
 from rltrack.pipeline import Logger, exit_status
@@ -436,11 +438,7 @@ class EpochLogger:
         with open(path) as f:
             lines = f.read().splitlines()
         pad = "\t" * (len(self.log_headers) - self._file_columns)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write("\t".join(self.log_headers) + "\n")
-            f.writelines(line + pad + "\n" for line in lines[1:])
-        os.replace(tmp, path)
+        write_atomic(Path(path), "\t".join(self.log_headers) + "\n" + "".join(line + pad + "\n" for line in lines[1:]))
         self.output_file = open(path, "a")
         self._file_columns = len(self.log_headers)
 

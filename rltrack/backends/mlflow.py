@@ -39,7 +39,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import posixpath
 import re
 import threading
@@ -48,6 +47,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
+from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.mlflow_sqlite import SqliteMetricWriter
 from rltrack.backends.remote import RemoteBackend
@@ -279,9 +279,7 @@ class MlflowBackend(RemoteBackend):
     def _save_state(self, **extra: str) -> None:
         state = {"tracking_uri": self.tracking_uri, "run_id": self._run_id, **extra}
         self._state_path.parent.mkdir(exist_ok=True)
-        tmp = self._state_path.with_name(self._state_path.name + ".tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, self._state_path)
+        write_atomic(self._state_path, json.dumps(state))
 
 
 _CLIENTS: dict[str, Any] = {}

@@ -54,6 +54,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
+from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend, check_names, check_tags
 from rltrack.delivery import CURSOR_DIR
@@ -152,9 +153,7 @@ class NeptuneBackend(RemoteBackend):
             if self.mode == "offline" and offline.is_dir():
                 folders += sorted(set(os.listdir(offline)) - before)
         state_path.parent.mkdir(exist_ok=True)
-        tmp = state_path.with_name(state_path.name + ".tmp")
-        tmp.write_text(json.dumps({"folders": folders}))
-        os.replace(tmp, state_path)
+        write_atomic(state_path, json.dumps({"folders": folders}))
         return run
 
     def _resume_from(self, folders: list[Path]) -> None:

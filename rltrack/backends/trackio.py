@@ -55,6 +55,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend, check_names
 from rltrack.delivery import CURSOR_DIR
@@ -212,9 +213,7 @@ class TrackioBackend(RemoteBackend):
         assert self._state is not None
         self._state.update(changes)
         self._state_path.parent.mkdir(exist_ok=True)
-        tmp = self._state_path.with_name(self._state_path.name + ".tmp")
-        tmp.write_text(json.dumps(self._state, default=str))
-        os.replace(tmp, self._state_path)
+        write_atomic(self._state_path, json.dumps(self._state, default=str))
 
     @contextmanager
     def _at_store(self) -> Iterator[None]:

@@ -62,6 +62,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
+from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend, check_names, check_tags
 from rltrack.delivery import CURSOR_DIR
@@ -242,9 +243,7 @@ class WandbBackend(RemoteBackend):
 
     def _save_state(self, **changes: Any) -> None:
         self._state.parent.mkdir(exist_ok=True)
-        tmp = self._state.with_name(self._state.name + ".tmp")
-        tmp.write_text(json.dumps({**self._load_state(), **changes}))
-        os.replace(tmp, self._state)
+        write_atomic(self._state, json.dumps({**self._load_state(), **changes}))
 
     def _run_id(self) -> str:
         """The saved run's id, else a fresh one. A saved id whose `init` failed
