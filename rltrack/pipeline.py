@@ -335,7 +335,10 @@ class Logger:
             return False
         if self._agent is not None and complete:
             complete = self._agent.finish(status, deadline, self._journal_path)
-            self.report = Report.load(self.run_dir / "report.json")  # with the agent's counts (the trackers' renames, ...)
+            try:
+                self.report = Report.load(self.run_dir / "report.json")  # with the agent's counts (the trackers' renames, ...)
+            except (OSError, ValueError) as exc:  # the training script must not fail on a damaged report
+                print(f"rltrack: could not read {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
         summary = self.report.summary(leave_out=("delivered", "errors", "pending"))  # errors and pending have lines of their own
         if summary:  # said once, and only when something was renamed, converted or dropped
             print(f"rltrack: {self.run_dir}: values changed on the way (details in report.json):\n{summary}", file=sys.stderr)
