@@ -174,3 +174,31 @@ def test_dqn_buffer_tables_follow_the_replay_buffer(dqn: dict[str, Any]) -> None
     assert buffer[-1].values["current_have"] == 800 and removed > 0  # full: rows were overwritten
     batch = dqn["model"].batch_size
     assert all(b.values["sampled_out"] % batch == 0 for b in buffer)
+
+
+def test_attach_leaves_the_env_as_sb3_and_evalcallback_expect(tmp_path):
+    """`attach` observes the steps without wrapping the env: the model's env
+    keeps its type, EvalCallback raises no type warning, and
+    `sync_envs_normalization` (which walks both wrapper chains side by side)
+    still copies the training VecNormalize's statistics into the eval one."""
+    import warnings
+
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "normalized"}, "backends": {"use": ["local"]}})
+    env = VecNormalize(make_vec_env("CartPole-v1", n_envs=2, seed=0))
+    eval_env = VecNormalize(make_vec_env("CartPole-v1", n_envs=1, seed=1), training=False)
+    model = PPO("MlpPolicy", env, seed=0, device="cpu", n_steps=64, batch_size=64, n_epochs=1)
+    attach(model, logger)
+    assert type(model.get_env()) is VecNormalize
+    evaluation = EvalCallback(eval_env, eval_freq=64, n_eval_episodes=2, verbose=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.learn(256, callback=evaluation)
+    logger.close()
+    assert not [w for w in caught if "not of the same type" in str(w.message)]
+    assert eval_env.obs_rms.count == env.obs_rms.count > 1  # copied at the last evaluation
+    np.testing.assert_array_equal(eval_env.obs_rms.mean, env.obs_rms.mean)
+    blocks = read_blocks(logger.run_dir / "log" / "collector" / "collector_logger.txt")
+    assert sum(block.values["episode_count"] for block in blocks) > 0  # the hook saw the Monitor episodes

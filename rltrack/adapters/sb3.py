@@ -854,33 +854,34 @@ class _CallbackImpl:
 _CLASSES: dict[str, type] = {}
 
 
-class _StepObserverImpl:
-    """The body of `StepObserver` (a `VecEnvWrapper`): each step's infos to
-    the stage recorder of `attach`, unless an `RLTrackCallback` feeds it."""
+def _observe_steps(venv: Any, recorder: _StageRecorder) -> None:
+    """Hands each step's infos from `venv.step_wait` to the stage recorder of
+    `attach`, unless an `RLTrackCallback` feeds it. The hook is an attribute
+    of this one VecEnv object, not a wrapper: the model's env keeps its type
+    and its wrapper chain, which SB3 walks side by side with the eval env's
+    (`EvalCallback`'s type check, `sync_envs_normalization` copying
+    `VecNormalize` statistics level by level)."""
+    if "_rltrack_recorder" not in vars(venv):
+        step_wait = venv.step_wait
 
-    def __init__(self, venv: Any, recorder: _StageRecorder) -> None:
-        super().__init__(venv)  # type: ignore[call-arg]
-        self.recorder = recorder
+        def observed_step_wait() -> Any:
+            result = step_wait()
+            current = venv._rltrack_recorder
+            if not current.fed_by_callback:
+                current.observed_step(result[3])
+            return result
 
-    def reset(self) -> Any:
-        return self.venv.reset()  # type: ignore[attr-defined]
-
-    def step_wait(self) -> Any:
-        observations, rewards, dones, infos = self.venv.step_wait()  # type: ignore[attr-defined]
-        if not self.recorder.fed_by_callback:
-            self.recorder.observed_step(infos)
-        return observations, rewards, dones, infos
+        venv.step_wait = observed_step_wait
+    venv._rltrack_recorder = recorder
 
 
 def _classes() -> dict[str, type]:
     if not _CLASSES:
         sb3_logger = require("stable_baselines3.common.logger", "sb3", "rltrack.adapters.sb3")
         sb3_callbacks = require("stable_baselines3.common.callbacks", "sb3", "rltrack.adapters.sb3")
-        sb3_vec_env = require("stable_baselines3.common.vec_env", "sb3", "rltrack.adapters.sb3")
         for name, impl, base in (
             ("RLTrackWriter", _WriterImpl, sb3_logger.KVWriter),
             ("RLTrackCallback", _CallbackImpl, sb3_callbacks.BaseCallback),
-            ("StepObserver", _StepObserverImpl, sb3_vec_env.VecEnvWrapper),
         ):
             namespace = {"__module__": __name__, "__qualname__": name, "__doc__": impl.__doc__}
             cls = types.new_class(name, (impl, base), exec_body=lambda ns, extra=namespace: ns.update(extra))
@@ -960,8 +961,7 @@ def attach(
             recorder = _RECORDERS[logger] = _StageRecorder(logger, model, buffer_seconds)
         recorder.writer = writer
         writer.use_stages(recorder)
-        if not isinstance(model.env, _classes()["StepObserver"]):
-            model.env = _classes()["StepObserver"](model.env, recorder)
+        _observe_steps(model.env, recorder)
     return writer
 
 
