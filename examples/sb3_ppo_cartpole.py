@@ -13,6 +13,7 @@ pip install 'rltrack[sb3]'.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -28,8 +29,8 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--backends",
-        default="local,console,mlflow,wandb",
-        help="comma-separated rltrack backends (default: local run dir, console, MLflow on <root>/mlflow.db, W&B offline)",
+        default="local,console,mlflow,wandb,trackio",
+        help="comma-separated rltrack backends (default: local run dir, console, MLflow on <root>/mlflow.db, W&B offline, trackio in <root>/trackio)",
     )
     args = parser.parse_args(argv)
 
@@ -80,6 +81,9 @@ def main(argv: list[str] | None = None) -> Path:
         print(f"MLflow:        mlflow ui --backend-store-uri sqlite:///{Path(args.root).resolve() / 'mlflow.db'}")
     if "wandb" in used:
         print(f"W&B (offline): wandb sync {run_dir / 'wandb'}/offline-run-*")
+    if "trackio" in used:
+        project = json.loads((run_dir / "meta.json").read_text()).get("task") or run_dir.name  # the trackio backend's default project
+        print(f"trackio:       TRACKIO_DIR={Path(args.root).resolve() / 'trackio'} trackio show --project {project}")
     return run_dir
 
 
