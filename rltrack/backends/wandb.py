@@ -8,12 +8,26 @@ Why it is built this way:
   network is W&B's own background process's problem, and `Logger.close(timeout)`
   abandons a delivery that does not return.
 * **Steps that go backwards are kept.** `run.log(..., step=n)` silently drops a
-  row whose step is lower than the last one, which happens on resume and with
-  several workers. So no `step=` is passed: each row carries the event's step
-  axes as ordinary keys, and every key is tied, the first time it is seen, to
-  the primary axis of its event with `define_metric(key, step_metric=axis)`.
-  Charts use that axis; rows are never dropped. A key of the empty namespace
-  that has an axis's name but another value is renamed `<key>_value` (report).
+  row whose step is lower than the last one, which the event's own steps do on
+  resume and with several workers. So they are not W&B's step: each row
+  carries the event's step axes as ordinary keys, and every key is tied, the
+  first time it is seen, to the primary axis of its event with
+  `define_metric(key, step_metric=axis)`. Charts use that axis; rows are never
+  dropped. A key of the empty namespace that has an axis's name but another
+  value is renamed `<key>_value` (report).
+* **W&B's `_step` numbers the run's rows, across sessions.** Each row is
+  logged with `step=` the number of rows the W&B run already holds (earlier
+  sessions' files included), so `_step` never goes back and a later session
+  (a resumed run, `rltrack sync` after a crash) continues at the next number
+  instead of restarting at 0. That is what `wandb sync` needs: it appends a
+  later offline folder's history lines to the run's and keeps their `_step`
+  values; wandb 0.31 moves them up only when they start below the run's next
+  step, wandb 0.28 never does, so a folder restarting at 0 repeated steps the
+  run held. Every session but the first passes `resume="allow"`, which the
+  run record keeps offline, so that `wandb sync` resumes the run (config and
+  summary merged); the first passes none, so its folder's steps stay as they
+  are whatever was synced before. README, "W&B offline runs", has the details
+  and the upload commands.
 * **Kinds as W&B types**: scalars and timings as numbers, histograms as
   `wandb.Histogram`, images as `wandb.Image` and videos as `wandb.Video` (a
   path relative to the run directory, or a nested list of pixels), text as
@@ -27,7 +41,8 @@ Why it is built this way:
   the run directory, so a run directory holds everything of its run.
 * **One W&B run per rltrack run**: the id of the W&B run, once created, is
   kept in `cursors/wandb_run.json` and resumed (`resume="allow"`), so
-  `rltrack sync` after a crash continues the same run.
+  `rltrack sync` after a crash continues the same run (online: at the
+  resumed run's `starting_step`).
 * **Every row exactly once, even after a crash.** `run.log` hands a row to
   W&B's own writer process, which stores it in the run's `.wandb` file a
   little later. The backend counts the rows it logged (`position`) and the
@@ -182,14 +197,15 @@ class WandbBackend(RemoteBackend):
         self._skip, self._resume_at = max(0, held), None
 
     def _log(self, event: Event, row: dict[str, Any]) -> None:
+        step = self.position()  # the next row of the W&B run, earlier sessions included
         try:
-            self._run.log(row)
+            self._run.log(row, step=step, commit=True)  # commit: stored now, not held until the next step
         except OSError as exc:  # a media file named after a key too long for the file system: this row only
             if exc.errno != errno.ENAMETOOLONG:
                 raise
             self.run.report.count("dropped", f"{event.kind} event: a key too long for a W&B media file name", section=self.name)
             return
-        self._rows = self.position() + 1
+        self._rows = step + 1
 
     # ---- one event ------------------------------------------------------
 
@@ -209,6 +225,7 @@ class WandbBackend(RemoteBackend):
             disable_job_creation=True,
         )
         run_id = self._run_id()
+        resume = "allow" if run_id == self._load_state().get("id") else None  # a run an earlier session created
         if self.settings["mode"] == "offline":  # the saved run's earlier files (a new id has none), before this session's file exists
             self.position()
         try:
@@ -216,7 +233,7 @@ class WandbBackend(RemoteBackend):
                 **{k: v for k, v in self.settings.items() if k != "name"},
                 name=self.settings["name"] or self.run.name,
                 id=run_id,
-                resume="allow",
+                resume=resume,
                 reinit="create_new",
                 dir=str(self._dir),
                 config=config,
@@ -234,8 +251,10 @@ class WandbBackend(RemoteBackend):
         return run
 
     def _files_of(self, run_id: str | None) -> list[Path]:
-        """The offline `.wandb` files of W&B run `run_id` under `dir`, oldest first."""
-        return [] if run_id is None else sorted(self._dir.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb"))
+        """The offline `.wandb` files of W&B run `run_id` under `dir`, oldest
+        first: `offline-run-<time>-<id>`, and `...-<id>-<n>` for a session
+        started within the same second as an earlier one."""
+        return [] if run_id is None else sorted(self._dir.glob(f"wandb/offline-run-*/run-{run_id}.wandb"))
 
     def _load_state(self) -> dict[str, Any]:
         state: dict[str, Any] = json.loads(self._state.read_text()) if self._state.is_file() else {}

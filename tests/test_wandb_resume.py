@@ -1,0 +1,128 @@
+"""A W&B run continued by a later session stays one run with every `_step` once.
+
+Why these tests: in offline mode each session (a resumed run, `rltrack sync`
+after a crash, a second delivery) writes an offline folder of its own with
+the same run id. W&B's sync appends a later folder's history lines to the
+run and keeps their `_step` values (wandb-core shifts them only when they
+start below the run's next step), so a folder whose `_step` restarts at 0
+repeats steps the run already holds. Here every session's `.wandb` file is
+read back with W&B's own records: taken oldest first, the files must hold
+`_step` 0, 1, 2, ... each once, and every session after the first must ask
+W&B to resume the run (the run record's `resume`), as `wandb sync` needs to
+merge it into the run synced before.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import wandb_reader
+from reliability_helpers import PYTHON, child_env, wandb_files, wandb_history
+from test_wandb_backend import wandb_env  # noqa: F401 - the module's W&B directories, and offline mode
+
+import rltrack
+from rltrack.backends.base import RunContext
+from rltrack.backends.wandb import WandbBackend
+from rltrack.delivery import Cursor, DeliveryWorker
+from rltrack.events import Event
+from rltrack.journal import JournalWriter
+from rltrack.report import Report
+
+
+def steps_and_values(files: list[Path], key: str) -> tuple[list[int], list[float]]:
+    """`_step` of every history row of `files`, in order, and the value of `key` in each."""
+    rows = [row for path in files for row in wandb_history(path)]
+    return [row["_step"] for row in rows], [row[key] for row in rows]
+
+
+def run_records(files: list[Path]) -> list[bool]:
+    """The `resume` flag of the run record each file starts with."""
+    return [next(r.run.resume for r in wandb_reader.records(path) if r.WhichOneof("record_type") == "run") for path in files]
+
+
+def local_run(root: Path, name: str, rows: range) -> rltrack.Logger:
+    logger = rltrack.make_logger({"run": {"root": str(root), "name": name}, "backends": {"use": ["local"]}})
+    for step in rows:
+        logger.write({"x": float(step)}, step={"env_steps": step}, namespace="a")
+    logger.close()
+    return logger
+
+
+def test_a_resumed_run_continues_the_step_numbering_of_its_first_session(tmp_path):
+    config = {
+        "run": {"root": str(tmp_path), "name": "resumed", "close_timeout": None},  # a session ends once W&B has everything
+        "backends": {"use": ["wandb"], "wandb": {"project": "rltrack-test"}},
+    }
+    run_dir = None
+    for start, stop in ((0, 30), (30, 55)):
+        with rltrack.make_logger(config, resume=run_dir) as logger:
+            for step in range(start, stop):
+                logger.write({"reward": float(step)}, step=step, namespace="learner")
+        run_dir = logger.run_dir
+    files = wandb_reader.run_files(run_dir)
+    assert len(files) == 2 and len({f.name for f in files}) == 1
+    steps, rewards = steps_and_values(files, "learner/reward")
+    assert steps == list(range(55))  # the second folder starts at 30, not 0
+    assert rewards == [float(s) for s in range(55)]
+    assert run_records(files) == [False, True]  # the first session starts the run, the second resumes it
+
+
+def test_sessions_started_within_one_second_are_all_counted(tmp_path):
+    """W&B names a second folder of one run started in the same second
+    `offline-run-<time>-<id>-1`: its rows count too, or a third session would
+    log them again and number its own rows from too low a step."""
+    logger = local_run(tmp_path, "quick", range(10))
+    context = RunContext(logger.run_dir, logger.name, logger.config, Report())
+    for session in range(3):
+        backend = WandbBackend(project="rltrack-test")
+        backend.open(context)
+        DeliveryWorker(backend, logger.run_dir).run_until_caught_up("killed")
+        journal = JournalWriter(logger.run_dir / "journal.jsonl")
+        journal.append(Event(time.time(), {"x": float(step)}, namespace="a", steps={"env_steps": step}) for step in range(10 + 5 * session, 15 + 5 * session))
+        journal.close()
+    files = wandb_reader.run_files(logger.run_dir)
+    assert len(files) == 3
+    assert any(f.parent.name.endswith("-1") for f in files)  # what this test is about; rerun if the machine was too slow
+    steps, xs = steps_and_values(files, "a/x")
+    assert steps == list(range(20)) and xs == [float(s) for s in range(20)]
+    assert run_records(files) == [False, True, True]
+
+
+def test_sync_after_the_delivering_process_is_killed_continues_the_step_numbering(tmp_path):
+    """`rltrack sync --to wandb` (the agent's delivery code) is SIGKILLed
+    mid-delivery, and a second `rltrack sync` delivers the rest: the killed
+    session's file holds rows its cursor never acknowledged, the second file
+    starts right after them, at the next `_step`."""
+    rows = 6000
+    run_dir = local_run(tmp_path / "runs", "killed", range(rows)).run_dir
+    config = tmp_path / "wandb.toml"
+    config.write_text('[backends.wandb]\nproject = "rltrack-test"\n')
+    command = [PYTHON, "-m", "rltrack.cli", "sync", str(run_dir), "--to", "wandb", "--config", str(config)]
+    env = child_env(tmp_path)
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 180
+        while Cursor(run_dir, "wandb").delivered == 0:
+            assert child.poll() is None, child.stderr.read()
+            assert time.monotonic() < deadline, "W&B never stored a batch"
+            time.sleep(0.02)
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+    killed_at = Cursor(run_dir, "wandb").delivered
+    assert 0 < killed_at < rows, "the sync ended before it could be killed"
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    files = wandb_files(run_dir)
+    assert len(files) == 2 and len({f.name for f in files}) == 1
+    first = len(wandb_history(files[0]))
+    assert first >= killed_at
+    steps, xs = steps_and_values(files, "a/x")
+    assert steps == list(range(rows))  # the second file starts at `first`, where the killed one ended
+    assert xs == [float(s) for s in range(rows)]
+    assert [row["_step"] for row in wandb_history(files[1])][0] == first
+    assert run_records(files[1:]) == [True]
