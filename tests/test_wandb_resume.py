@@ -14,9 +14,11 @@ merge it into the run synced before.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
+from datetime import datetime
 from pathlib import Path
 
 import wandb_reader
@@ -71,21 +73,28 @@ def test_a_resumed_run_continues_the_step_numbering_of_its_first_session(tmp_pat
 
 
 def test_sessions_started_within_one_second_are_all_counted(tmp_path):
-    """W&B names a second folder of one run started in the same second
-    `offline-run-<time>-<id>-1`: its rows count too, or a third session would
-    log them again and number its own rows from too low a step."""
+    """W&B names the folder of a session that starts within the same second
+    as an earlier one of the run `offline-run-<time>-<id>-1` (`-2`, ...).
+    Its rows count too, or the next session would log them again and number
+    its own rows from too low a step. The plain names of the next two minutes
+    are taken first, so that sessions two and three get such names."""
     logger = local_run(tmp_path, "quick", range(10))
     context = RunContext(logger.run_dir, logger.name, logger.config, Report())
     for session in range(3):
         backend = WandbBackend(project="rltrack-test")
         backend.open(context)
         DeliveryWorker(backend, logger.run_dir).run_until_caught_up("killed")
+        if session == 0:
+            run_id = json.loads((logger.run_dir / "cursors" / "wandb_run.json").read_text())["id"]
+            for second in range(-1, 120):
+                stamp = datetime.fromtimestamp(time.time() + second).strftime("%Y%m%d_%H%M%S")  # as wandb names them
+                (logger.run_dir / "wandb" / f"offline-run-{stamp}-{run_id}").mkdir(exist_ok=True)
         journal = JournalWriter(logger.run_dir / "journal.jsonl")
         journal.append(Event(time.time(), {"x": float(step)}, namespace="a", steps={"env_steps": step}) for step in range(10 + 5 * session, 15 + 5 * session))
         journal.close()
     files = wandb_reader.run_files(logger.run_dir)
     assert len(files) == 3
-    assert any(f.parent.name.endswith("-1") for f in files)  # what this test is about; rerun if the machine was too slow
+    assert [f.parent.name.endswith(run_id) for f in files] == [True, False, False]  # `-1`, `-2` after the id
     steps, xs = steps_and_values(files, "a/x")
     assert steps == list(range(20)) and xs == [float(s) for s in range(20)]
     assert run_records(files) == [False, True, True]
