@@ -28,7 +28,7 @@ from rltrack.delivery import pending_bytes  # noqa: E402
 
 LOCAL = ["local"]
 ALL = ["local", "mlflow", "wandb", "neptune"]
-TRACKERS = ("mlflow", "wandb", "neptune")
+TRACKERS = ("mlflow", "wandb", "neptune", "trackio")
 
 #: All four filter types on. The time filter's 1 ns lets every record through,
 #: so every backend gets every record (the heaviest case for the pipeline); the
