@@ -8,9 +8,10 @@ The logger has backends {local, mlflow}, MLflow pointed at a closed loopback
 port (a port bound and released again: nothing listens there, so every
 delivery attempt is refused and retried with backoff), the four filters on.
 A sampler thread reads the RSS (psutil) of this process and of its children
-every 50 ms: the delivery child runs the pipeline and the MLflow client, so
-the backlog's memory, if any, would be there (shared pages are counted in
-both, so the sum errs high).
+every 50 ms: the bench's own delivery agent (its child, see
+`trackers.isolate`) runs the local files and the MLflow client, so the
+backlog's memory, if any, would be there (shared pages are counted in both,
+so the sum errs high).
 
   * paced - N records in blocks of 10,000, each block followed by `flush()`:
             what a training loop slower than the pipeline thread sees. The
@@ -97,7 +98,7 @@ def run(root: Path, name: str, n: int, paced: bool, uri: str) -> dict[str, float
     for i, rec in enumerate(block[:1000]):
         log.write(rec, step=i, namespace="learner")
     log.flush()
-    time.sleep(SETTLE)  # the delivery child has imported the MLflow client and failed its first attempts
+    time.sleep(SETTLE)  # the agent has imported the MLflow client and failed its first attempts
     gc.collect()
     sampler = RssSampler()
     base = sampler.now()
@@ -146,9 +147,9 @@ def main() -> None:
                      f"| {r['late_mb']:.1f} | {r['journal_mb']:.0f} | {r['pending_mb']:.0f} |")  # fmt: skip
     body = "\n".join([
         f"Backends {{local, mlflow}}, MLflow at {uri} (nothing listens: every delivery is refused and retried); four filters; "
-        f"RSS of the training process plus its children (the delivery child: pipeline and MLflow client) sampled every 50 ms with psutil. "
+        f"RSS of the training process plus its children (the delivery agent: local files and MLflow client) sampled every 50 ms with psutil. "
         f"Growth is over the RSS after set-up, 1,000 warm-up records and {SETTLE:g} s "
-        "(the delivery child has imported the MLflow client and been refused); \"the last 90%\" is from the block that reached 10% of the records to the end.",
+        "(the agent has imported the MLflow client and been refused); \"the last 90%\" is from the block that reached 10% of the records to the end.",
         "",
         *lines,
         "",

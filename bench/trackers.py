@@ -47,8 +47,11 @@ NEPTUNE_OFF = {
 
 
 def isolate(tmp: Path) -> None:
-    """Every file W&B or Neptune writes goes under `tmp`; their chatter is silenced."""
-    os.environ.update(WANDB_SILENT="true", WANDB_MODE="offline", MLFLOW_DISABLE_TELEMETRY="true")
+    """Every file W&B or Neptune writes goes under `tmp`; their chatter is
+    silenced. The bench gets a delivery agent of its own (started by this
+    process, so its child), which exits 5 s after its last run."""
+    os.environ.update(WANDB_SILENT="true", WANDB_MODE="offline", MLFLOW_DISABLE_TELEMETRY="true",
+                      RLTRACK_AGENT_DIR=str(tmp / "agents"), RLTRACK_AGENT_IDLE="5")  # fmt: skip
     for var, sub in (("WANDB_CONFIG_DIR", "wandb_config"), ("WANDB_CACHE_DIR", "wandb_cache"), ("WANDB_DATA_DIR", "wandb_data"),
                      ("WANDB_ARTIFACT_DIR", "wandb_artifacts"), ("NEPTUNE_DATA_DIRECTORY", "direct/.neptune")):  # fmt: skip
         os.environ[var] = str(tmp / sub)
