@@ -3,27 +3,31 @@
 Why these tests: in offline mode each session (a resumed run, `rltrack sync`
 after a crash, a second delivery) writes an offline folder of its own with
 the same run id. W&B's sync appends a later folder's history lines to the
-run and keeps their `_step` values (wandb-core shifts them only when they
+run and keeps their `_step` values (wandb-core moves them up only when they
 start below the run's next step), so a folder whose `_step` restarts at 0
-repeats steps the run already holds. Here every session's `.wandb` file is
-read back with W&B's own records: taken oldest first, the files must hold
-`_step` 0, 1, 2, ... each once, and every session after the first must ask
-W&B to resume the run (the run record's `resume`), as `wandb sync` needs to
-merge it into the run synced before.
+repeats steps the run already holds. Every session's `.wandb` file is read
+back: taken oldest first, the files must hold `_step` 0, 1, 2, ... each once,
+and every session after the first must ask W&B to resume the run (the run
+record's `resume`). What wandb-core then uploads (`wandb sync` of the
+folders, an online resume) is read back from a stand-in server
+(wandb_server.py): one run, every step once.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
 import wandb_reader
 from reliability_helpers import PYTHON, child_env, wandb_files, wandb_history
 from test_wandb_backend import wandb_env  # noqa: F401 - the module's W&B directories, and offline mode
+from wandb_server import WandbServer
 
 import rltrack
 from rltrack.backends.base import RunContext
@@ -53,9 +57,18 @@ def local_run(root: Path, name: str, rows: range) -> rltrack.Logger:
     return logger
 
 
-def test_a_resumed_run_continues_the_step_numbering_of_its_first_session(tmp_path):
+def append_rows(run_dir: Path, steps: range) -> None:
+    """More rows in the run's journal, as a writer that goes on would add them."""
+    journal = JournalWriter(run_dir / "journal.jsonl")
+    journal.append(Event(time.time(), {"x": float(step)}, namespace="a", steps={"env_steps": step}) for step in steps)
+    journal.close()
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory) -> Path:
+    """An offline run of 30 rows, resumed for 25 more: its run directory."""
     config = {
-        "run": {"root": str(tmp_path), "name": "resumed", "close_timeout": None},  # a session ends once W&B has everything
+        "run": {"root": str(tmp_path_factory.mktemp("runs")), "name": "resumed", "close_timeout": None},  # a session ends once W&B has everything
         "backends": {"use": ["wandb"], "wandb": {"project": "rltrack-test"}},
     }
     run_dir = None
@@ -64,12 +77,69 @@ def test_a_resumed_run_continues_the_step_numbering_of_its_first_session(tmp_pat
             for step in range(start, stop):
                 logger.write({"reward": float(step)}, step=step, namespace="learner")
         run_dir = logger.run_dir
-    files = wandb_reader.run_files(run_dir)
+    return run_dir
+
+
+def test_a_resumed_run_continues_the_step_numbering_of_its_first_session(resumed):
+    files = wandb_reader.run_files(resumed)
     assert len(files) == 2 and len({f.name for f in files}) == 1
     steps, rewards = steps_and_values(files, "learner/reward")
     assert steps == list(range(55))  # the second folder starts at 30, not 0
     assert rewards == [float(s) for s in range(55)]
     assert run_records(files) == [False, True]  # the first session starts the run, the second resumes it
+
+
+@pytest.fixture
+def server():
+    server = WandbServer()
+    yield server
+    server.stop()
+
+
+def wandb_sync(server: WandbServer, home: Path, *folders: Path) -> None:
+    """`wandb sync FOLDER...` as a user runs it, against `server`."""
+    env = {**child_env(home), "WANDB_MODE": "online", "WANDB_SILENT": "false", "WANDB_BASE_URL": server.url, "WANDB_API_KEY": "k" * 40}
+    done = subprocess.run([PYTHON, "-m", "wandb", "sync", *map(str, folders)], capture_output=True, text=True, env=env, cwd=home, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and said.count("Finished syncing") == len(folders), said
+
+
+def test_wandb_sync_of_the_folders_gives_one_run_with_every_step_once(resumed, server, tmp_path):
+    """wandb-core's upload of the offline folders, in one command (which
+    sorts them by start time) and one folder a command, newest first."""
+    run_id = json.loads((resumed / "cursors" / "wandb_run.json").read_text())["id"]
+    folders = [f.parent for f in wandb_reader.run_files(resumed)]
+    copies = [shutil.copytree(f, tmp_path / "newest_first" / f.name) for f in folders]  # wandb sync marks what it synced
+    wandb_sync(server, tmp_path, *reversed(folders))
+    history = server.history(run_id)
+    assert [row["_step"] for row in history] == list(range(55))
+    assert [row["learner/reward"] for row in history] == [float(s) for s in range(55)]
+
+    later = WandbServer()
+    try:
+        for folder in reversed(copies):
+            wandb_sync(later, tmp_path, folder)
+        by_step = {row["_step"]: row["learner/reward"] for row in later.history(run_id)}
+        assert len(later.history(run_id)) == 55 and by_step == {s: float(s) for s in range(55)}  # every step once, lines in upload order
+    finally:
+        later.stop()
+
+
+def test_a_resumed_online_run_continues_its_steps(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_BASE_URL", server.url)
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    logger = local_run(tmp_path, "online", range(30))
+    context = RunContext(logger.run_dir, logger.name, logger.config, Report())
+    for session in range(2):
+        backend = WandbBackend(project="rltrack-test", mode="online")
+        backend.open(context)
+        DeliveryWorker(backend, logger.run_dir).run_until_caught_up("finished")
+        if session == 0:
+            append_rows(logger.run_dir, range(30, 55))
+    (run_id,) = server.runs
+    assert [row["_step"] for row in server.history(run_id)] == list(range(55))
+    assert [row["a/x"] for row in server.history(run_id)] == [float(s) for s in range(55)]
+    assert [op for op, _ in server.operations if op == "RunResumeStatus"] == ["RunResumeStatus"]  # the second session resumed
 
 
 def test_sessions_started_within_one_second_are_all_counted(tmp_path):
@@ -89,9 +159,7 @@ def test_sessions_started_within_one_second_are_all_counted(tmp_path):
             for second in range(-1, 120):
                 stamp = datetime.fromtimestamp(time.time() + second).strftime("%Y%m%d_%H%M%S")  # as wandb names them
                 (logger.run_dir / "wandb" / f"offline-run-{stamp}-{run_id}").mkdir(exist_ok=True)
-        journal = JournalWriter(logger.run_dir / "journal.jsonl")
-        journal.append(Event(time.time(), {"x": float(step)}, namespace="a", steps={"env_steps": step}) for step in range(10 + 5 * session, 15 + 5 * session))
-        journal.close()
+        append_rows(logger.run_dir, range(10 + 5 * session, 15 + 5 * session))
     files = wandb_reader.run_files(logger.run_dir)
     assert len(files) == 3
     assert [f.parent.name.endswith(run_id) for f in files] == [True, False, False]  # `-1`, `-2` after the id
