@@ -25,7 +25,8 @@ sharing one time, namespace and steps: the numbers as a `scalars` event (they
 reach TensorBoard, progress.csv and every tracker), `each_reward` (a list) as a
 `histogram` event, `ckpt_name` (a string) as a `text` event. The local
 backend folds the parts of one record back into one table block, so the text
-log shows `each_reward` and `ckpt_name` beside the numbers. Each block ends
+log shows `each_reward` (in the evaluator's table under DI-engine 0.5's name
+`eval_episode_return`) and `ckpt_name` beside the numbers. Each block ends
 with `Logger.dump(steps)`, so the text log gets exactly one table per stage
 (tables are otherwise merged when records come faster than once a second).
 The evaluator's episode lines travel as one `text` event under `INFO_KEY`
@@ -38,6 +39,7 @@ from __future__ import annotations
 import math
 import time
 import weakref
+from pathlib import PurePath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -56,16 +58,16 @@ MODEL_KEY = "model"
 
 #: The canonical keys of each block, in the order DI-engine prints them.
 BLOCK_KEYS: dict[str, tuple[str, ...]] = {
-    "collector": (
+    "collector": (  # DI-engine 0.5's sample and episode collectors merged; each_reward where they comment it out
         "episode_count", "envstep_count", "train_sample_count", "avg_envstep_per_episode", "avg_sample_per_episode",
         "avg_envstep_per_sec", "avg_train_sample_per_sec", "avg_episode_per_sec", "collect_time", "reward_mean",
-        "reward_std", "each_reward", "reward_max", "reward_min", "total_envstep_count", "total_train_sample_count",
-        "total_episode_count", "total_duration",
+        "reward_std", "reward_max", "reward_min", "total_envstep_count", "total_train_sample_count",
+        "total_episode_count", "total_duration", "each_reward",
     ),
-    "evaluator": (
-        "train_iter", "ckpt_name", "episode_count", "envstep_count", "evaluate_time", "avg_envstep_per_episode",
-        "avg_envstep_per_sec", "avg_time_per_episode", "reward_mean", "reward_std", "each_reward", "reward_max",
-        "reward_min",
+    "evaluator": (  # DI-engine 0.5's InteractionSerialEvaluator
+        "train_iter", "ckpt_name", "episode_count", "envstep_count", "avg_envstep_per_episode", "evaluate_time",
+        "avg_envstep_per_sec", "avg_time_per_episode", "reward_mean", "reward_std", "reward_max", "reward_min",
+        "each_reward",
     ),
     "learner": ("cur_lr_avg", "total_loss_avg"),  # then each <loss>_avg
     "buffer": (
@@ -80,15 +82,15 @@ def _floats(values: Iterable[Any] | None) -> list[float] | None:
 
 
 def _reward_stats(rewards: list[float]) -> dict[str, Any]:
-    """reward_mean, reward_std, each_reward, reward_max, reward_min; nothing for no episodes."""
+    """reward_mean, reward_std, reward_max, reward_min, each_reward; nothing for no episodes."""
     if not rewards:
         return {}
     return {
         "reward_mean": _mean(rewards),
         "reward_std": _std(rewards),
-        "each_reward": list(rewards),
         "reward_max": max(rewards),
         "reward_min": min(rewards),
+        "each_reward": list(rewards),
     }
 
 
@@ -156,7 +158,9 @@ class CollectorStats:
         if duration is not None:
             block["collect_time"] = float(duration)
             self.total_duration = (self.total_duration or 0.0) + float(duration)
-        block.update(_reward_stats(rewards))
+        rewards_stats = _reward_stats(rewards)
+        each_reward = rewards_stats.pop("each_reward", None)
+        block.update(rewards_stats)
         if self.total_envstep_count is not None:
             block["total_envstep_count"] = self.total_envstep_count
         if self.total_train_sample_count is not None:
@@ -164,6 +168,8 @@ class CollectorStats:
         block["total_episode_count"] = self.total_episode_count
         if self.total_duration is not None:  # no stage said how long it took: unknown, not 0
             block["total_duration"] = self.total_duration
+        if each_reward is not None:  # last, where DI-engine's collectors have it (commented out)
+            block["each_reward"] = each_reward
         return block
 
 
@@ -177,7 +183,8 @@ def evaluator_block(
 ) -> dict[str, Any]:
     """The evaluator block of one evaluation: its episodes' returns and lengths,
     its duration in seconds, the learner iteration it evaluated and the
-    checkpoint file written for it (absent when none was)."""
+    checkpoint file written for it (absent when none was), by its file name
+    (`iteration_7.pth.tar`, in `ckpt/`) as DI-engine names it."""
     rewards = _floats(episode_rewards) or []
     lengths = _floats(episode_lengths)
     _check_lengths(rewards, lengths)
@@ -186,15 +193,15 @@ def evaluator_block(
     if train_iter is not None:
         block["train_iter"] = int(train_iter)
     if ckpt_name is not None:
-        block["ckpt_name"] = str(ckpt_name)
+        block["ckpt_name"] = PurePath(str(ckpt_name)).name
     block["episode_count"] = episodes
     envsteps = None if lengths is None else int(sum(lengths))
     if envsteps is not None:
         block["envstep_count"] = envsteps
-    if duration is not None:
-        block["evaluate_time"] = float(duration)
     if episodes and envsteps is not None:
         block["avg_envstep_per_episode"] = envsteps / episodes
+    if duration is not None:
+        block["evaluate_time"] = float(duration)
     if duration is not None and duration > 0 and envsteps is not None:
         block["avg_envstep_per_sec"] = envsteps / duration
     if duration is not None and episodes:

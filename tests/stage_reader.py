@@ -1,8 +1,13 @@
 """Reads the collector/evaluator/learner/buffer text logs back into numbers, as
-a DI-engine user's script would: each table block (a `[time] axis=value ...`
-heading, then DI-engine's horizontal `Name`/`Value` grids) becomes a `Block`;
-`[INFO]` lines are kept as text. Written independently of
-rltrack.backends.tables, so a formatting bug shows up as a mismatch."""
+a DI-engine user's script would: every record line starts with DI-engine's
+logging prefix `[time][where][INFO] message` (rltrack puts the record's
+`axis=value` steps where DI-engine names its source line); a block is the
+collector's `collect end:` followed by `key: value` lines, or a prefix line
+followed by DI-engine's horizontal `Name`/`Value` grids. Other messages
+(`[EVALUATOR]env 0 finish episode, ...`) are kept as text. Written
+independently of rltrack.backends.tables, so a formatting bug shows up as a
+mismatch; it reads DI-engine's own files too (their `where` is `file.py:line`,
+so their blocks have no steps)."""
 
 from __future__ import annotations
 
@@ -11,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-_HEADING = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]((?: \w+=-?\d+)*)$")
-_INFO = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]\[INFO\] (.*)$")
+_PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]\[([^\]]*)\]\[INFO\] (.*)$")
+_STEPS = re.compile(r"^(\w+=-?\d+)( \w+=-?\d+)*$")
 _NUMBER = re.compile(r"^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$|^-?(inf|nan)$")
+_LINE = re.compile(r"^(\w+): (.*)$")
 
 
 @dataclass
@@ -35,26 +41,46 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
+def _steps(where: str) -> dict[str, int]:
+    """rltrack's `env_steps=1 train_iter=2`; {} for DI-engine's `file.py:123`."""
+    if not _STEPS.match(where):
+        return {}
+    return {axis: int(value) for axis, value in (pair.split("=") for pair in where.split())}
+
+
 def read_blocks(path: Path) -> list[Block]:
-    """Every table block of a text log, in order."""
+    """Every block of a text log, in order: grids after an empty message, and
+    `collect end:` with its `key: value` lines."""
     blocks: list[Block] = []
     names: list[str] | None = None
+    current: Block | None = None  # the block whose lines may follow
+    lines_block = False
     for line in path.read_text(encoding="utf-8").splitlines():
-        heading = _HEADING.match(line)
-        if heading:
-            steps = dict(pair.split("=") for pair in heading.group(2).split())
-            blocks.append(Block({axis: int(value) for axis, value in steps.items()}))
+        prefix = _PREFIX.match(line)
+        if prefix:
+            message = prefix.group(3)
+            current, lines_block = None, False
+            if message in ("", "collect end:"):
+                current = Block(_steps(prefix.group(2)))
+                blocks.append(current)
+                lines_block = message == "collect end:"
+        elif current is None:
+            continue
+        elif lines_block and (match := _LINE.match(line)):
+            current.values[match.group(1)] = parse_value(match.group(2))
         elif line.startswith("| Name "):
             names = _cells(line)[1:]
         elif line.startswith("| Value ") and names is not None:
-            blocks[-1].values.update(zip(names, (parse_value(cell) for cell in _cells(line)[1:])))
+            current.values.update(zip(names, (parse_value(cell) for cell in _cells(line)[1:])))
             names = None
     return blocks
 
 
 def read_info_lines(path: Path) -> list[str]:
-    """The messages of the `[time][INFO] message` lines."""
-    return [m.group(1) for m in map(_INFO.match, path.read_text(encoding="utf-8").splitlines()) if m]
+    """The messages of the `[time][where][INFO] message` lines other than block
+    starts (empty, `collect end:`) and the learner's iteration lines."""
+    messages = [m.group(3) for m in map(_PREFIX.match, path.read_text(encoding="utf-8").splitlines()) if m]
+    return [m for m in messages if m not in ("", "collect end:") and not re.search(r"=== Training Iteration \d+ Result ===$", m)]
 
 
 def read_tfevents(logdir: Path) -> dict[str, dict[int, list[float]]]:
@@ -75,5 +101,6 @@ def read_tfevents(logdir: Path) -> dict[str, dict[int, list[float]]]:
 
 
 def holds(points: dict[int, list[float]], step: int, value: float, rel: float = 1e-5) -> bool:
-    """True if one of the values written at `step` equals `value` to `rel` (the text's 6 digits)."""
-    return any(abs(v - value) <= rel * abs(value) + 1e-9 for v in points.get(step, []))
+    """True if one of the values written at `step` equals `value` to `rel` or to the
+    text's 6 decimals (DI-engine's `{:.6f}` grids)."""
+    return any(abs(v - value) <= rel * abs(value) + 1e-6 for v in points.get(step, []))

@@ -441,10 +441,13 @@ def test_names_keep_letters_of_any_script_and_fit_the_file_system(tmp_path: Path
 
 
 def test_stage_blocks_read_back_equal_the_tfevents_on_both_axes(tmp_path: Path) -> None:
-    """Collector and evaluator blocks, text parsed back: the numbers equal the
-    tfevents' `<ns>_iter/<key>` at train_iter and `<ns>_step/<key>` at env_steps;
-    each_reward and ckpt_name appear in the table; [INFO] lines per episode;
-    the learner's model once."""
+    """Collector, learner and evaluator blocks, text parsed back: the numbers
+    equal the tfevents' `<ns>_iter/<key>` at train_iter and `<ns>_step/<key>`
+    at env_steps, except the counters DI-engine leaves out (the evaluator's
+    train_iter, the collector's total_envstep_count against env steps); the
+    collector's full-precision `key: value` lines; the evaluator's per-episode
+    returns as DI-engine's eval_episode_return(_mean); ckpt_name the file name;
+    [INFO] lines per episode; the learner's iteration line and model once."""
     from rltrack import stages
     from stage_reader import read_blocks, read_info_lines, read_tfevents
 
@@ -460,7 +463,7 @@ def test_stage_blocks_read_back_equal_the_tfevents_on_both_axes(tmp_path: Path) 
         steps = {"env_steps": env_steps, "train_iter": it}
         block = collector.stage(episode_rewards=rewards, episode_lengths=lengths, envstep_count=128, duration=0.1 * it)
         stages.emit_block(logger, "collector", block, steps)
-        learner = {"cur_lr_avg": 1e-3 / it, "total_loss_avg": float(rng.normal())}
+        learner = {"cur_lr_avg": 1e-3 / it, "total_loss_avg": float(rng.normal()), "tiny_avg": 3e-7 * it}
         stages.emit_block(logger, "learner", learner, steps, model=torch.nn.Linear(4, 2))
         ckpt = logger.log_checkpoint({"it": it}, iteration=it, metric=float(np.mean(rewards)))
         evaluation = stages.evaluator_block(episode_rewards=rewards, episode_lengths=lengths, duration=0.5, train_iter=it, ckpt_name=ckpt)
@@ -469,30 +472,42 @@ def test_stage_blocks_read_back_equal_the_tfevents_on_both_axes(tmp_path: Path) 
             sent[namespace].append({"steps": steps, "values": values})
     logger.close()
     tfevents = read_tfevents(logger.run_dir / "log" / "serial")
+    not_plotted = {("evaluator", "iter", "train_iter"), ("evaluator", "step", "train_iter"), ("collector", "step", "total_envstep_count")}
     for namespace, blocks in sent.items():
         text_log = logger.run_dir / "log" / namespace / f"{namespace}_logger.txt"
         read = read_blocks(text_log)
         assert len(read) == len(blocks)
         for got, expected in zip(read, blocks):
             assert got.steps == expected["steps"]
-            assert list(got.values) == list(expected["values"])  # every key, in DI-engine's order
+            shown = dict(expected["values"])
+            if namespace == "evaluator":  # DI-engine 0.5's names for the returns, last
+                shown["eval_episode_return"] = shown.pop("each_reward")
+                shown["eval_episode_return_mean"] = shown["reward_mean"]
+            assert list(got.values) == list(shown)  # every key, in DI-engine's order
             for key, value in got.values.items():
-                if isinstance(value, (int, float)):
-                    assert tfevents[f"{namespace}_iter/{key}"][got.steps["train_iter"]] == pytest.approx([value], rel=1e-5)
-                    assert tfevents[f"{namespace}_step/{key}"][got.steps["env_steps"]] == pytest.approx([value], rel=1e-5)
-                    assert value == pytest.approx(expected["values"][key], rel=1e-5)
-            if "each_reward" in got.values:
-                assert got.values["each_reward"] == pytest.approx(expected["values"]["each_reward"], rel=1e-5)
+                if key in ("each_reward", "eval_episode_return"):
+                    assert value == pytest.approx(shown[key], rel=1e-12 if namespace == "collector" else 1e-5)
+                elif isinstance(value, (int, float)):
+                    # grids: DI-engine's {:.6f} (6 digits kept below 1e-4); collector lines: full precision
+                    assert value == (shown[key] if namespace == "collector" else pytest.approx(shown[key], rel=1e-5, abs=1e-6))
+                    for name, axis in (("iter", "train_iter"), ("step", "env_steps")):
+                        points = tfevents.get(f"{namespace}_{name}/{key}")
+                        if (namespace, name, key) in not_plotted or key == "eval_episode_return_mean":
+                            assert points is None, key
+                        else:
+                            assert points[got.steps[axis]] == pytest.approx([shown[key]], rel=1e-6), key
     assert not any(tag.startswith("collector/") for tag in tfevents)  # every value on the two named axes only
+    learner_log = (logger.run_dir / "log" / "learner" / "learner_logger.txt").read_text()
+    assert "| 0.001000   |" in learner_log and "| 3e-07    |" in learner_log  # {:.6f}, and 6 digits where it would print 0.000000
     evaluator_log = logger.run_dir / "log" / "evaluator" / "evaluator_logger.txt"
     finished = [r for b in sent["evaluator"] for r in b["values"]["each_reward"]]
     info = read_info_lines(evaluator_log)
     assert [float(re.search(r"final reward: (\S+),", line).group(1)) for line in info] == pytest.approx(finished, abs=1e-4)
-    assert [b.values["ckpt_name"] for b in read_blocks(evaluator_log)] == [f"ckpt/iteration_{i}.pth.tar" for i in (1, 2, 3)]
+    assert [b.values["ckpt_name"] for b in read_blocks(evaluator_log)] == [f"iteration_{i}.pth.tar" for i in (1, 2, 3)]
     best = max(sent["evaluator"], key=lambda b: b["values"]["reward_mean"])["values"]["ckpt_name"]
-    assert (logger.run_dir / "ckpt" / "ckpt_best.pth.tar").read_bytes() == (logger.run_dir / best).read_bytes()
-    learner_text = (logger.run_dir / "log" / "learner" / "learner_logger.txt").read_text()
-    assert learner_text.count("[INFO] model:") == 1 and str(torch.nn.Linear(4, 2)) in learner_text
+    assert (logger.run_dir / "ckpt" / "ckpt_best.pth.tar").read_bytes() == (logger.run_dir / "ckpt" / best).read_bytes()
+    assert learner_log.count("[INFO] model:") == 1 and str(torch.nn.Linear(4, 2)) in learner_log
+    assert re.findall(r"\]\[INFO\] === Training Iteration (\d+) Result ===\n", learner_log) == ["1", "2", "3"]
 
 
 @pytest.mark.parametrize("bad", [["iter", "iter"], ["steps"], [], "iter", [1]])

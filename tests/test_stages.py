@@ -68,7 +68,7 @@ def test_evaluator_block_matches_numpy(rewards: list[float], duration: float) ->
     block = stages.evaluator_block(episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=7,
                                    ckpt_name="ckpt/iteration_7.pth.tar")
     assert list(block) == [k for k in stages.BLOCK_KEYS["evaluator"] if k in block]
-    assert block["train_iter"] == 7 and block["ckpt_name"] == "ckpt/iteration_7.pth.tar"
+    assert block["train_iter"] == 7 and block["ckpt_name"] == "iteration_7.pth.tar"  # DI-engine's name: the file in ckpt/
     assert block["episode_count"] == len(rewards) and block["envstep_count"] == sum(lengths)
     assert block["evaluate_time"] == duration
     assert block["avg_envstep_per_episode"] == pytest.approx(np.mean(lengths))
@@ -152,5 +152,5 @@ def test_emit_block_sends_numbers_list_and_text_as_one_record(tmp_path: Path) ->
     assert first[1].data[stages.INFO_KEY].splitlines() == lines
     assert first[2].data["reward_mean"] == pytest.approx(np.mean(REWARDS))
     assert first[3].data["each_reward"] == REWARDS
-    assert first[4].data["ckpt_name"] == "ckpt/iteration_3.pth.tar"
+    assert first[4].data["ckpt_name"] == "iteration_3.pth.tar"
     assert logger.report.total("routed") == 0 and logger.report.total("converted") == 0  # sent as their own kinds

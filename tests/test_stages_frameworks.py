@@ -36,26 +36,29 @@ def _blocks(run_dir: Path, namespace: str, marker: str | None = None) -> list[Bl
 
 def assert_episode_stats(block: Block, returns: list[float], lengths: list[int] | None) -> None:
     """`block`'s reward statistics and counts equal numpy's on the recorded episodes
-    (the text log prints 6 significant digits)."""
+    (the evaluator's grids print DI-engine's 6 decimals, its returns under
+    DI-engine 0.5's `eval_episode_return`; the collector's lines full precision)."""
     values = block.values
     assert values["episode_count"] == len(returns)
     assert values["reward_mean"] == pytest.approx(np.mean(returns), rel=1e-5)
-    assert values["reward_std"] == pytest.approx(np.std(returns), rel=1e-5, abs=1e-9)
+    assert values["reward_std"] == pytest.approx(np.std(returns), rel=1e-5, abs=1e-6)
     assert values["reward_max"] == pytest.approx(np.max(returns), rel=1e-5)
     assert values["reward_min"] == pytest.approx(np.min(returns), rel=1e-5)
-    assert values["each_reward"] == pytest.approx(returns, rel=1e-5)
+    assert values["eval_episode_return" if "eval_episode_return" in values else "each_reward"] == pytest.approx(returns, rel=1e-5)
     if lengths is not None:
         assert values["avg_envstep_per_episode"] == pytest.approx(np.mean(lengths), rel=1e-5)
 
 
 def assert_text_equals_tfevents(blocks: list[Block], namespace: str, tfevents: dict[str, dict[int, list[float]]], axis: str) -> None:
     """Every number of every text block equals the one tfevents scalar of that tag
-    at the block's `axis` step (TensorBoard keeps float32: 6 significant digits)."""
+    at the block's `axis` step (TensorBoard keeps float32: 6 significant digits; the
+    grids 6 decimals), but the evaluator's eval_episode_return_mean, a text-log
+    repeat of reward_mean."""
     compared = 0
     for block in blocks:
         for key, value in block.values.items():
-            if isinstance(value, (int, float)):
-                assert tfevents[f"{namespace}/{key}"][block.steps[axis]] == [pytest.approx(value, rel=1e-5, abs=1e-9)], key
+            if isinstance(value, (int, float)) and key != "eval_episode_return_mean":
+                assert tfevents[f"{namespace}/{key}"][block.steps[axis]] == [pytest.approx(value, rel=1e-5, abs=1e-6)], key
                 compared += 1
     assert compared >= len(blocks)
 

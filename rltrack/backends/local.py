@@ -1,18 +1,26 @@
 """The serial run directory that DI-engine and LightZero users know.
 
-    log/<namespace>/<namespace>_logger.txt   a table per dump, plus text records
+    log/<namespace>/<namespace>_logger.txt   a block per dump, plus text records
     log/serial/events.out.tfevents.*         TensorBoard, tag "<namespace>/<key>"
     progress.csv                             every scalar, late keys kept
 
-The collector, evaluator, learner and buffer logs read as DI-engine's (see
-`rltrack.stages`): their tables are DI-engine's horizontal `Name`/`Value`
-grids, keys in DI-engine's order; the histogram and text parts of a record
-(a block's `each_reward` and `ckpt_name`: same namespace, time and steps as the
-numbers just tabled) join its table; `INFO` text is printed as
-`[time][INFO] <line>` per line, a learner's `model` as `[time][INFO] model:`
-and the structure under it. Other text records are `[time] key: value` lines.
-`tb_axes = ["iter", "step"]` writes each value as `<namespace>_iter/<key>`
-against `train_iter` and `<namespace>_step/<key>` against `env_steps`
+Every line a text log starts is DI-engine's logging prefix
+`[YYYY-mm-dd HH:MM:SS][<where>][INFO] <message>`; where DI-engine names the
+source line that logged, rltrack names the record's steps (`env_steps=144
+train_iter=50`, `-` for none). The collector, evaluator, learner and buffer
+logs read as DI-engine's (see `rltrack.stages`), keys in DI-engine's order:
+the collector's `collect end:` and one `key: value` line per key; the
+evaluator's and buffer's horizontal `Name`/`Value` grids (`{:.6f}` numbers,
+see `rltrack.backends.tables.grid_value`), the evaluator's per-episode returns
+under DI-engine's `eval_episode_return` and `eval_episode_return_mean`; the
+learner's `=== Training Iteration N Result ===` line, then its grids. The
+histogram and text parts of a record (a block's `each_reward` and `ckpt_name`:
+same namespace, time and steps as the numbers just tabled) join its block;
+`INFO` text is printed one line per line, a learner's `model` as `model:` and
+the structure under it. Other namespaces get a two-column box per dump, other
+text records `key: value` lines. `tb_axes = ["iter", "step"]` writes each
+value as `<namespace>_iter/<key>` against `train_iter` and
+`<namespace>_step/<key>` against `env_steps`
 (`rltrack.backends.tfevents.check_tb_axes`); by default tags are
 `<namespace>/<key>` at the primary step.
 
@@ -34,12 +42,13 @@ from rltrack.backends.tables import (
     LatestValues,
     Pending,
     format_grids,
+    format_lines,
     format_table,
 )
 from rltrack.backends.tfevents import EventFileWriter, check_tb_axes
 from rltrack.events import NUMERIC_KINDS, Event, tag
 from rltrack.rundir import safe_filename
-from rltrack.stages import BLOCK_KEYS, INFO_KEY, MODEL_KEY
+from rltrack.stages import BLOCK_KEYS, INFO_KEY, ITER_AXIS, MODEL_KEY
 
 DEFAULT_NAMESPACE = "main"
 
@@ -81,15 +90,15 @@ class LocalBackend(Backend):
         return True
 
     def _text_lines(self, event: Event) -> None:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.time))
+        prefix = _prefix(event.time, event.steps)
         lines = []
         for key, value in event.data.items():
             if key == INFO_KEY:
-                lines += [f"[{stamp}][INFO] {line}\n" for line in str(value).splitlines()]
+                lines += [f"{prefix}{line}\n" for line in str(value).splitlines()]
             elif key == MODEL_KEY:
-                lines.append(f"[{stamp}][INFO] model:\n{value}\n")
+                lines.append(f"{prefix}model:\n{value}\n")
             else:
-                lines.append(f"[{stamp}] {key}: {value}\n")
+                lines.append(f"{prefix}{key}: {value}\n")
         self._text_log(event.namespace).writelines(lines)
 
     def _numeric(self, event: Event) -> None:
@@ -105,12 +114,20 @@ class LocalBackend(Backend):
             self._write_row(pending)
 
     def _write_table(self, namespace: str, pending: Pending) -> None:
+        prefix = _prefix(pending.time, pending.steps)
         order = BLOCK_KEYS.get(namespace)
         if order is None:
-            table = format_table(namespace or DEFAULT_NAMESPACE, pending.values)
+            text = f"{prefix}\n{format_table(namespace or DEFAULT_NAMESPACE, pending.values)}\n"
+        elif namespace == "collector":
+            text = f"{prefix}collect end:\n{format_lines(_in_block_order(pending.values, order))}"
         else:
-            table = format_grids(_in_block_order(pending.values, order))
-        self._text_log(namespace).write(f"{pending.heading()}\n{table}\n")
+            values = _in_block_order(pending.values, order)
+            if namespace == "evaluator":
+                values = _evaluator_names(values)
+            text = f"{prefix}\n{format_grids(values)}\n"
+            if namespace == "learner" and ITER_AXIS in pending.steps:
+                text = f"{prefix}=== Training Iteration {pending.steps[ITER_AXIS]} Result ===\n{text}"
+        self._text_log(namespace).write(text)
 
     def _write_row(self, pending: Pending) -> None:
         self._csv.write_row({"time": pending.time, **pending.steps, **pending.values})
@@ -155,6 +172,26 @@ def _tags(namespace: str, keys: tuple[str, ...]) -> tuple[str, ...]:
     """progress.csv's columns for a record's keys (`<namespace>/<key>`): records
     repeat their keys, so these are kept rather than built per record."""
     return tuple(tag(namespace, key) for key in keys)
+
+
+def _prefix(when: float, steps: dict[str, int]) -> str:
+    """DI-engine's `[time][<file>:<line>][INFO] `, with the record's steps where DI-engine names its source line."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+    where = " ".join(f"{axis}={value}" for axis, value in steps.items()) or "-"
+    return f"[{stamp}][{where}][INFO] "
+
+
+def _evaluator_names(values: dict[str, Any]) -> dict[str, Any]:
+    """The evaluator's table as DI-engine 0.5 prints it: the per-episode returns
+    (`each_reward`) last, as `eval_episode_return`, then their mean as
+    `eval_episode_return_mean` (the block's `reward_mean`)."""
+    if "each_reward" not in values:
+        return values
+    shown = {key: value for key, value in values.items() if key != "each_reward"}
+    shown["eval_episode_return"] = values["each_reward"]
+    if "reward_mean" in values:
+        shown["eval_episode_return_mean"] = values["reward_mean"]
+    return shown
 
 
 def _in_block_order(values: dict[str, Any], order: tuple[str, ...]) -> dict[str, Any]:

@@ -43,12 +43,29 @@ def format_table(title: str, values: dict[str, Any]) -> str:
 
 #: Keys per grid in `format_grids`, as DI-engine's `get_tabulate_vars_hor`.
 GRID_KEYS = 4
+#: Below this magnitude DI-engine's `{:.6f}` keeps fewer than 3 significant
+#: digits (3e-7 prints as 0.000000): such numbers keep 6 significant digits instead.
+SMALL = 1e-4
+
+
+def grid_value(value: Any) -> str:
+    """A cell of DI-engine's grids: numbers as `{:.6f}` (integers too: `5.000000`),
+    except non-zero magnitudes below `SMALL`, which `{:.6g}` keeps readable;
+    lists as Python prints them (`[11.0, 10.0]`), text as it is."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != 0 and abs(value) < SMALL:
+            return f"{value:.6g}"
+        return f"{value:.6f}"
+    return str(value)
 
 
 def format_grids(values: dict[str, Any]) -> str:
-    """DI-engine's horizontal tables: a `Name` row of keys over a `Value` row,
-    `GRID_KEYS` keys per grid, grids one under the other."""
-    items = [(key, format_value(value)) for key, value in values.items()]
+    """DI-engine's horizontal tables as its `get_tabulate_vars_hor` prints them:
+    a `Name` row of keys over a `Value` row, `GRID_KEYS` keys per grid, grids
+    one under the other, each line ending with a newline, and one more empty
+    line when the keys fill the last grid exactly (DI-engine's loop then
+    prints an empty last grid)."""
+    items = [(key, grid_value(value)) for key, value in values.items()]
     grids = []
     for start in range(0, len(items), GRID_KEYS):
         columns = [("Name", "Value"), *items[start : start + GRID_KEYS]]
@@ -56,8 +73,16 @@ def format_grids(values: dict[str, Any]) -> str:
         rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
         names = "|" + "|".join(f" {name:<{w}} " for (name, _), w in zip(columns, widths)) + "|"
         cells = "|" + "|".join(f" {value:<{w}} " for (_, value), w in zip(columns, widths)) + "|"
-        grids.append("\n".join([rule, names, rule, cells, rule]))
-    return "\n".join(grids)
+        grids.append("\n".join([rule, names, rule, cells, rule]) + "\n")
+    if items and len(items) % GRID_KEYS == 0:
+        grids.append("\n")
+    return "".join(grids)
+
+
+def format_lines(values: dict[str, Any]) -> str:
+    """DI-engine's collector text: one `key: value` line per key, values as
+    Python prints them (`12.5`, `[9.0, 16.0]`), full precision."""
+    return "".join(f"{key}: {value}\n" for key, value in values.items())
 
 
 class Pending:

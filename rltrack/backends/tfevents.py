@@ -25,6 +25,10 @@ from rltrack.stages import ITER_AXIS, STEP_AXIS
 TB_AXES = {"iter": ITER_AXIS, "step": STEP_AXIS}
 #: The tag prefix of records without a namespace when `tb_axes` is set.
 NO_NAMESPACE = "main"
+#: Keys DI-engine leaves out of its `<namespace>_<name>/` tags: the counters
+#: that are the axis itself (the evaluator's `train_iter`, the collector's
+#: `total_envstep_count` against env steps), which would plot as y = x.
+TB_AXES_SKIP = {"iter": frozenset({"train_iter"}), "step": frozenset({"train_iter", "total_envstep_count"})}
 
 
 def check_tb_axes(value: Any) -> tuple[str, ...] | None:
@@ -44,6 +48,10 @@ def check_tb_axes(value: Any) -> tuple[str, ...] | None:
             'e.g. tb_axes = ["iter", "step"], or leave it out for the primary step axis only'
         )
     return tuple(value)
+
+
+def _without(data: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    return {key: value for key, value in data.items() if key not in keys}
 
 
 def _crc32c_table() -> list[int]:
@@ -197,10 +205,11 @@ class EventFileWriter:
     """One `events.out.tfevents.<time>.<host>` file in `logdir`. `tb_axes`
     (see `check_tb_axes`): write each value once per named axis, tagged
     `<namespace>_<name>/<key>` at the event's step on that axis; an event on
-    none of those axes keeps `<namespace>/<key>` at its primary step."""
+    none of those axes keeps `<namespace>/<key>` at its primary step.
+    Against a named axis the keys of `TB_AXES_SKIP` are left out, as DI-engine does."""
 
     def __init__(self, logdir: Path, tb_axes: Sequence[str] | None = None) -> None:
-        self._axes = [(name, TB_AXES[name]) for name in check_tb_axes(tb_axes) or ()]
+        self._axes = [(name, TB_AXES[name], TB_AXES_SKIP[name]) for name in check_tb_axes(tb_axes) or ()]
         self._layouts: dict[tuple[str, tuple[str, ...]], _ScalarLayout] = {}
         logdir.mkdir(parents=True, exist_ok=True)
         self._file: IO[bytes] = self._create(logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}")
@@ -223,16 +232,21 @@ class EventFileWriter:
         primary step, or once per `tb_axes` axis the event has."""
         if event.kind not in NUMERIC_KINDS and event.kind != "histogram":
             return
+        data = event.data
         placements = self._axes and [
-            (f"{event.namespace or NO_NAMESPACE}_{name}/", event.steps[axis]) for name, axis in self._axes if axis in event.steps
+            (f"{event.namespace or NO_NAMESPACE}_{name}/", event.steps[axis], data if skip.isdisjoint(data) else _without(data, skip))
+            for name, axis, skip in self._axes
+            if axis in event.steps
         ]
         if not placements:
-            placements = [(f"{event.namespace}/" if event.namespace else "", event.primary_step or 0)]
-        for prefix, step in placements:
+            placements = [(f"{event.namespace}/" if event.namespace else "", event.primary_step or 0, data)]
+        for prefix, step, values in placements:
+            if not values:
+                continue
             if event.kind == "histogram":
-                self.histograms(event.time, step, ((prefix + k, v) for k, v in event.data.items()))
+                self.histograms(event.time, step, ((prefix + k, v) for k, v in values.items()))
             else:
-                self.scalars(event.time, step, prefix, event.data)
+                self.scalars(event.time, step, prefix, values)
 
     def scalars(self, wall_time: float, step: int, prefix: str, values: dict[str, float | None]) -> None:
         """One event of every value but None, tagged `prefix + key`."""
