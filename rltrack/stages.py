@@ -39,8 +39,8 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from pathlib import PurePath
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 from rltrack.events import Event

@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from stage_reader import Block, read_blocks, read_info_lines, read_tfevents
 
 import rltrack
 from rltrack import stages
-from stage_reader import Block, read_blocks, read_info_lines, read_tfevents
 
 pytest.importorskip("tensorboard")
 
 FIXTURE = Path(__file__).parent / "fixtures" / "dingine_dqn_cartpole"
 #: DI-engine's logging prefix: `[time][file.py:line][INFO] `; rltrack puts the steps in the middle slot.
-PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]\[[^\]]*\]\[INFO\] ", re.M)
+PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]\[[^\]]*\]\[INFO\] ", re.MULTILINE)
 #: What README lists as differing on purpose, in DI-engine's learner log.
 LEARNER_ONLY_DI = re.compile(r"\[RANK0\]: ")
 
@@ -149,10 +149,11 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     evaluator_log = FIXTURE / "log" / "evaluator" / "evaluator_logger.txt"
     episodes = [re.fullmatch(r"\[EVALUATOR\]env (\d+) finish episode, final reward: (\S+), current episode: (\d+)", line) for line in read_info_lines(evaluator_log)]
     evaluations = read_blocks(evaluator_log)
-    for n, (block, step) in enumerate(zip(evaluations, _series(scalars, "evaluator_step/reward_mean"), strict=True)):
+    done = 0
+    for block, step in zip(evaluations, _series(scalars, "evaluator_step/reward_mean"), strict=True):
         values = {k: v for k, v in block.values.items() if k != "eval_episode_return_mean"}
         values["each_reward"] = values.pop("eval_episode_return")
-        mine = episodes[n * 5 : n * 5 + 5]
+        mine, done = episodes[done : done + int(block.values["episode_count"])], done + int(block.values["episode_count"])
         lines = stages.evaluator_info_lines([float(m[2]) for m in mine], env_ids=[int(m[1]) for m in mine])
         records.append((block.values["train_iter"] + 0.1, "evaluator", values, {"env_steps": step, "train_iter": int(block.values["train_iter"])}, lines))
     config = {
