@@ -17,7 +17,8 @@ Why it is built this way:
   value is renamed `<key>_value` (report).
 * **W&B's `_step` numbers the run's rows, across sessions.** Each row is
   logged with `step=` the number of rows the W&B run already holds (earlier
-  sessions' files included), so `_step` never goes back and a later session
+  sessions' files included; not in `mode = "shared"`, where W&B ignores
+  `step=` and numbers rows itself), so `_step` never goes back and a later session
   (a resumed run, `rltrack sync` after a crash) continues at the next number
   instead of restarting at 0. That is what `wandb sync` needs: it appends a
   later offline folder's history lines to the run's and keeps their `_step`
@@ -197,7 +198,8 @@ class WandbBackend(RemoteBackend):
         self._skip, self._resume_at = max(0, held), None
 
     def _log(self, event: Event, row: dict[str, Any]) -> None:
-        step = self.position()  # the next row of the W&B run, earlier sessions included
+        # the next row of the W&B run, earlier sessions included; in shared mode W&B ignores step= (warning) and numbers rows itself
+        step = None if self.settings["mode"] == "shared" else self.position()
         try:
             self._run.log(row, step=step, commit=True)  # commit: stored now, not held until the next step
         except OSError as exc:  # a media file named after a key too long for the file system: this row only
@@ -205,7 +207,7 @@ class WandbBackend(RemoteBackend):
                 raise
             self.run.report.count("dropped", f"{event.kind} event: a key too long for a W&B media file name", section=self.name)
             return
-        self._rows = step + 1
+        self._rows = self.position() + 1
 
     # ---- one event ------------------------------------------------------
 
