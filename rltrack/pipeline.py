@@ -310,10 +310,12 @@ class Logger:
 
     def close(self, timeout: float | None | str = "config", status: str = "finished") -> bool:
         """Emits what aggregating filters hold, writes the rest to the journal,
-        closes the in-process backends and marks the run `status`; then waits
-        for the agent to write the local files and deliver every tracker, at
-        most `timeout` seconds in all (default: `run.close_timeout`; None:
-        until every tracker has everything). What is still pending then is
+        closes the in-process backends and marks the run `status` (always,
+        whatever `timeout`: that is the process's own disk, at most
+        `FLUSH_LIMIT`); then waits for the agent to write the local files and
+        deliver every tracker, until `timeout` seconds after the call
+        (default: `run.close_timeout`; None: until every tracker has
+        everything). What is still pending then is
         delivered by the agent afterwards; one line on stderr and report.json
         say so, and how to finish it at once. Returns True when everything was
         written and delivered. Idempotent."""
@@ -326,8 +328,13 @@ class Logger:
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         self._queue.append(_Close(status))
         self._wake.set()
-        self._thread.join(time_left(deadline))
+        # The journal and the run's status are local writes, not a wait on a
+        # tracker: they are completed whatever `timeout` says (a record given
+        # to `write` is never lost to a short timeout), bounded by FLUSH_LIMIT.
+        self._thread.join(FLUSH_LIMIT)
         complete = not self._thread.is_alive()
+        if not complete:
+            print(f"rltrack: {self.run_dir}: {len(self._queue)} records not yet in the journal after {FLUSH_LIMIT:.0f} s (the disk is slow or full)", file=sys.stderr)
         try:
             merge_into_report_file(self.run_dir, self.report.as_dict(), [])
         except OSError as exc:  # a full disk or a vanished run directory must not raise into the training script
