@@ -68,7 +68,7 @@ def check(what: str, held: int, wanted: int) -> None:
 
 def rltrack_rps(runs: Counter, backends: list[str], n: int, mlflow_uri: str | None = None, ready: bool = False) -> Callable[[], float]:
     """records/s of rltrack with `backends`. `ready`: timing starts once the
-    trackers hold a first record (in namespace "ready"), so the delivery child
+    trackers hold a first record (in namespace "ready"), so the delivery agent
     has started, imported its client and opened its run: the native MLflow
     paths it is compared with create their client and run before their timing
     starts too (the W&B and Neptune ones start their run inside it, and so

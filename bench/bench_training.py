@@ -158,7 +158,7 @@ def cpu_by_thread() -> dict[str, float]:
 
 def run_queue_delay() -> float | None:
     """Seconds the calling thread has waited, runnable, for a CPU: time other
-    processes (the delivery child) took its core (Linux's schedstat; None elsewhere)."""
+    processes (the delivery agent) took its core (Linux's schedstat; None elsewhere)."""
     try:
         with open("/proc/thread-self/schedstat") as f:
             return int(f.read().split()[1]) / 1e9

@@ -25,7 +25,7 @@ class ConfigError(ValueError):
 
 def build_chain(specs: list[Any], where: str, report: Report) -> FilterChain:
     """The filter chain of a config's `filters` list (the training process's,
-    or the delivery child's when it runs the pipeline)."""
+    the only place filters run: the journal holds filtered events)."""
     return FilterChain([build_filter(spec, f"{where}: filters[{i}]") for i, spec in enumerate(specs)], report)
 
 

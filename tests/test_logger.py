@@ -203,7 +203,7 @@ def test_journal_reaches_disk_within_a_second_without_flush(tmp_path: Path) -> N
         path = logger.run_dir / "journal.jsonl"
         count = 0
         while time.monotonic() - start < 1.5:
-            count = len(path.read_text().splitlines()) if path.exists() else 0  # the delivery child creates it when it starts
+            count = len(path.read_text().splitlines()) if path.exists() else 0
             if count == 200:
                 break
             time.sleep(0.02)
