@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import rltrack
 from rltrack.atomic_file import write_atomic
 from rltrack.locks import hold
 
@@ -150,7 +149,7 @@ def ensure_running(directory: Path) -> bool:
     try:
         if agent_running(directory):
             return False
-        source_root = str(Path(rltrack.__file__).resolve().parents[1])  # the agent imports this rltrack, installed or not
+        source_root = str(Path(__file__).resolve().parents[1])  # the agent imports this rltrack, installed or not
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))}
         with open(directory / LOG, "ab") as log:
             child = subprocess.Popen(

@@ -2,9 +2,10 @@
 
 Names follow DI-engine/LightZero (`collector/reward_mean`,
 `evaluator/reward_mean`, `learner/total_loss_avg`, ...), so an SB3 run and an
-RLlib run land on one chart. Each adapter module owns its own mapping
-`CANONICAL: dict[native flat key, canonical flat key]`; `vocabulary()` gathers
-them into the table the README shows.
+RLlib run land on one chart. Each framework's knowledge module
+(rltrack.frameworks.<framework>) owns its own mapping `CANONICAL: dict[native
+flat key, canonical flat key]`; `vocabulary()` gathers them into the table the
+README shows.
 
 `run.names` in the config chooses what is sent: "both" (default: the native key
 and its canonical twin), "canonical" (the canonical name replaces the native
@@ -13,16 +14,18 @@ one) or "native" (no canonical names).
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Mapping
+
+from rltrack.frameworks import acme, sb3, spinup, tune
 
 NAME_MODES = ("both", "canonical", "native")
 
-ADAPTER_MODULES = {
-    "sb3": "rltrack.adapters.sb3",
-    "rllib": "rltrack.adapters.tune",
-    "acme": "rltrack.adapters.acme",
-    "spinup": "rltrack.adapters.spinup",
+#: framework -> its native flat key -> canonical flat key.
+FRAMEWORK_VOCABULARIES: dict[str, Mapping[str, str]] = {
+    "sb3": sb3.CANONICAL,
+    "rllib": tune.CANONICAL,
+    "acme": acme.CANONICAL,
+    "spinup": spinup.CANONICAL,
 }
 
 
@@ -41,13 +44,9 @@ def with_canonical_names(flat: Mapping[str, Any], mapping: Mapping[str, str], mo
 
 
 def vocabulary() -> dict[str, dict[str, list[str]]]:
-    """canonical name -> {framework: [native keys]}, from every adapter's mapping."""
+    """canonical name -> {framework: [native keys]}, from every framework's mapping."""
     table: dict[str, dict[str, list[str]]] = {}
-    for framework, module in ADAPTER_MODULES.items():
-        try:
-            mapping = importlib.import_module(module).CANONICAL
-        except (ImportError, AttributeError):  # adapter not written yet
-            continue
+    for framework, mapping in FRAMEWORK_VOCABULARIES.items():
         for native, canonical in mapping.items():
             table.setdefault(canonical, {}).setdefault(framework, []).append(native)
     return dict(sorted(table.items()))

@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rltrack import __version__
 from rltrack.backends.tables import format_table
 from rltrack.config import ConfigError
 from rltrack.events import NUMERIC_KINDS
@@ -30,6 +29,7 @@ from rltrack.journal import read_journal
 from rltrack.report import Report
 from rltrack.sync import SyncError
 from rltrack.sync import sync as sync_run
+from rltrack.version import __version__
 
 
 def show(run_dir: Path) -> int:
@@ -144,7 +144,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     plot_cmd.add_argument("--size", default="960x600", metavar="WxH", help="image size in pixels (default 960x600)")
     plot_cmd.add_argument("-o", "--output", type=Path, required=True, help="the PNG file to write")
     plot_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
-    plot_cmd.set_defaults(handler=figure_command("rltrack.runs.plot", "plot_command"))
+    plot_cmd.set_defaults(handler=figure_command("rltrack.runs.plot_command", "plot_command"))
     report_cmd = commands.add_parser(
         "report", help="one run as a self-contained HTML page: config, summary, plots per metric group, timings, checkpoints"
     )
@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     import_cmd.add_argument("format", choices=["neptune"], help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders")
     import_cmd.add_argument("path", type=Path)
     import_cmd.add_argument("--root", type=Path, default=Path("runs"), help="where to create the run directories (default: runs)")
-    from rltrack.runs.cli import add_commands as add_runs_commands, dash_values
+    from rltrack.runs.cli import add_commands as add_runs_commands
+    from rltrack.runs.cli import dash_values
 
     add_runs_commands(commands)  # runs ls/show/rm/archive/index, export: each sets a handler
     add_figure_commands(commands)  # plot, report

@@ -34,6 +34,7 @@ from rltrack.backends.base import Backend, RunContext
 from rltrack.events import Event
 from rltrack.redact import Redactor
 from rltrack.values import flatten, literal
+from rltrack.version import __version__
 
 _UNSAFE = re.compile(r"[^\w.\-]+")  # \w keeps letters of every script: "倒立摆_ppo" stays readable
 #: Bytes of a run name, leaving room for the "_yymmdd_HHMMSS_N" suffix in the
@@ -80,8 +81,6 @@ class RunFiles(Backend):
         self._backends = backends
 
     def open(self, run: RunContext) -> None:
-        from rltrack import __version__
-
         super().open(run)
         (run.run_dir / "ckpt").mkdir(exist_ok=True)
         now = time.time()

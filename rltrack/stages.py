@@ -5,7 +5,9 @@ collection, the evaluator after an evaluation (preceded by one `[INFO]` line
 per finished episode), the learner per dump interval (its model printed once
 before), the replay buffer's sampling and throughput tables. Every adapter
 computes those blocks from raw per-episode data here, the same way, and sends
-them with `emit_block`, so the names and the arithmetic are written once.
+them with `emit_block` (rltrack.adapters.blocks), so the names and the
+arithmetic are written once. This module is data and pure functions: it
+knows nothing of a Logger.
 
 Values a stage cannot provide are absent, never invented: no finished episode
 means no `reward_*`, `each_reward` or per-episode averages; no known train
@@ -38,15 +40,11 @@ from __future__ import annotations
 
 import math
 import time
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rltrack.events import Event
-
-if TYPE_CHECKING:
-    from rltrack.pipeline import Logger
 
 STEP_AXIS = "env_steps"
 ITER_AXIS = "train_iter"
@@ -299,44 +297,6 @@ class BufferThroughput:
         return block
 
 
-#: Loggers that have printed a learner model already (the print happens once per logger).
-_MODEL_PRINTED: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def emit_block(
-    logger: Logger,
-    namespace: str,
-    block: Mapping[str, Any],
-    steps: Mapping[str, int],
-    *,
-    source: str = "api",
-    preaggregated: bool = False,
-    info_lines: Sequence[str] = (),
-    model: Any = None,
-    dump: bool = True,
-) -> None:
-    """Sends one stage's block (see the module docstring for how its values
-    travel) and ends it with `Logger.dump(steps)`. Before the block:
-    `info_lines` (the evaluator's episode lines) as one `INFO_KEY` text event,
-    and `str(model)` as the `MODEL_KEY` text event the first time a model is
-    given to this logger. Non-numeric, non-list, non-string values are left
-    to the logger's normaliser, which converts or drops and counts them.
-    `dump=False` leaves the `Logger.dump(steps)` to the caller: an adapter
-    that sends a whole row (other namespaces, other blocks) at the same steps
-    dumps once, so progress.csv gets one row for it."""
-    model_text = None
-    if model is not None and logger not in _MODEL_PRINTED:
-        _MODEL_PRINTED.add(logger)
-        model_text = str(model)
-    events = block_events(
-        namespace, block, steps, time.time(), logger.name, source=source, preaggregated=preaggregated, info_lines=info_lines, model_text=model_text
-    )
-    for event in events:
-        logger.emit(event)
-    if dump:
-        logger.dump(steps)
-
-
 def block_events(
     namespace: str,
     block: Mapping[str, Any],
@@ -349,7 +309,7 @@ def block_events(
     info_lines: Sequence[str] = (),
     model_text: str | None = None,
 ) -> list[Event]:
-    """The events of one stage's block, as `emit_block` sends them, without
+    """The events of one stage's block, as `emit_block` (rltrack.adapters.blocks) sends them, without
     sending them: an adapter's build function returns these from the pipeline
     thread (`Logger.emit_deferred`), with `now` taken on the calling thread.
     `model_text` is the model's print, if it is to be sent with this block."""

@@ -30,6 +30,7 @@ from stage_reader import Block, read_blocks, read_info_lines, read_tfevents
 
 import rltrack
 from rltrack import stages
+from rltrack.adapters.blocks import emit_block
 
 pytest.importorskip("tensorboard")
 
@@ -94,7 +95,8 @@ def test_runs_ls_indexes_the_di_engine_directory_with_its_config_and_metrics(roo
     ],
 )
 def test_plot_draws_the_values_of_the_tensorboard_file(root: Path, tmp_path: Path, metric: str, axis: str, tag: str) -> None:
-    from rltrack.runs.plot import plot_runs, select_runs
+    from rltrack.runs.plot import plot_runs
+    from rltrack.runs.plot_command import select_runs
 
     points = sorted(read_tfevents(FIXTURE / "log" / "serial")[tag].items())
     runs, unmatched = select_runs(["cartpole_dqn_seed0"], root)
@@ -111,7 +113,8 @@ def test_plot_draws_the_values_of_the_tensorboard_file(root: Path, tmp_path: Pat
 
 
 def test_plotted_evaluations_equal_the_evaluator_text_log(root: Path) -> None:
-    from rltrack.runs.plot import plot_runs, select_runs
+    from rltrack.runs.plot import plot_runs
+    from rltrack.runs.plot_command import select_runs
 
     tables = read_blocks(FIXTURE / "log" / "evaluator" / "evaluator_logger.txt")
     runs, _ = select_runs(["cartpole_dqn_seed0"], root)
@@ -162,7 +165,7 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     }
     logger = rltrack.make_logger(config)
     for _, namespace, values, steps, lines in sorted(records, key=lambda r: r[0]):  # DI-engine's order: evaluate, collect, train
-        stages.emit_block(logger, namespace, values, steps, info_lines=lines)
+        emit_block(logger, namespace, values, steps, info_lines=lines)
     logger.close(timeout=None)
     return logger.run_dir
 

@@ -449,6 +449,7 @@ def test_stage_blocks_read_back_equal_the_tfevents_on_both_axes(tmp_path: Path) 
     returns as DI-engine's eval_episode_return(_mean); ckpt_name the file name;
     [INFO] lines per episode; the learner's iteration line and model once."""
     from rltrack import stages
+    from rltrack.adapters.blocks import emit_block
     from stage_reader import read_blocks, read_info_lines, read_tfevents
 
     rng = np.random.default_rng(3)
@@ -462,12 +463,12 @@ def test_stage_blocks_read_back_equal_the_tfevents_on_both_axes(tmp_path: Path) 
         env_steps += 128
         steps = {"env_steps": env_steps, "train_iter": it}
         block = collector.stage(episode_rewards=rewards, episode_lengths=lengths, envstep_count=128, duration=0.1 * it)
-        stages.emit_block(logger, "collector", block, steps)
+        emit_block(logger, "collector", block, steps)
         learner = {"cur_lr_avg": 1e-3 / it, "total_loss_avg": float(rng.normal()), "tiny_avg": 3e-7 * it}
-        stages.emit_block(logger, "learner", learner, steps, model=torch.nn.Linear(4, 2))
+        emit_block(logger, "learner", learner, steps, model=torch.nn.Linear(4, 2))
         ckpt = logger.log_checkpoint({"it": it}, iteration=it, metric=float(np.mean(rewards)))
         evaluation = stages.evaluator_block(episode_rewards=rewards, episode_lengths=lengths, duration=0.5, train_iter=it, ckpt_name=ckpt)
-        stages.emit_block(logger, "evaluator", evaluation, steps, info_lines=stages.evaluator_info_lines(rewards))
+        emit_block(logger, "evaluator", evaluation, steps, info_lines=stages.evaluator_info_lines(rewards))
         for namespace, values in (("collector", block), ("learner", learner), ("evaluator", evaluation)):
             sent[namespace].append({"steps": steps, "values": values})
     logger.close()

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import rltrack
 from rltrack import stages
+from rltrack.adapters.blocks import emit_block
 
 REWARDS = [12.0, 30.5, 9.0, 44.25]
 LENGTHS = [12, 31, 9, 45]
@@ -134,8 +135,8 @@ def test_emit_block_sends_numbers_list_and_text_as_one_record(tmp_path: Path) ->
                                    ckpt_name="ckpt/iteration_3.pth.tar")
     steps = {"env_steps": 500, "train_iter": 3}
     lines = stages.evaluator_info_lines(REWARDS)
-    stages.emit_block(logger, "evaluator", block, steps, source="sb3", info_lines=lines, model="Net(\n  (fc): Linear)")
-    stages.emit_block(logger, "evaluator", block, steps, model="printed once only")
+    emit_block(logger, "evaluator", block, steps, source="sb3", info_lines=lines, model="Net(\n  (fc): Linear)")
+    emit_block(logger, "evaluator", block, steps, model="printed once only")
     logger.close()
     events = [e for e in rltrack.read_journal(logger.run_dir) if e.namespace == "evaluator"]
     kinds = [(e.kind, sorted(e.data)) for e in events]

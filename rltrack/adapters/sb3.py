@@ -83,8 +83,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from rltrack import stages
+from rltrack.adapters.blocks import emit_block
 from rltrack.canonical import with_canonical_names
 from rltrack.events import Event
+from rltrack.frameworks.sb3 import (
+    ALGORITHM_DUMP_KEY,
+    CANONICAL,
+    NAMESPACES,
+    NOT_LEARNER_VALUES,
+    SB3_FORMATS,
+    TRAIN_ITER_KEYS,
+)
 from rltrack.optional import require
 from rltrack.rundir import safe_filename
 
@@ -97,46 +106,6 @@ if TYPE_CHECKING:
 
 #: The name this writer answers to in SB3's `exclude=` arguments.
 FORMAT_NAME = "rltrack"
-
-#: SB3's own output format names; a key excluded from all of them is not sent either.
-SB3_FORMATS = frozenset({"stdout", "log", "json", "csv", "tensorboard"})
-
-#: SB3 key prefix -> rltrack namespace.
-NAMESPACES = {"rollout": "collector", "eval": "evaluator", "train": "learner", "time": "time"}
-
-#: SB3 native flat key -> canonical (DI-engine/LightZero) flat key.
-CANONICAL: dict[str, str] = {
-    "rollout/ep_rew_mean": "collector/reward_mean",
-    "rollout/ep_len_mean": "collector/avg_envstep_per_episode",
-    "time/total_timesteps": "collector/total_envstep_count",
-    "time/episodes": "collector/episode_count",
-    "time/fps": "collector/avg_envstep_per_sec",
-    "eval/mean_reward": "evaluator/reward_mean",
-    "eval/mean_ep_length": "evaluator/avg_envstep_per_episode",
-    "train/loss": "learner/total_loss_avg",
-    "train/policy_gradient_loss": "learner/policy_loss_avg",  # PPO
-    "train/policy_loss": "learner/policy_loss_avg",  # A2C
-    "train/actor_loss": "learner/policy_loss_avg",  # SAC, TD3, DDPG
-    "train/value_loss": "learner/value_loss_avg",
-    "train/critic_loss": "learner/critic_loss_avg",
-    "train/entropy_loss": "learner/entropy_loss_avg",
-    "train/learning_rate": "learner/cur_lr_avg",
-    "train/approx_kl": "learner/approx_kl_avg",
-    "train/clip_fraction": "learner/clipfrac_avg",
-    "train/explained_variance": "learner/explained_variance_avg",
-    "train/ent_coef": "learner/alpha_avg",  # SAC's entropy temperature
-    "train/ent_coef_loss": "learner/alpha_loss_avg",
-}
-
-#: Keys whose value is the `train_iter` step axis, in order of preference.
-TRAIN_ITER_KEYS = ("time/iterations", "train/n_updates")
-
-#: A key every dump of the algorithm itself has and EvalCallback's dump has not:
-#: such a dump ends a collection stage.
-ALGORITHM_DUMP_KEY = "time/fps"
-
-#: SB3 `train/` keys that are counters or settings, not values averaged in the learner block.
-_NOT_LEARNER_VALUES = frozenset({"train/n_updates", "train/clip_range", "train/clip_range_vf"})
 
 _PLAIN = frozenset({float, int, str, bool, type(None)})
 
@@ -594,7 +563,7 @@ class _StageRecorder:
         values = {}
         for key, value in self.model.logger.name_to_value.items():
             number = _number(value)
-            if key.startswith("train/") and key not in _NOT_LEARNER_VALUES and number is not None:
+            if key.startswith("train/") and key not in NOT_LEARNER_VALUES and number is not None:
                 canonical = CANONICAL.get(key)
                 values[canonical.split("/", 1)[1].removesuffix("_avg") if canonical else key[len("train/"):]] = number
         self.learner.add(values)
@@ -608,7 +577,7 @@ class _StageRecorder:
         self.buffer_pos, self.buffer_size, self.buffer_updates = pos, size, updates
         block = throughput.take(size)
         if block is not None:
-            stages.emit_block(self.logger, "buffer", block, self.steps(), source="sb3")
+            emit_block(self.logger, "buffer", block, self.steps(), source="sb3")
 
     def emit_stage(self, steps: dict[str, int]) -> None:
         """The collector block (and the learner block, if `train()` ran) of the
@@ -620,9 +589,9 @@ class _StageRecorder:
         block = self.collector.stage(
             episode_rewards=self.rewards, episode_lengths=self.lengths, envstep_count=envsteps, train_sample_count=envsteps, duration=collect_time
         )
-        stages.emit_block(self.logger, "collector", block, steps, source="sb3", dump=False)
+        emit_block(self.logger, "collector", block, steps, source="sb3", dump=False)
         if self.learner:
-            stages.emit_block(self.logger, "learner", self.learner.take(), steps, source="sb3", model=self.model.policy, dump=False)
+            emit_block(self.logger, "learner", self.learner.take(), steps, source="sb3", model=self.model.policy, dump=False)
         self.rewards, self.lengths = [], []
         self.stage_start = self.model.num_timesteps
         self.collect_time = 0.0
@@ -634,7 +603,7 @@ class _StageRecorder:
         block = stages.evaluator_block(
             episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=steps.get("train_iter"), ckpt_name=ckpt_name
         )
-        stages.emit_block(self.logger, "evaluator", block, steps, source="sb3", info_lines=stages.evaluator_info_lines(rewards, env_ids))
+        emit_block(self.logger, "evaluator", block, steps, source="sb3", info_lines=stages.evaluator_info_lines(rewards, env_ids))
 
 
 #: The stage recorder of each rltrack logger (shared by the RLTrackCallbacks writing to it).

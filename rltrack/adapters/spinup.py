@@ -100,6 +100,14 @@ import numpy as np
 from rltrack.atomic_file import write_atomic
 from rltrack.canonical import with_canonical_names
 from rltrack.events import DEFAULT_STEP_AXIS, Event
+from rltrack.frameworks.spinup import (
+    CANONICAL,
+    EPISODE_KEYS,
+    LEARNER_LOSSES,
+    SOURCE,
+    STEP_COLUMNS,
+    namespace_of,
+)
 from rltrack.pipeline import Logger, exit_status
 from rltrack.stages import (
     CollectorStats,
@@ -108,49 +116,6 @@ from rltrack.stages import (
     evaluator_block,
     evaluator_info_lines,
 )
-
-SOURCE = "spinup"
-
-#: SpinningUp column -> step axis. The first axis present in a row is the primary one.
-STEP_COLUMNS: dict[str, str] = {"TotalEnvInteracts": "env_steps", "Epoch": "epoch"}
-
-_STAT_PREFIXES = ("Average", "Std", "Max", "Min")
-
-#: Stored learner keys -> their learner-block name (sent as `<name>_avg`).
-LEARNER_LOSSES: dict[str, str] = {
-    "LossPi": "policy_loss",
-    "LossV": "value_loss",
-    "LossQ": "critic_loss",
-    "KL": "approx_kl",
-    "ClipFrac": "clipfrac",
-    "Entropy": "entropy",  # the (positive) policy entropy, as RLlib's `entropy` maps
-}
-#: Stored keys whose raw values of the epoch feed the stage blocks.
-_EPISODE_KEYS = ("EpRet", "EpLen", "TestEpRet", "TestEpLen")
-
-
-def _canonical_table() -> dict[str, str]:
-    table: dict[str, str] = {}
-    groups = (
-        ("collector", "EpRet", "reward"),
-        ("evaluator", "TestEpRet", "reward"),
-    )
-    for namespace, key, name in groups:
-        table[f"{namespace}/{key}"] = f"{namespace}/{name}_mean"  # log_tabular(key, average_only=True)
-        for prefix, stat in zip(_STAT_PREFIXES, ("mean", "std", "max", "min")):
-            table[f"{namespace}/{prefix}{key}"] = f"{namespace}/{name}_{stat}"
-    for namespace, key in (("collector", "EpLen"), ("evaluator", "TestEpLen")):
-        table[f"{namespace}/{key}"] = f"{namespace}/avg_envstep_per_episode"
-        table[f"{namespace}/Average{key}"] = f"{namespace}/avg_envstep_per_episode"
-    for key, name in LEARNER_LOSSES.items():
-        table[f"learner/{key}"] = f"learner/{name}_avg"  # average_only=True, as SpinningUp's algorithms log them
-        table[f"learner/Average{key}"] = f"learner/{name}_avg"
-    return table
-
-
-#: native flat key (`<namespace>/<SpinningUp column>`) -> canonical flat key (DI-engine vocabulary).
-#: `Epoch` and `TotalEnvInteracts` are step axes (`epoch`, `env_steps`), not metrics.
-CANONICAL: dict[str, str] = _canonical_table()
 
 _COLORS = dict(gray=30, red=31, green=32, yellow=33, blue=34, magenta=35, cyan=36, white=37, crimson=38)
 
@@ -296,7 +261,7 @@ class EpochLogger:
             self._warned_empty.add(key)
             print(f"rltrack EpochLogger: nothing was stored under {key!r} this epoch; logging NaN for it", file=sys.stderr)
         vals = np.concatenate(v) if v and isinstance(v[0], np.ndarray) and len(v[0].shape) > 0 else v
-        if key in _EPISODE_KEYS or key in LEARNER_LOSSES:
+        if key in EPISODE_KEYS or key in LEARNER_LOSSES:
             self._stage_values[key] = np.asarray(vals, dtype=np.float64).ravel().tolist()
         stats = epoch_statistics(vals, with_min_and_max=with_min_and_max)
         self._set(key if average_only else "Average" + key, stats[0], key, True)
@@ -511,7 +476,7 @@ class EpochLogger:
         `source` is the stored key the column came from."""
         if column in STEP_COLUMNS:
             return None, ()
-        namespace = _namespace(source)
+        namespace = namespace_of(source)
         named = with_canonical_names({f"{namespace}/{column}": None}, CANONICAL, self._names)
         return (namespace, statistic), tuple(flat.partition("/")[2] for flat in named)
 
@@ -519,16 +484,6 @@ class EpochLogger:
 def _lengths(returns: list[float], lengths: list[float] | None) -> list[float] | None:
     """The episode lengths stored beside `returns`, when there is one per episode."""
     return lengths if lengths is not None and len(lengths) == len(returns) else None
-
-
-def _namespace(key: str) -> str:
-    if key in ("EpRet", "EpLen"):
-        return "collector"
-    if key.startswith("TestEp"):
-        return "evaluator"
-    if key == "Time":
-        return "time"
-    return "learner"
 
 
 def _names_mode(logger: Any) -> str:

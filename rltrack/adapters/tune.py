@@ -135,6 +135,20 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from rltrack.canonical import NAME_MODES
 from rltrack.events import Event
+from rltrack.frameworks.tune import (
+    CANONICAL,
+    DEFAULT_MODULE,
+    ENV_STEP_KEYS,
+    HPARAMS_KEY,
+    ITERATION_KEY,
+    LEARNER_TAILS,
+    RUN_INFO_KEYS,
+    SOURCE_RLLIB,
+    SOURCE_TUNE,
+    TIMING_KEYS,
+    canonical_name,
+    is_rllib_result,
+)
 from rltrack.stages import (
     BLOCK_KEYS,
     CollectorStats,
@@ -145,76 +159,6 @@ from rltrack.stages import (
 
 if TYPE_CHECKING:
     from rltrack.pipeline import Logger
-
-SOURCE_RLLIB = "rllib"
-SOURCE_TUNE = "tune"
-
-#: native flat key of RLlib's new API stack -> canonical flat key (DI-engine vocabulary).
-#: Learner keys are given for the default module; other modules follow the same
-#: table under `learner/<module>/` (see `canonical_name`).
-CANONICAL: dict[str, str] = {
-    "env_runners/episode_return_mean": "collector/reward_mean",
-    "env_runners/episode_return_max": "collector/reward_max",
-    "env_runners/episode_return_min": "collector/reward_min",
-    "env_runners/episode_len_mean": "collector/avg_envstep_per_episode",
-    "env_runners/num_episodes": "collector/episode_count",
-    "env_runners/num_env_steps_sampled": "collector/envstep_count",
-    "env_runners/num_episodes_lifetime": "collector/total_episode_count",
-    "env_runners/num_env_steps_sampled_lifetime": "collector/total_envstep_count",
-    "evaluation/env_runners/episode_return_mean": "evaluator/reward_mean",
-    "evaluation/env_runners/episode_return_max": "evaluator/reward_max",
-    "evaluation/env_runners/episode_return_min": "evaluator/reward_min",
-    "evaluation/env_runners/episode_len_mean": "evaluator/avg_envstep_per_episode",
-    "evaluation/env_runners/num_episodes": "evaluator/episode_count",
-    "evaluation/env_runners/num_env_steps_sampled": "evaluator/envstep_count",
-    "learners/default_policy/total_loss": "learner/total_loss_avg",
-    "learners/default_policy/policy_loss": "learner/policy_loss_avg",
-    "learners/default_policy/vf_loss": "learner/value_loss_avg",
-    "learners/default_policy/qf_loss": "learner/critic_loss_avg",  # DQN, SAC
-    "learners/default_policy/entropy": "learner/entropy_avg",
-    "learners/default_policy/mean_kl_loss": "learner/approx_kl_avg",  # PPO
-    "learners/default_policy/default_optimizer_learning_rate": "learner/cur_lr_avg",
-}
-
-_DEFAULT_MODULE = "default_policy"
-_LEARNER_TAILS = {
-    native[len(f"learners/{_DEFAULT_MODULE}/") :]: canonical[len("learner/") :]
-    for native, canonical in CANONICAL.items()
-    if native.startswith(f"learners/{_DEFAULT_MODULE}/")
-}
-
-#: Tune's (and RLlib's) bookkeeping: run metadata (meta.json "info"), not metrics.
-RUN_INFO_KEYS = frozenset(
-    {
-        "trial_id",
-        "experiment_id",
-        "experiment_tag",
-        "hostname",
-        "node_ip",
-        "pid",
-        "date",
-        "timestamp",
-        "done",
-        "should_checkpoint",
-        "checkpoint_dir_name",
-        "iterations_since_restore",
-        "timesteps_since_restore",
-        "__duplicate__",
-        "__trial_info__",
-    }
-)
-
-#: Tune's own durations (seconds): `timing` events.
-TIMING_KEYS = frozenset({"time_this_iter_s", "time_total_s", "time_since_restore"})
-
-#: The train_iter axis.
-ITERATION_KEY = "training_iteration"
-
-#: Candidates for the env_steps axis, first present wins (flat keys).
-ENV_STEP_KEYS = ("env_runners/num_env_steps_sampled_lifetime", "num_env_steps_sampled_lifetime", "timesteps_total")
-
-_HPARAMS_KEY = "config"
-
 
 #: Where `record_episodes` puts each finished episode, inside RLlib's `env_runners` metrics.
 EPISODE_SERIES = ("rltrack", "episode_return", "episode_length")
@@ -234,25 +178,6 @@ def record_episodes(*, episode: Any, metrics_logger: Any, **kwargs: Any) -> None
     folder, returns, lengths = EPISODE_SERIES
     metrics_logger.log_value((folder, returns), float(sum(c.get_return() for c in chunks)), reduce="item_series")
     metrics_logger.log_value((folder, lengths), int(length), reduce="item_series")
-
-
-def canonical_name(native: str) -> str | None:
-    """The canonical flat name of an RLlib flat key, or None."""
-    canonical = CANONICAL.get(native)
-    if canonical is not None:
-        return canonical
-    if native.startswith("learners/"):
-        parts = native.split("/")
-        if len(parts) == 3 and parts[1] not in (_DEFAULT_MODULE, "__all_modules__"):
-            tail = _LEARNER_TAILS.get(parts[2])
-            if tail is not None:
-                return f"learner/{parts[1]}/{tail}"
-    return None
-
-
-def is_rllib_result(result: Mapping[str, Any]) -> bool:
-    """True for a result of RLlib's new API stack (it has `env_runners` or `learners`)."""
-    return "env_runners" in result or "learners" in result
 
 
 # ---- the calling thread's part -----------------------------------------------
@@ -290,9 +215,9 @@ def _split(result: Mapping[str, Any], known: dict[str, Any]) -> tuple[dict[str, 
                 del metrics[key]
                 if known.get(key, _MISSING) != value:
                     info[key] = known[key] = value
-    hparams = metrics.get(_HPARAMS_KEY)
+    hparams = metrics.get(HPARAMS_KEY)
     if hparams is not None and _is_mapping(hparams):
-        del metrics[_HPARAMS_KEY]
+        del metrics[HPARAMS_KEY]
     else:
         hparams = None
     return metrics, info, hparams
@@ -538,8 +463,8 @@ def _learner_block(learners: Any) -> dict[str, Any]:
     for module, values in learners.items():
         if module == "__all_modules__" or not _is_mapping(values):
             continue
-        prefix = "" if module == _DEFAULT_MODULE else f"{module}/"
-        for tail, name in _LEARNER_TAILS.items():
+        prefix = "" if module == DEFAULT_MODULE else f"{module}/"
+        for tail, name in LEARNER_TAILS.items():
             if tail in values:
                 block[f"{prefix}{name}"] = values[tail]
     return dict(sorted(block.items(), key=lambda item: (not item[0].endswith("cur_lr_avg"), not item[0].endswith("total_loss_avg"))))

@@ -56,6 +56,7 @@ from typing import Any, Sequence
 
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
+from rltrack.backends.neptune_queue import operations
 from rltrack.backends.remote import RemoteBackend, check_names, check_tags
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
@@ -158,8 +159,6 @@ class NeptuneBackend(RemoteBackend):
 
     def _resume_from(self, folders: list[Path]) -> None:
         """Every series' last point in the folders of earlier sessions."""
-        from rltrack.importers.neptune import operations
-
         for folder in folders:
             if not folder.is_dir():
                 continue

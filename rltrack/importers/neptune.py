@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from rltrack.backends.neptune_queue import operations
 from rltrack.config import make_logger
 from rltrack.events import Event
 from rltrack.pipeline import Logger
@@ -119,24 +120,6 @@ def find_containers(path: Path) -> list[Container]:
     for container in containers.values():
         container.folders.sort(key=_first_time)
     return list(containers.values())
-
-
-def operations(folder: Path, report: Any = None) -> Iterator[tuple[dict[str, Any], float]]:
-    """(operation, time queued) of one folder, in version order. A line that
-    is not JSON (a torn write) is skipped, and counted when `report` is given."""
-    for log in sorted(folder.glob("data-*.log"), key=_first_version):
-        with log.open(encoding="utf-8") as f:
-            for line in f:
-                if not line.strip():
-                    continue
-                try:
-                    entry = json.loads(line, strict=False)
-                    op, at = entry["obj"], float(entry.get("at") or 0.0)
-                except (ValueError, KeyError, TypeError):
-                    if report is not None:
-                        report.count("dropped", "unreadable line in a Neptune data file", section=SECTION)
-                    continue
-                yield op, at
 
 
 # ---- one container --------------------------------------------------------
@@ -307,8 +290,13 @@ class _Replay:
 
 
 def _all_operations(container: Container, report: Any = None) -> Iterator[tuple[Path, dict[str, Any], float]]:
+    """Every operation of the container's folders; an unreadable line (a torn write) is counted when `report` is given."""
+
+    def unreadable() -> None:
+        report.count("dropped", "unreadable line in a Neptune data file", section=SECTION)
+
     for folder in container.folders:
-        for op, at in operations(folder, report):
+        for op, at in operations(folder, unreadable if report is not None else None):
             yield folder, op, at
 
 
@@ -330,13 +318,6 @@ def _identify(folder: Path) -> tuple[str, str, str]:
 def _split(path: FieldPath) -> tuple[str, str]:
     """Neptune path -> (namespace, key): `["collector", "reward"]` -> ("collector", "reward")."""
     return (path[0], "/".join(path[1:])) if len(path) > 1 else ("", path[0])
-
-
-def _first_version(log: Path) -> int:
-    try:
-        return int(log.stem.split("-", 1)[1])
-    except (IndexError, ValueError):
-        return 0
 
 
 def _first_time(folder: Path) -> float:

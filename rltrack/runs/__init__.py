@@ -11,8 +11,8 @@ queries read (rltrack.runs.query). Nothing here imports pandas, matplotlib or
 pyarrow until a function that needs them is called.
 """
 
-from rltrack.runs.index import rebuild, refresh, resolve, update_run
+from rltrack.runs.index import load, rebuild, refresh, resolve, update_run
 from rltrack.runs.query import QueryError, query
-from rltrack.runs.run import Run, load, open_run
+from rltrack.runs.run import Run, open_run
 
 __all__ = ["QueryError", "Run", "load", "open_run", "query", "rebuild", "refresh", "resolve", "update_run"]

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rltrack.runs.readers import RunFormat, find_runs, format_of
-from rltrack.runs.run import MAIN_METRICS, Run
+from rltrack.runs.run import MAIN_METRICS, Run, open_run
 
 INDEX_NAME = "rltrack_index.db"
 ARCHIVE_DIR = "archive"
@@ -263,6 +263,11 @@ def resolve(root: str | Path, id_or_path: str | Path) -> Path:
             f"list the ids with `rltrack runs ls --root {root}`"
         )
     raise LookupError(f"{text!r} is the beginning of several run ids under {root}; give more of the id (see `rltrack runs ls --root {root}`)")
+
+
+def load(path_or_id: str | Path, root: str | Path | None = None) -> Run:
+    """A run directory, or a run id (or its unique beginning) looked up in the index under `root` (default ./runs)."""
+    return open_run(resolve(Path(root) if root is not None else Path("runs"), path_or_id))
 
 
 def _id_matches(db: sqlite3.Connection, text: str) -> list[tuple[str]]:

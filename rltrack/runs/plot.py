@@ -26,23 +26,19 @@ session (a notebook still shows them). numpy and matplotlib come with the
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
+    import pandas as pd
     from matplotlib.figure import Figure
-
-    from rltrack.runs import Run
 
 #: Confidence of the band around each group's mean.
 CONFIDENCE = 0.95
@@ -57,6 +53,29 @@ SEED_NAME = re.compile(r"(^|[_./])seed$", re.IGNORECASE)
 RUN_ATTRIBUTES = ("source", "task", "host")
 #: Subplots per row in a single run's metrics figure.
 COLUMNS = 3
+
+
+class PlottedRun(Protocol):
+    """What the figures read of a run: rltrack.runs.run.Run has it. A protocol,
+    so that `Run.plot_metrics()` can call this module without the two modules
+    importing each other."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def task(self) -> str: ...
+    @property
+    def host(self) -> str: ...
+    @property
+    def hparams(self) -> dict[str, Any]: ...
+    @property
+    def metrics(self) -> dict[str, list[tuple[int, float]]]: ...
+    @property
+    def timelog(self) -> dict[str, list[float]]: ...
+    @property
+    def df(self) -> pd.DataFrame: ...
 
 
 class PlotError(ValueError):
@@ -180,7 +199,7 @@ class CrossRunPlot:
         self.figure.savefig(path, format="png", dpi=DPI)
 
 
-def run_series(run: Run, metric: str, x_axis: str | None) -> tuple[list[float], list[float]]:
+def run_series(run: PlottedRun, metric: str, x_axis: str | None) -> tuple[list[float], list[float]]:
     """The metric's (x values, values): on the primary step axis, or against `x_axis`
     (a step axis column of `run.df`, or `time` for seconds since the run's first record)."""
     if x_axis is None:
@@ -199,7 +218,7 @@ def run_series(run: Run, metric: str, x_axis: str | None) -> tuple[list[float], 
     return list(rows[x_axis]), list(rows["value"])
 
 
-def group_value(run: Run, key: str) -> Any:
+def group_value(run: PlottedRun, key: str) -> Any:
     """A run's value for a grouping key: a hyperparameter, or `source`/`task`/`host`."""
     if key in run.hparams:
         return run.hparams[key]
@@ -208,7 +227,7 @@ def group_value(run: Run, key: str) -> Any:
     return None
 
 
-def default_group_keys(runs: Sequence[Run]) -> list[str]:
+def default_group_keys(runs: Sequence[PlottedRun]) -> list[str]:
     """The hyperparameters (and `source`) whose values differ between runs, seeds left out."""
     names = sorted({name for run in runs for name in run.hparams} | {"source"})
     keys = []
@@ -220,7 +239,7 @@ def default_group_keys(runs: Sequence[Run]) -> list[str]:
     return keys
 
 
-def group_values(run: Run, keys: Sequence[str]) -> tuple[str, ...]:
+def group_values(run: PlottedRun, keys: Sequence[str]) -> tuple[str, ...]:
     """The run's grouping values as text, `?` where it has none."""
     return tuple("?" if (value := group_value(run, key)) is None else str(value) for key in keys)
 
@@ -230,7 +249,7 @@ def group_label(keys: Sequence[str], values: Sequence[str]) -> str:
 
 
 def plot_runs(
-    runs: Sequence[Run],
+    runs: Sequence[PlottedRun],
     metric: str,
     *,
     x_axis: str | None = None,
@@ -247,7 +266,7 @@ def plot_runs(
     if smooth < 1:
         raise PlotError(f"smoothing window must be a number of points >= 1, got {smooth}; use --smooth 1 for none")
     keys = list(group_by) if group_by else default_group_keys(runs)
-    groups: dict[tuple[str, ...], list[tuple[Run, tuple[np.ndarray, np.ndarray]]]] = {}
+    groups: dict[tuple[str, ...], list[tuple[PlottedRun, tuple[np.ndarray, np.ndarray]]]] = {}
     skipped: dict[str, str] = {}
     for run in runs:
         x, y = clean_series(*run_series(run, metric, x_axis), smooth=smooth)
@@ -264,7 +283,7 @@ def plot_runs(
     return CrossRunPlot(draw_curves(curves, metric, x_axis or "step", size), curves, skipped)
 
 
-def _missing_metric_message(runs: Sequence[Run], metric: str, x_axis: str | None) -> str:
+def _missing_metric_message(runs: Sequence[PlottedRun], metric: str, x_axis: str | None) -> str:
     available = Counter(key for run in runs for key in run.metrics)
     near = [key for key, _ in available.most_common() if key.rsplit("/", 1)[-1] in metric or metric in key][:8]
     shown = near or [key for key, _ in available.most_common(12)]
@@ -296,7 +315,7 @@ def draw_curves(curves: Sequence[GroupCurve], metric: str, x_label: str, size: t
     return figure
 
 
-def plot_metrics(run: Run, keys: Sequence[str] | None = None) -> Figure:
+def plot_metrics(run: PlottedRun, keys: Sequence[str] | None = None) -> Figure:
     """One subplot per metric key (default: all of the run's metrics), against the primary step axis."""
     chosen = list(keys) if keys is not None else sorted(run.metrics)
     rows = max(1, math.ceil(len(chosen) / COLUMNS))
@@ -340,7 +359,7 @@ def stage_times(timelog: Mapping[str, Sequence[float]]) -> list[StageTimes]:
     return sorted(summaries, key=lambda s: -s.total)
 
 
-def plot_timelog(run: Run) -> Figure:
+def plot_timelog(run: PlottedRun) -> Figure:
     """Total seconds per stage as horizontal bars, labelled with calls and mean ± std."""
     summaries = stage_times(run.timelog)
     figure = new_figure(720, 120 + 40 * max(len(summaries), 1))
@@ -357,64 +376,3 @@ def plot_timelog(run: Run) -> Figure:
     axes.set_xlabel("total seconds")
     axes.margins(x=0.3)
     return figure
-
-
-def select_runs(patterns: Sequence[str], root: Path) -> tuple[list[Run], list[str]]:
-    """The runs `patterns` name, each once, in order: a pattern is a run directory, or a
-    regular expression searched in the ids of the live (not archived) runs indexed under
-    `root`. Also returns the patterns that matched nothing."""
-    from rltrack.runs import open_run, query
-
-    runs: dict[Path, Run] = {}
-    unmatched = []
-    indexed = None
-    for pattern in patterns:
-        if Path(pattern).is_dir():
-            paths = [Path(pattern)]
-        else:
-            try:
-                regex = re.compile(pattern)
-            except re.error as exc:
-                raise PlotError(
-                    f"run pattern {pattern!r} is not a directory nor a regular expression ({exc}); e.g. 'cartpole/2026/' or 'lr=0.001'"
-                ) from None
-            if indexed is None:
-                indexed = query(root, archived=False)
-            paths = [root / path for run_id, path in zip(indexed["id"], indexed["path"]) if regex.search(run_id)]
-        if not paths:
-            unmatched.append(pattern)
-        for path in paths:
-            key = path.resolve()
-            if key not in runs:
-                try:
-                    runs[key] = open_run(path)
-                except ValueError as exc:
-                    raise PlotError(str(exc)) from None
-    return list(runs.values()), unmatched
-
-
-def plot_command(args: argparse.Namespace) -> int:
-    """`rltrack plot`: select the runs, draw, save the PNG, say what each line holds."""
-    try:
-        size = parse_size(args.size)
-        runs, unmatched = select_runs(args.patterns, args.root)
-        for pattern in unmatched:
-            print(f"rltrack plot: no run matches {pattern!r} under {args.root} (see `rltrack runs ls --root {args.root}`)", file=sys.stderr)
-        if not runs:
-            raise PlotError(f"no runs to plot; give run directories or patterns over the run ids under {args.root}")
-        group_by = [key.strip() for key in args.group_by.split(",") if key.strip()] if args.group_by else None
-        result = plot_runs(runs, args.metric, x_axis=args.x, group_by=group_by, smooth=args.smooth, size=size)
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        result.save(str(args.output))
-    except PlotError as exc:
-        print(f"rltrack plot: {exc}", file=sys.stderr)
-        return 2
-    except ImportError as exc:
-        print(f"rltrack plot: a package is missing ({exc}); install the extra: pip install 'rltrack[runs]'", file=sys.stderr)
-        return 2
-    for run_id, reason in result.skipped.items():
-        print(f"rltrack plot: left out {run_id}: {reason}", file=sys.stderr)
-    for curve in result.curves:
-        print(f"{curve.label}: {len(curve.runs)} run(s), {len(curve.x)} points")
-    print(args.output)
-    return 0

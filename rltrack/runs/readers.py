@@ -19,9 +19,15 @@ import os
 from pathlib import Path
 from typing import Iterator, Protocol
 
-import rltrack
-from rltrack.events import NUMERIC_KINDS
-from rltrack.runs.records import RunInfo, Sample, as_number, config_literal, scalar_hparams
+from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.journal import read_journal
+from rltrack.runs.records import (
+    RunInfo,
+    Sample,
+    as_number,
+    config_literal,
+    scalar_hparams,
+)
 
 #: How deep under the root runs are looked for (Tune nests `<experiment>/<trial>`).
 MAX_DEPTH = 6
@@ -104,10 +110,10 @@ def _journal_source(path: Path) -> str:
     return "plain"
 
 
-def _events(path: Path) -> Iterator[rltrack.Event]:
-    """The run's events through `rltrack.read_journal`; none when it has no journal yet."""
+def _events(path: Path) -> Iterator[Event]:
+    """The run's events through `read_journal`; none when it has no journal yet."""
     try:
-        yield from rltrack.read_journal(path)
+        yield from read_journal(path)
     except FileNotFoundError:
         return
 

@@ -27,7 +27,16 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from rltrack.runs.records import RunInfo, Sample, as_number, config_literal, scalar_hparams, with_canonical
+from rltrack.frameworks import spinup, tune
+from rltrack.runs.records import (
+    RunInfo,
+    Sample,
+    as_number,
+    config_literal,
+    scalar_hparams,
+    with_canonical,
+)
+from rltrack.values import flatten
 
 UNKNOWN = "unknown"
 
@@ -117,21 +126,17 @@ class SpinupFormat:
         return RunInfo(path, self.name, self.name, _task(path, config), UNKNOWN, "", _earliest_mtime(files), UNKNOWN, config, scalar_hparams(config))
 
     def samples(self, path: Path) -> list[Sample]:
-        from rltrack.adapters.spinup import STEP_COLUMNS
-
         with (path / "progress.txt").open(newline="", encoding="utf-8") as f:
             rows = [{(column or "").strip(): cell for column, cell in row.items()} for row in csv.DictReader(f, delimiter="\t")]
-        return _columns(rows, STEP_COLUMNS, _spinup_namespace, steps_are_metrics=False)
+        return _columns(rows, spinup.STEP_COLUMNS, _spinup_namespace, steps_are_metrics=False)
 
     def signature_files(self, path: Path) -> list[Path]:
         return [path / "config.json", path / "progress.txt"]
 
 def _spinup_namespace(column: str) -> tuple[str, str]:
     """SpinningUp columns by the adapter's rule (`AverageEpRet` -> collector, `LossPi` -> learner)."""
-    from rltrack.adapters.spinup import _namespace
-
     base = re.sub(r"^(Average|Std|Max|Min)(?=[A-Z])", "", column)
-    return _namespace(base), column
+    return spinup.namespace_of(base), column
 
 
 class TuneFormat:
@@ -145,8 +150,6 @@ class TuneFormat:
         return (path / "result.json").is_file() and (path / "params.json").is_file()
 
     def info(self, path: Path) -> RunInfo:
-        from rltrack.adapters.tune import is_rllib_result
-
         results = self._results(path)
         first = results[0] if results else {}
         last = results[-1] if results else {}
@@ -163,22 +166,19 @@ class TuneFormat:
         start = as_number(first.get("timestamp"))
         start = start - (as_number(first.get("time_total_s")) or 0.0) if start is not None else _earliest_mtime([path / "params.json"])
         return RunInfo(
-            path, "rllib" if is_rllib_result(first) else self.name, self.name, path.parent.name,
+            path, "rllib" if tune.is_rllib_result(first) else self.name, self.name, path.parent.name,
             str(first.get("hostname") or UNKNOWN), str(first.get("node_ip") or ""), start, status, config, hparams, tracked,
         )
 
     def samples(self, path: Path) -> list[Sample]:
-        from rltrack.adapters.tune import ENV_STEP_KEYS, ITERATION_KEY, RUN_INFO_KEYS, TIMING_KEYS
-        from rltrack.values import flatten
-
         samples: list[Sample] = []
         for result in self._results(path):
-            flat = flatten({k: v for k, v in result.items() if k != "config" and k not in RUN_INFO_KEYS})
+            flat = flatten({k: v for k, v in result.items() if k != "config" and k not in tune.RUN_INFO_KEYS})
             steps: dict[str, int] = {}
-            env_steps = next((v for k in ENV_STEP_KEYS if (v := as_number(flat.get(k))) is not None), None)
+            env_steps = next((v for k in tune.ENV_STEP_KEYS if (v := as_number(flat.get(k))) is not None), None)
             if env_steps is not None:
                 steps["env_steps"] = int(env_steps)
-            iteration = as_number(flat.pop(ITERATION_KEY, None))
+            iteration = as_number(flat.pop(tune.ITERATION_KEY, None))
             if iteration is not None:
                 steps["train_iter"] = int(iteration)
             when = as_number(result.get("timestamp"))
@@ -186,7 +186,7 @@ class TuneFormat:
                 value = as_number(raw) if not isinstance(raw, str) else None
                 if value is not None:
                     namespace, key = _namespace_and_key(tag)
-                    samples.append(Sample(namespace, key, value, steps, when, "timing" if tag in TIMING_KEYS else "scalars"))
+                    samples.append(Sample(namespace, key, value, steps, when, "timing" if tag in tune.TIMING_KEYS else "scalars"))
         return list(with_canonical(samples))
 
     def signature_files(self, path: Path) -> list[Path]:
@@ -239,7 +239,9 @@ class DIEngineFormat:
         return (path / "total_config.py").is_file() and any((path / "log" / "serial").glob("events.out.tfevents.*"))
 
     def info(self, path: Path) -> RunInfo:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        from tensorboard.backend.event_processing.event_accumulator import (
+            EventAccumulator,
+        )
 
         try:
             config = config_literal(path / "total_config.py")
@@ -255,7 +257,9 @@ class DIEngineFormat:
         return RunInfo(path, self.name, self.name, _task(path, config), _tfevents_host(files[0]), "", start, UNKNOWN, config, scalar_hparams(config))
 
     def samples(self, path: Path) -> list[Sample]:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        from tensorboard.backend.event_processing.event_accumulator import (
+            EventAccumulator,
+        )
 
         accumulator = EventAccumulator(str(path / "log" / "serial"), size_guidance={"scalars": 0})
         accumulator.Reload()

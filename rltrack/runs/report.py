@@ -29,7 +29,7 @@ from rltrack.runs.plot import DPI, plot_metrics, plot_timelog, stage_times
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from rltrack.runs import Run
+    from rltrack.runs.run import Run
 
 #: Most subplots in one metric group's figure (the summary table still lists every metric).
 MAX_PLOTS_PER_GROUP = 24
@@ -193,7 +193,7 @@ def write_report(run: Run, path: Path) -> Path:
 
 def report_command(args: argparse.Namespace) -> int:
     """`rltrack report RUN -o report.html`."""
-    from rltrack.runs import load
+    from rltrack.runs.index import load
 
     try:
         run = load(args.run, args.root)

@@ -199,10 +199,3 @@ def open_run(path: Path) -> Run:
             "or total_config.py + log/serial/events.out.tfevents.* (DI-engine)"
         )
     return Run(path, run_format)
-
-
-def load(path_or_id: str | Path, root: str | Path | None = None) -> Run:
-    """A run directory, or a run id (or its unique beginning) looked up in the index under `root` (default ./runs)."""
-    from rltrack.runs.index import resolve
-
-    return open_run(resolve(Path(root) if root is not None else Path("runs"), path_or_id))
