@@ -29,6 +29,15 @@ FRAMEWORK_VOCABULARIES: dict[str, Mapping[str, str]] = {
 }
 
 
+def names_mode(logger: Any) -> str:
+    """The `run.names` mode of a logger's config; "both" when it has none (a
+    stand-in logger) or names no known mode."""
+    config = getattr(logger, "config", None)
+    run = config.get("run", {}) if isinstance(config, Mapping) else {}
+    mode = run.get("names", "both") if isinstance(run, Mapping) else "both"
+    return mode if mode in NAME_MODES else "both"
+
+
 def with_canonical_names(flat: Mapping[str, Any], mapping: Mapping[str, str], mode: str) -> dict[str, Any]:
     """`flat` (native `prefix/key` names) with canonical names added or swapped in per `mode`."""
     if mode == "native":

@@ -86,7 +86,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from rltrack.canonical import NAME_MODES
+from rltrack.canonical import names_mode
 from rltrack.events import DEFAULT_STEP_AXIS, Event
 from rltrack.frameworks.acme import (
     CANONICAL,
@@ -140,7 +140,7 @@ class RLTrackLogger:
         self._worker = str(0 if task_instance is None else task_instance)
         self._run = str(getattr(logger, "name", ""))
         self._writes = 0
-        mode = _names_mode(logger)
+        mode = names_mode(logger)
         self._axes = _axes(steps_key, mode)
         staged = mode != "native" and self.namespace in STAGE_EVERY
         every = stage_every if stage_every is not None else STAGE_EVERY.get(self.namespace)
@@ -533,13 +533,6 @@ def _acme_version() -> str | None:
         return version("dm-acme")
     except Exception:
         return None
-
-
-def _names_mode(logger: Any) -> str:
-    config = getattr(logger, "config", None)
-    run = config.get("run", {}) if isinstance(config, Mapping) else {}
-    mode = run.get("names", "both") if isinstance(run, Mapping) else "both"
-    return mode if mode in NAME_MODES else "both"
 
 
 def _axes(steps_key: str | None, mode: str) -> list[tuple[str, str]]:

@@ -98,7 +98,7 @@ from typing import Any
 import numpy as np
 
 from rltrack.atomic_file import write_atomic
-from rltrack.canonical import with_canonical_names
+from rltrack.canonical import names_mode, with_canonical_names
 from rltrack.events import DEFAULT_STEP_AXIS, Event
 from rltrack.frameworks.spinup import (
     CANONICAL,
@@ -237,7 +237,7 @@ class EpochLogger:
             self.rltrack.set_run_info(
                 {"framework": "spinup", "output_dir": osp.abspath(self.output_dir), "exp_name": exp_name}
             )
-        self._names = _names_mode(self.rltrack)
+        self._names = names_mode(self.rltrack)
 
     # ---- SpinningUp's Logger ----------------------------------------------
 
@@ -484,13 +484,6 @@ class EpochLogger:
 def _lengths(returns: list[float], lengths: list[float] | None) -> list[float] | None:
     """The episode lengths stored beside `returns`, when there is one per episode."""
     return lengths if lengths is not None and len(lengths) == len(returns) else None
-
-
-def _names_mode(logger: Any) -> str:
-    config = getattr(logger, "config", None)
-    run = config.get("run", {}) if isinstance(config, dict) else {}
-    mode = run.get("names", "both") if isinstance(run, dict) else "both"
-    return mode if mode in ("both", "canonical", "native") else "both"
 
 
 def _make_rltrack_logger(config: Any, output_dir: str | None, exp_name: str | None) -> Any:

@@ -133,7 +133,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from rltrack.canonical import NAME_MODES
+from rltrack.canonical import names_mode
 from rltrack.events import Event
 from rltrack.frameworks.tune import (
     CANONICAL,
@@ -356,10 +356,7 @@ class _RunState:
 
 
 def _state_for(logger: Any) -> _RunState:
-    config = getattr(logger, "config", None)
-    run_cfg = config.get("run") if isinstance(config, dict) else None
-    mode = run_cfg.get("names", "both") if isinstance(run_cfg, dict) else "both"
-    return _RunState(mode=mode if mode in NAME_MODES else "both", run=str(getattr(logger, "name", "")))
+    return _RunState(mode=names_mode(logger), run=str(getattr(logger, "name", "")))
 
 
 def _send(logger: Any, state: _RunState, result: Mapping[str, Any], *, hparams_from_result: bool) -> None:
