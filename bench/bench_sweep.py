@@ -165,14 +165,14 @@ def timed_callback(base: type) -> type:
 
 
 def start_ray(num_cpus: int) -> None:
-    """`ray.init` in this process (tried three times: Ray gives its raylet a fixed
+    """`ray.init` of a new local cluster in this process (never one another process started; tried three times: Ray gives its raylet a fixed
     30 s to register, which a loaded machine can miss), then waits until Ray has
     stopped starting worker processes, so that their start-up is not timed."""
     import ray
 
     for attempt in (1, 2, 3):
         try:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
             break
         except Exception as exc:
             ray.shutdown()
