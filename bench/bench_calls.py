@@ -15,7 +15,7 @@ each call timed with perf_counter_ns around the library call only:
     Acme logger (`RLTrackLogger.write`), SpinningUp's `EpochLogger` (10
     `log_tabular` + `dump_tabular`, which also prints SpinningUp's table to
     /dev/null and appends to progress.txt, so its native twin is listed too);
-    each with the four filters on (none, smoothing, aggregate, time at 1 ns so
+    each with the four filters on (none, smoothing, aggregate, time at 0 s so
     every record reaches every backend) and backends {local} and {local,
     mlflow (SQLite file), wandb (offline), neptune (offline)};
   * native paths     - W&B offline `run.log`, SB3's csv+json+tensorboard
@@ -258,7 +258,7 @@ def main() -> None:
     body = "\n".join([
         f"{per_round:,} timed records per system per round ({rounds} rounds, order rotated; `mlflow` rows fewer, they take ms each), "
         f"after {warmup} warm-up records. Records of 10 Python floats; filters none, smoothing (`reward`), aggregate (`loss`, every 100), "
-        "time (1 ns: every record reaches every backend).",
+        "time (0 s: every record reaches every backend).",
         "",
         ratio_table(results, FLOOR, unit="floor"),
         "",
