@@ -29,8 +29,15 @@ def ray_cluster():
 @pytest.fixture(scope="session", autouse=True)
 def agent_dir(tmp_path_factory):
     """The test session's own delivery agent directory (tests never talk to a
-    user's agent), and an agent that exits soon after the session's last run."""
+    user's agent). Its agent stays up a minute between runs, so that tests
+    reading the local files after the default `close_timeout` do not pay a
+    cold start each; it is stopped when the session ends."""
     directory = tmp_path_factory.mktemp("agent")
     os.environ["RLTRACK_AGENT_DIR"] = str(directory)
-    os.environ.setdefault("RLTRACK_AGENT_IDLE", "10")
+    os.environ.setdefault("RLTRACK_AGENT_IDLE", "60")
     yield directory
+    import psutil
+
+    for process in psutil.process_iter(["cmdline"]):
+        if "rltrack.agent" in (process.info["cmdline"] or []) and any(str(directory) in part for part in process.info["cmdline"]):
+            process.terminate()

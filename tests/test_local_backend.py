@@ -515,3 +515,15 @@ def test_stage_blocks_read_back_equal_the_tfevents_on_both_axes(tmp_path: Path) 
 def test_bad_tb_axes_is_a_config_error_naming_the_value_and_the_fix(tmp_path: Path, bad: Any) -> None:
     with pytest.raises(rltrack.ConfigError, match=r"backends\.local: tb_axes = .* is not allowed.*\"iter\" \(train_iter\), \"step\" \(env_steps\).*e\.g\. tb_axes"):
         rltrack.make_logger({**config(tmp_path), "backends": {"use": ["local"], "local": {"tb_axes": bad}}})
+
+
+def test_an_int_beyond_float_range_is_printed_in_the_text_tables(tmp_path: Path) -> None:
+    """DI-engine's grids print numbers with {:.6f}, which raises for an int no
+    float can hold; such a value keeps its digits instead of failing the table."""
+    huge = 10**400
+    with rltrack.make_logger(config(tmp_path, close_timeout=60)) as logger:
+        logger.write({"count": huge, "loss": 0.5}, step={"train_iter": 1, "env_steps": 10}, namespace="learner")
+        logger.dump()
+    text = (logger.run_dir / "log" / "learner" / "learner_logger.txt").read_text()
+    assert str(huge) in text and "0.500000" in text
+    assert "errors" not in json.dumps(json.loads((logger.run_dir / "report.json").read_text())["counts"])

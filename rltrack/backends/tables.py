@@ -55,7 +55,10 @@ def grid_value(value: Any) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value != 0 and abs(value) < SMALL:
             return f"{value:.6g}"
-        return f"{value:.6f}"
+        try:
+            return f"{value:.6f}"
+        except OverflowError:  # an int beyond a float's range: its digits, as Python prints it
+            return str(value)
     return str(value)
 
 
