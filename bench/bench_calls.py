@@ -111,7 +111,7 @@ def tune_callback(backends: list[str], tmp: Path, mlflow_uri: str | None) -> tup
     callback.log_trial_start(trial)
     log = callback.loggers[trial.trial_id]
     return ((lambda item: callback.log_trial_result(item[0], trial, item[1])), lambda: trackers.settle(log),
-            lambda: callback.log_trial_end(trial)), log  # fmt: skip
+            lambda: (callback.log_trial_end(trial), callback.on_experiment_end([]))), log  # fmt: skip
 
 
 ADAPTERS: dict[str, Callable[[Any, Path], tuple[Callable[[Item], None], Callable[[], Any]]]] = {

@@ -166,7 +166,7 @@ def systems(tmp: Path) -> dict[str, System]:
     out["RLTrackCallback.log_trial_result (local backend)"] = (
         lambda r: callback.log_trial_result(0, cb_trial, r),
         lambda: callback.loggers[cb_trial.trial_id].flush(),
-        lambda: callback.log_trial_end(cb_trial),
+        lambda: (callback.log_trial_end(cb_trial), callback.on_experiment_end([])),  # the trial's close runs on a thread: waited for here
     )
     logger = rltrack.make_logger(run={"root": str(tmp / "rltrack"), "name": "log_result"})
     out["log_result(logger, result) (local backend)"] = (lambda r: log_result(logger, r), logger.flush, logger.close)

@@ -14,6 +14,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -270,6 +271,35 @@ def test_experiment_end_closes_open_trials_and_new_configs_are_relogged(tmp_path
     assert hparams_events == [{"x": 1}, {"x": 10}]
     assert callback.run_dirs[done.trial_id].name == "rltrack_idle_abc_00000_0_x_0"
     assert _meta(callback.run_dirs[done.trial_id])["info"]["trial_path"].endswith("ray_results/direct/t0")
+
+
+def test_a_trial_end_does_not_hold_tunes_driver_while_a_tracker_is_down(tmp_path: Path) -> None:
+    """Tune calls log_trial_end on its driver thread: with MLflow unreachable
+    and close_timeout 6 s, four trials ending one after the other used to
+    hold the driver 4 x 6 s; now each trial's close runs on a thread of its
+    own and on_experiment_end waits for all of them at once (one close_timeout)."""
+    from rltrack.adapters.tune import RLTrackCallback
+
+    callback = RLTrackCallback(run={"root": str(tmp_path / "runs"), "close_timeout": 6},
+                               backends={"use": ["local", "mlflow"], "mlflow": {"tracking_uri": "http://127.0.0.1:9"}})  # fmt: skip
+    trials = [_trial(tmp_path, i, {"x": i}) for i in range(4)]
+    for trial in trials:
+        callback.log_trial_start(trial)
+        for i in range(50):
+            callback.log_trial_result(i, trial, {"loss": float(i), "training_iteration": i + 1})
+    started = time.monotonic()
+    for trial in trials:
+        callback.log_trial_end(trial)
+    ended = time.monotonic() - started
+    callback.on_experiment_end(trials=trials)
+    waited = time.monotonic() - started
+    assert ended < 6, f"the trial ends held the driver {ended:.1f} s"
+    assert waited < 4 * 6, f"the trials' closes were waited for one after the other ({waited:.1f} s)"
+    for trial in trials:
+        run_dir = callback.run_dirs[trial.trial_id]
+        assert _meta(run_dir)["status"] == "finished"
+        assert [e.data["loss"] for e in rltrack.read_journal(run_dir) if "loss" in e.data] == [float(i) for i in range(50)]
+        assert "mlflow.pending" in json.loads((run_dir / "report.json").read_text())["counts"]
 
 
 # ---- with a real Ray session ------------------------------------------------------

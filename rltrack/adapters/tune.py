@@ -124,6 +124,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -149,6 +150,7 @@ from rltrack.frameworks.tune import (
     canonical_name,
     is_rllib_result,
 )
+from rltrack.pipeline import FLUSH_LIMIT
 from rltrack.stages import (
     BLOCK_KEYS,
     CollectorStats,
@@ -518,6 +520,8 @@ class TrialLoggers:
         self._root = Path(self._config["run"]["root"]).expanduser().resolve()
         self._trials: dict[str, _Trial] = {}
         self.run_dirs: dict[str, Path] = {}
+        #: Loggers closing on threads of their own (see `_close_id`), joined at the experiment's end.
+        self._closing: list[threading.Thread] = []
 
     @property
     def loggers(self) -> dict[str, Logger]:
@@ -535,17 +539,26 @@ class TrialLoggers:
         self._guard(trial, "log_trial_end", self._close, trial, "failed" if failed else "finished")
 
     def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
-        """Closes the runs of trials Tune did not end (an interrupted experiment)."""
+        """Closes the runs of trials Tune did not end (an interrupted
+        experiment), then waits for every trial's close: the journals, and the
+        agent's delivery for at most `run.close_timeout` from now (all trials
+        at once, not one after the other)."""
         by_id = {getattr(t, "trial_id", None): t for t in trials or []}
         for trial_id in list(self._trials):
             status = getattr(by_id.get(trial_id), "status", None)
             self._close_id(trial_id, {"TERMINATED": "finished", "ERROR": "failed"}.get(str(status), "killed"))
+        timeout = self._config["run"]["close_timeout"]
+        deadline = None if timeout is None else time.monotonic() + float(timeout) + FLUSH_LIMIT
+        for closing in self._closing:
+            closing.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        self._closing = [closing for closing in self._closing if closing.is_alive()]
 
     # -- pickling: Tuner pickles its run config; open loggers stay behind --
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_trials"] = {}
+        state["_closing"] = []
         return state
 
     # -- the work --
@@ -593,9 +606,16 @@ class TrialLoggers:
         self._close_id(trial.trial_id, status)
 
     def _close_id(self, trial_id: str, status: str) -> None:
+        """Closes a trial's logger on a thread of its own: Tune calls this on
+        its driver thread, which must not wait for a tracker (64 trials ending
+        one after the other each waited up to close_timeout: 1.4x Tune's wall
+        time). The thread is not a daemon, so the process finishes the
+        journal before it exits."""
         entry = self._trials.pop(trial_id, None)
         if entry is not None:
-            entry.logger.close(status=status)
+            closing = threading.Thread(target=entry.logger.close, kwargs={"status": status}, name=f"rltrack-close-{trial_id}")
+            closing.start()
+            self._closing = [c for c in self._closing if c.is_alive()] + [closing]
 
     def _guard(self, trial: Any, hook: str, call: Any, *args: Any) -> None:
         """Runs a hook, `call(*args)`; an error in rltrack must not stop the
