@@ -29,6 +29,8 @@ which finds the registrations and continues from the cursors.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import resource
@@ -79,6 +81,23 @@ class TrackerRun:
     def __init__(self, backend: RemoteBackend) -> None:
         self.backend = backend
         self.workers: list[DeliveryWorker] = []
+
+
+def import_clients(backend: RemoteBackend, writer: Writer) -> None:
+    """Imports `backend`'s tracker client, and numpy (which the clients
+    share, wandb lazily), on the agent's main thread before its lane starts.
+    Lanes that import clients at once, each on its own thread, can meet in
+    Python's per-module import locks, whose deadlock detection then hands one
+    of them a partially initialised module; the tracker then fails for the
+    agent's lifetime (a 64-trial sweep: "partially initialized module
+    'numpy' has no attribute 'byte'" in the W&B lane while the MLflow lane
+    imported mlflow, and no value reached W&B)."""
+    for module in ("numpy", *backend.client_modules):
+        try:
+            if importlib.util.find_spec(module) is not None:
+                importlib.import_module(module)
+        except Exception as exc:  # the lane meets it again and reports it with the deliveries
+            writer.failed(backend.name, "import", exc)
 
 
 class Lane:
@@ -259,6 +278,7 @@ class Agent:
         tracker_run.workers.append(worker)
         lane = self.lanes.get((name, identity))
         if lane is None:
+            import_clients(tracker_run.backend, writer)
             lane = self.lanes[(name, identity)] = Lane(name)
         lane.add(worker, tracker_run)
 

@@ -101,6 +101,7 @@ class MlflowBackend(RemoteBackend):
     """`[backends.mlflow] tracking_uri, experiment, run_name, tags`."""
 
     name = "mlflow"
+    client_modules = ("mlflow",)
     max_batch = 1000
 
     def __init__(

@@ -72,6 +72,7 @@ class NeptuneBackend(RemoteBackend):
     """`[backends.neptune] project, mode, name, tags, dir`; the token comes from NEPTUNE_API_TOKEN."""
 
     name = "neptune"
+    client_modules = ("neptune",)
     max_batch = 1000
 
     def __init__(

@@ -39,6 +39,8 @@ class RemoteBackend:
     name = ""
     #: Events per `deliver` call; each backend splits further to its tracker's limits.
     max_batch = 1000
+    #: The tracker client's modules, imported by the agent on its main thread before this tracker's lane starts.
+    client_modules: tuple[str, ...] = ()
 
     def open(self, run: RunContext) -> None:
         self.run = run

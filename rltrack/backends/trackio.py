@@ -72,6 +72,7 @@ class TrackioBackend(RemoteBackend):
     """`[backends.trackio] project, name, dir, space_id, server_url`."""
 
     name = "trackio"
+    client_modules = ("trackio",)
     max_batch = 1000
 
     def __init__(

@@ -103,6 +103,7 @@ class WandbBackend(RemoteBackend):
     """`[backends.wandb] project, entity, group, name, mode, tags, dir, init_timeout`."""
 
     name = "wandb"
+    client_modules = ("wandb",)
     max_batch = 1000
 
     def __init__(
