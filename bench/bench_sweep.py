@@ -97,6 +97,8 @@ class Watch:
         self.me = psutil.Process()
         self.driver_peak = self.agent_peak = self.agent_tree_peak = self.agent_children = self.agents_at_once = 0
         self.agent_pids: set[int] = set()
+        self.agent_seen: dict[int, list[float]] = {}  # pid: [first, last] sample, seconds after the watch started
+        self.started = time.perf_counter()
         self.agent_cpu: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -123,6 +125,8 @@ class Watch:
             except psutil.Error:  # it ended meanwhile
                 continue
             self.agent_pids.add(agent.pid)
+            now = round(time.perf_counter() - self.started, 1)
+            self.agent_seen.setdefault(agent.pid, [now, now])[1] = now
         self.agent_peak = max(self.agent_peak, rss)
         self.agent_tree_peak = max(self.agent_tree_peak, rss + tree)
 
@@ -165,8 +169,9 @@ def timed_callback(base: type) -> type:
 
 
 def start_ray(num_cpus: int) -> None:
-    """`ray.init` of a new local cluster in this process (never one another process started; tried three times: Ray gives its raylet a fixed
-    30 s to register, which a loaded machine can miss), then waits until Ray has
+    """`ray.init` of a new local cluster in this process (never one another
+    process started; tried three times: Ray gives its raylet a fixed 30 s to
+    register, which a loaded machine can miss), then waits until Ray has
     stopped starting worker processes, so that their start-up is not timed."""
     import ray
 
@@ -222,7 +227,7 @@ def sweep(system: str, work: Path, trials: int, results: int, num_cpus: int, mlf
     out = {"system": system, "fit": fit, "hook_s": hooks, "delivered": delivered, "errors": errors, "driver_peak_mb": watch.driver_peak / MB,
            "agents_at_once": watch.agents_at_once, "agents_seen": len(watch.agent_pids), "agent_children": watch.agent_children,
            "agent_peak_mb": watch.agent_peak / MB, "agent_tree_peak_mb": watch.agent_tree_peak / MB,
-           "agent_cpu_s": sum(watch.agent_cpu.values())}  # fmt: skip
+           "agent_cpu_s": sum(watch.agent_cpu.values()), "agent_seen": watch.agent_seen}  # fmt: skip
     if system == "with":
         out["check"] = read_back(work / "runs" / "sweep", trials, results)
     for process in psutil.process_iter(["cmdline"]):  # this sweep's agent, idle by now: never left behind
@@ -339,6 +344,10 @@ def hooks_line(runs: list[dict[str, Any]]) -> str:
 def read_back_lines(runs: list[dict[str, Any]], trials: int) -> list[str]:
     out = []
     for i, r in enumerate(runs):
+        if len(r.get("agent_seen", {})) > 1:
+            seen = ", ".join(f"pid {pid} from {a:.1f} s to {b:.1f} s" for pid, (a, b) in r["agent_seen"].items())
+            out.append(f"- repetition {i + 1}: {len(r['agent_seen'])} agent processes were seen (sampled every {SAMPLE_EVERY} s after `fit()` "
+                       f"began): {seen}")  # fmt: skip
         c = r["check"]
         stores = "; ".join(f"{store} {s['values']:,} values, {s['missing']} missing, {s['extra']} extra" for store, s in c["stores"].items())
         out.append(f"- repetition {i + 1}: {c['runs']} run directories of {trials} trials, {c['expected']:,} values expected per store: "
@@ -377,7 +386,7 @@ def main() -> None:
                 f = figures(runs)
                 rows[n] = (cpus, runs, f)
                 out += [f"### {n} trials, `ray.init(num_cpus={cpus})`: {min(n, cpus)} at once, {args.results} results × 10 metrics each", "",
-                        table(runs), "", hooks_line(runs["with"]), "", "Read back after each sweep with rltrack:", "", *read_back_lines(runs["with"], n), ""]  # fmt: skip
+                        table(runs), "", hooks_line(runs["with"]), "", "After each sweep with rltrack (agents seen, values read back):", "", *read_back_lines(runs["with"], n), ""]  # fmt: skip
                 store = "a loopback `mlflow server`" if uri else "the default SQLite store"
                 summary += [
                     verdict(f"{n} trials, {store}: rltrack's processes (agents alive at once)", f"{f['agents']:.0f} (the agent's children: "
