@@ -34,9 +34,10 @@ In that process, after `ray.init` and once Ray has stopped starting worker
 processes (untimed):
 
   * timed: `tuner.fit()`, Tune's wall time: it includes what a user's script
-    waits for at its end, each trial's `Logger.close()` waiting up to
-    `close_timeout` for the agent (the callback closes a trial's run when the
-    trial ends); the script would exit after `fit()` returns;
+    waits for at its end, the callback's wait (at most `close_timeout`) for
+    the agent to deliver the trials' runs (the seconds Tune's driver thread
+    spends in each of the callback's hooks are reported); the script would
+    exit after `fit()` returns;
   * "until delivered": `fit()` plus the wait until the agent has delivered
     every run to every tracker (its registrations are gone): the agent goes on
     after the script, so this is when the trackers hold everything;
@@ -149,7 +150,7 @@ def timed_callback(base: type) -> type:
     class Timed(base):  # type: ignore[misc,valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self.hook_seconds = {"start": 0.0, "result": 0.0, "end": 0.0}
+            self.hook_seconds = {"start": 0.0, "result": 0.0, "end": 0.0, "experiment_end": 0.0}
 
         def _timed(self, hook: str, call: Any, *args: Any) -> None:
             t0 = time.perf_counter()
@@ -164,6 +165,9 @@ def timed_callback(base: type) -> type:
 
         def log_trial_end(self, trial: Any, failed: bool = False) -> None:
             self._timed("end", super().log_trial_end, trial, failed)
+
+        def on_experiment_end(self, trials: list[Any], **info: Any) -> None:
+            self._timed("experiment_end", lambda: super(Timed, self).on_experiment_end(trials, **info))
 
     return Timed
 
@@ -336,9 +340,10 @@ def table(runs: dict[str, list[dict[str, Any]]]) -> str:
 
 
 def hooks_line(runs: list[dict[str, Any]]) -> str:
-    parts = [f"{hook} {statistics.median(r['hook_s'][hook] for r in runs):.1f} s" for hook in ("start", "result", "end")]
+    parts = [f"{hook} {statistics.median(r['hook_s'].get(hook, 0.0) for r in runs):.1f} s" for hook in ("start", "result", "end", "experiment_end")]
     return ("Tune's driver thread inside RLTrackCallback's hooks, in all (median): " + ", ".join(parts)
-            + " (`end` is each trial's `close()`, which waits up to close_timeout for the agent).")  # fmt: skip
+            + " (`end`: the trials' `close()`; `experiment_end`: what the callback waits for at the end of `fit()`, "
+            "at most close_timeout for the agent).")  # fmt: skip
 
 
 def read_back_lines(runs: list[dict[str, Any]], trials: int) -> list[str]:
@@ -409,7 +414,7 @@ def main() -> None:
     body = "\n".join([
         f"{args.repetitions} repetition(s) per system, alternating, each sweep in a fresh process with an agent directory of its own; "
         f"MLflow on {'a loopback `mlflow server`' if args.mlflow == 'server' else 'its default SQLite store'}, W&B offline. "
-        "Timed: `tuner.fit()` (each trial's `close()` waits up to close_timeout = 5 s for the agent); \"until delivered\": until the agent "
+        "Timed: `tuner.fit()` (the callback waits up to close_timeout = 5 s for the agent); \"until delivered\": until the agent "
         "holds no registration. Median (min–max) over the repetitions; RSS peaks sampled every 0.5 s.",
         "", *out, "Verdict:", "", *summary])  # fmt: skip
     section.finish(f"bench_sweep: a Tune sweep of {', '.join(map(str, args.trials))} trials, with and without rltrack", body, write=not args.no_write)
