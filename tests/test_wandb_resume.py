@@ -126,16 +126,26 @@ def test_wandb_sync_of_the_folders_gives_one_run_with_every_step_once(resumed, s
 
 
 def test_a_resumed_online_run_continues_its_steps(server, tmp_path, monkeypatch):
+    import wandb
+
+    # wandb-core, started once per process by an earlier test, keeps the
+    # settings it started with (offline, no base URL): this test's online
+    # runs then waited forever for api.wandb.ai. A service of its own, and
+    # a fresh one for the tests after it.
+    wandb.teardown()
     monkeypatch.setenv("WANDB_BASE_URL", server.url)
     monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
     logger = local_run(tmp_path, "online", range(30))
     context = RunContext(logger.run_dir, logger.name, logger.config, Report())
-    for session in range(2):
-        backend = WandbBackend(project="rltrack-test", mode="online")
-        backend.open(context)
-        DeliveryWorker(backend, logger.run_dir).run_until_caught_up("finished")
-        if session == 0:
-            append_rows(logger.run_dir, range(30, 55))
+    try:
+        for session in range(2):
+            backend = WandbBackend(project="rltrack-test", mode="online")
+            backend.open(context)
+            DeliveryWorker(backend, logger.run_dir).run_until_caught_up("finished")
+            if session == 0:
+                append_rows(logger.run_dir, range(30, 55))
+    finally:
+        wandb.teardown()
     (run_id,) = server.runs
     assert [row["_step"] for row in server.history(run_id)] == list(range(55))
     assert [row["a/x"] for row in server.history(run_id)] == [float(s) for s in range(55)]
