@@ -330,11 +330,13 @@ class Logger:
         self._wake.set()
         # The journal and the run's status are local writes, not a wait on a
         # tracker: they are completed whatever `timeout` says (a record given
-        # to `write` is never lost to a short timeout), bounded by FLUSH_LIMIT.
-        self._thread.join(FLUSH_LIMIT)
+        # to `write` is never lost to a short timeout), bounded by FLUSH_LIMIT
+        # or by a longer `timeout`.
+        drain_limit = None if timeout is None else max(FLUSH_LIMIT, float(timeout))
+        self._thread.join(drain_limit)
         complete = not self._thread.is_alive()
         if not complete:
-            print(f"rltrack: {self.run_dir}: {len(self._queue)} records not yet in the journal after {FLUSH_LIMIT:.0f} s (the disk is slow or full)", file=sys.stderr)
+            print(f"rltrack: {self.run_dir}: {len(self._queue)} records not yet in the journal after {drain_limit:.0f} s (the disk is slow or full)", file=sys.stderr)
         try:
             merge_into_report_file(self.run_dir, self.report.as_dict(), [])
         except OSError as exc:  # a full disk or a vanished run directory must not raise into the training script
