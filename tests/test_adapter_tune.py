@@ -460,8 +460,9 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
     def watch() -> None:  # this session's agents (other agent directories may have theirs)
         nonlocal most_at_once
         while not watcher_done:
-            agents = [p for p in psutil.process_iter(["cmdline", "status"])
-                      if (p.info["cmdline"] or [])[-3:] == ["-m", "rltrack.agent", str(agent_dir())] and p.info["status"] != psutil.STATUS_ZOMBIE]  # fmt: skip
+            named = {p.pid: p.info["ppid"] for p in psutil.process_iter(["cmdline", "status", "ppid"])
+                     if (p.info["cmdline"] or [])[-3:] == ["-m", "rltrack.agent", str(agent_dir())] and p.info["status"] != psutil.STATUS_ZOMBIE}  # fmt: skip
+            agents = [pid for pid, parent in named.items() if parent not in named]  # a child not yet exec'd (wandb-core) bears its parent's command line
             most_at_once = max(most_at_once, len(agents))
             time.sleep(0.1)
 
