@@ -76,3 +76,31 @@ def test_only_a_sqlite_file_with_mlflows_tables_is_written_in_bulk(tmp_path):
     other = tmp_path / "other.db"
     sqlite3.connect(other).execute("CREATE TABLE metrics (key TEXT)").connection.commit()
     assert SqliteMetricWriter.open(f"sqlite:///{other}") is None  # not MLflow's layout: log_batch is used
+
+
+def test_runs_of_one_store_share_one_connection_until_the_last_lets_go(tmp_path):
+    """An agent serving a sweep opened a connection (and its page cache) per
+    run; now every run of one store file writes through one, and a store
+    file replaced at the same path is not written through the old one."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("shared")
+    runs = [client.create_run(experiment).info.run_id for _ in range(3)]
+    writers = [SqliteMetricWriter.shared(uri) for _ in runs]
+    assert writers[0] is not None and all(w is writers[0] for w in writers)
+    for i, (writer, run_id) in enumerate(zip(writers, runs)):
+        writer.write(run_id, [("loss", float(i), 1_700_000_000_000, 0)])
+    for writer in writers[:-1]:
+        writer.release()
+    writers[-1].write(runs[0], [("loss", 9.0, 1_700_000_000_001, 1)])  # still open for the last user
+    writers[-1].release()
+    with pytest.raises(sqlite3.ProgrammingError):  # the last release closed it
+        writers[-1].write(runs[0], [("loss", 1.0, 1_700_000_000_002, 2)])
+    assert [m.value for m in client.get_metric_history(runs[0], "loss")] == [0.0, 9.0]
+    assert [[m.value for m in client.get_metric_history(r, "loss")] for r in runs[1:]] == [[1.0], [2.0]]
+    kept = SqliteMetricWriter.shared(uri)
+    (tmp_path / "mlflow.db").rename(tmp_path / "old.db")
+    fresh_client = MlflowClient(f"sqlite:///{tmp_path / 'new.db'}")  # builds MLflow's tables in a new file ...
+    fresh_client.create_experiment("x")
+    (tmp_path / "new.db").rename(tmp_path / "mlflow.db")  # ... now at the old path
+    assert SqliteMetricWriter.shared(uri) is not kept

@@ -150,7 +150,7 @@ class MlflowBackend(RemoteBackend):
         run_id = self._run_id
         if run_id is None:
             run_id = self._start_run(events[0])
-            self._bulk = SqliteMetricWriter.open(self.tracking_uri) if self.bulk_sqlite else None
+            self._bulk = SqliteMetricWriter.shared(self.tracking_uri) if self.bulk_sqlite else None
         batch = _Batch(events, self.run.run_dir, self._params, self._axes, self._stamps)
         if self._bulk is not None:
             self._bulk.write(run_id, batch.metrics)
@@ -178,7 +178,7 @@ class MlflowBackend(RemoteBackend):
         no run was ever created, or when a resumed session delivered nothing
         and the run already ended with this status."""
         if self._bulk is not None:
-            self._bulk.close()
+            self._bulk.release()
             self._bulk = None
         if self._run_id is None:
             state = self._saved_state()
