@@ -3,7 +3,7 @@
     rltrack show RUN_DIR                                  status and last values
     rltrack status [--json]                               the agent: pid, uptime, each run it serves and its backlog
     rltrack agent                                         run the agent in the foreground (containers, debugging)
-    rltrack sync RUN_DIR [--to BACKEND ...] [--config F]  deliver to trackers afterwards
+    rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
     rltrack report RUN -o report.html                     one run as a self-contained HTML page
@@ -27,7 +27,7 @@ from rltrack.config import ConfigError
 from rltrack.events import NUMERIC_KINDS
 from rltrack.journal import read_journal
 from rltrack.report import Report
-from rltrack.sync import SyncError
+from rltrack.sync import DEFAULT_TIMEOUT, SyncError
 from rltrack.sync import sync as sync_run
 from rltrack.version import __version__
 
@@ -83,9 +83,9 @@ def status(as_json: bool) -> int:
     return 0
 
 
-def sync(run_dir: Path, to: list[str] | None, config: Path | None, force: bool) -> int:
+def sync(run_dir: Path, to: list[str] | None, config: Path | None, force: bool, timeout: float) -> int:
     try:
-        complete = sync_run(run_dir, to, config, force)
+        complete = sync_run(run_dir, to, config, force, timeout=timeout)
     except (SyncError, ConfigError) as exc:
         print(f"rltrack sync: {exc}", file=sys.stderr)
         return 2
@@ -169,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     sync_cmd.add_argument("--config", type=Path, metavar="FILE", help="TOML/YAML config with the trackers' settings (default: the run's own)")
     sync_cmd.add_argument("--force", action="store_true", help="sync a run marked running whose process looks alive")
+    sync_cmd.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        help=f"stop retrying a tracker that still fails after SECONDS (default {DEFAULT_TIMEOUT:g}; inf: no limit)",
+    )  # fmt: skip
     status_cmd = commands.add_parser("status", help="the delivery agent: pid, uptime, each run it serves with its backlog per tracker")
     status_cmd.add_argument("--json", action="store_true", help="as JSON")
     commands.add_parser("agent", help="run the delivery agent in the foreground (it exits after a quiet period)")
@@ -185,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "handler"):
         return int(args.handler(args))
     if args.command == "sync":
-        return sync(args.run_dir, args.to, args.config, args.force)
+        return sync(args.run_dir, args.to, args.config, args.force, args.timeout)
     if args.command == "import":
         return import_neptune(args.path, args.root)
     if args.command == "status":

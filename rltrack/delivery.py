@@ -200,12 +200,14 @@ class DeliveryWorker:
     def pending_bytes(self) -> int:
         return max(0, (self.journal.stat().st_size if self.journal.is_file() else 0) - self.cursor.offset)
 
-    def run_until_caught_up(self, status: str) -> None:
-        """For `rltrack sync`: deliver everything on the calling thread."""
+    def run_until_caught_up(self, status: str, deadline: float | None = None) -> None:
+        """For `rltrack sync`: deliver everything on the calling thread, or
+        stop at `deadline` (`time.monotonic()`; None: however long the
+        tracker takes) with the rest left in the journal."""
         self.status = status
         self.journal_complete = True
         try:
-            while not self.done:
+            while not self.done and (deadline is None or time.monotonic() < deadline):
                 if not self.step():
                     time.sleep(min(POLL, max(0.0, self.next_try - time.monotonic())) or POLL)
         finally:

@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -29,6 +30,8 @@ from rltrack.report import Report
 
 ENDED = ("finished", "failed", "killed", "crashed")
 PROGRESS_EVERY = 0.25  # seconds between progress bar updates
+#: Seconds `rltrack sync` keeps retrying a tracker that fails (the agent's retry after a run's end, RLTRACK_AGENT_RETRY, is as long).
+DEFAULT_TIMEOUT = 300.0
 BAR_WIDTH = 30
 
 
@@ -37,11 +40,14 @@ class SyncError(Exception):
 
 
 def sync(
-    run_dir: Path, to: list[str] | None = None, config_file: Path | None = None, force: bool = False, out: IO[str] | None = None
-) -> bool:
+    run_dir: Path, to: list[str] | None = None, config_file: Path | None = None, force: bool = False, out: IO[str] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> bool:  # fmt: skip
     """Delivers the journal of `run_dir` to the trackers `to` (default: the
-    run's own trackers), with progress on `out` (default stderr). Returns
-    True when every tracker has everything."""
+    run's own trackers), with progress on `out` (default stderr). A tracker
+    still failing `timeout` seconds after its delivery began is left there
+    (None: retried until it answers), with a line on `out` saying what is
+    pending. Returns True when every tracker has everything."""
     out = out or sys.stderr
     meta = _read_meta(run_dir)
     journals = journal_files(run_dir)
@@ -77,16 +83,18 @@ def sync(
             started.append(name)
             for index, writer in enumerate(journals):  # one backend object: one tracker run for all writers
                 last = index == len(journals) - 1
-                complete = _deliver(backend, run_dir, writer, last, status, out) and complete  # type: ignore[arg-type]
+                complete = _deliver(backend, run_dir, writer, last, status, out, timeout) and complete  # type: ignore[arg-type]
     finally:
         merge_into_report_file(run_dir, report.as_dict(), started)
     return complete
 
 
-def _deliver(backend: RemoteBackend, run_dir: Path, writer: str | None, last: bool, status: str, out: IO[str]) -> bool:
+def _deliver(
+    backend: RemoteBackend, run_dir: Path, writer: str | None, last: bool, status: str, out: IO[str], timeout: float | None
+) -> bool:  # fmt: skip
     """Runs the backend's delivery worker to the end of `writer`'s journal on
-    a thread of its own, drawing a progress bar meanwhile; the tracker's run
-    ends after the `last` journal."""
+    a thread of its own, drawing a progress bar meanwhile, for at most
+    `timeout` seconds; the tracker's run ends after the `last` journal."""
     try:
         worker = DeliveryWorker(backend, run_dir, writer, close_at_end=last)
     except DeliveryBusy as exc:
@@ -98,7 +106,8 @@ def _deliver(backend: RemoteBackend, run_dir: Path, writer: str | None, last: bo
             "to replay the whole run into another store, delete that file first)",
             file=out,
         )
-    thread = threading.Thread(target=worker.run_until_caught_up, args=(status,), name=f"rltrack-sync-{backend.name}", daemon=True)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    thread = threading.Thread(target=worker.run_until_caught_up, args=(status, deadline), name=f"rltrack-sync-{backend.name}", daemon=True)
     thread.start()
     bar = _ProgressBar(backend.name if writer is None else f"{backend.name}@{writer}", total, out)
     while thread.is_alive():
@@ -108,6 +117,13 @@ def _deliver(backend: RemoteBackend, run_dir: Path, writer: str | None, last: bo
     bar.end()
     if worker.last_error:
         print(f"{backend.name}: {worker.errors} failed attempts; last error: {worker.last_error}", file=out)
+    if not worker.caught_up():
+        print(
+            f"{backend.name}: stopped with {worker.pending_bytes():,} bytes of the journal pending"
+            + (f" (still failing after {timeout:g} s)" if timeout is not None else "")
+            + f"; run `rltrack sync {run_dir} --to {backend.name}` again once it answers (`--timeout inf` retries without a limit)",
+            file=out,
+        )
     return worker.caught_up()
 
 

@@ -184,3 +184,24 @@ def test_a_sync_killed_midway_and_run_again_leaves_a_report_that_says_what_mlflo
     assert any("truncated" in reason for reason in counts["mlflow.converted"])
     assert report["renamed"]["mlflow"] == {"seed@run": next(iter(report["renamed"]["mlflow"].values()))}
     assert set(client.get_run(run_id).data.params) == set(report["renamed"]["mlflow"].values()) | {"note"}
+
+
+def test_sync_gives_up_on_a_tracker_still_down_after_its_timeout_and_says_what_is_pending(tmp_path, monkeypatch, capsys):
+    """Nothing waits forever: a sync whose MLflow never answers stops after
+    `--timeout` seconds, exits 1, leaves the cursor where it was and names
+    the command that finishes the delivery."""
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # rltrack's retry is what is tested, not the client's
+    with rltrack.make_logger({"run": {"root": str(tmp_path), "name": "done"}}) as logger:
+        for i in range(50):
+            logger.write({"x": float(i)}, step=i)
+    config = tmp_path / "down.toml"
+    config.write_text('[backends.mlflow]\ntracking_uri = "http://127.0.0.1:9"\n')  # nothing listens on port 9
+    started = time.monotonic()
+    assert cli.main(["sync", str(logger.run_dir), "--to", "mlflow", "--config", str(config), "--timeout", "2"]) == 1
+    took = time.monotonic() - started
+    err = capsys.readouterr().err
+    pending = logger.run_dir.joinpath("journal.jsonl").stat().st_size
+    assert f"stopped with {pending:,} bytes of the journal pending (still failing after 2 s)" in err
+    assert f"rltrack sync {logger.run_dir} --to mlflow" in err
+    assert took < 30  # (no timing target: without the limit this call never returns)
+    assert Cursor(logger.run_dir, "mlflow").offset == 0
