@@ -1,0 +1,235 @@
+"""DI-engine's stage blocks from a live SB3 model: what `RLTrackCallback` and `attach` record.
+
+SB3 logs moving means; DI-engine's blocks (rltrack.stages) need each stage's
+own episodes, `train()` values, replay-buffer counts and evaluations. This
+module hooks into the places SB3 hands them out and keeps them per rltrack
+logger until SB3's own dump ends the stage: the steps' infos (fed by the
+callback, or by a hook on the model's VecEnv under `attach`), the model's
+logger after each `train()`, the replay buffer's write position, and each
+`EvalCallback` evaluation. What SB3's values mean (the learner block's names)
+is framework knowledge in rltrack.frameworks.sb3; the blocks' arithmetic is
+rltrack.stages; sending them is rltrack.adapters.blocks.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from rltrack import stages
+from rltrack.adapters.blocks import emit_block
+from rltrack.frameworks.sb3 import learner_values
+
+if TYPE_CHECKING:
+    from rltrack.pipeline import Logger
+
+
+class StageRecorder:
+    """The raw data of the current collection stage, seen by `RLTrackCallback`
+    at every step; turned into blocks by `rltrack.stages` at SB3's own dumps.
+
+    * collector: the episodes SB3's `Monitor` reports in each step's
+      `infos[i]["episode"]` (`r`, `l`) since the last dump; `envstep_count` and
+      `train_sample_count` = the timesteps since then (each is stored for
+      training); `collect_time` = the time spent inside `collect_rollouts`.
+    * learner: after each `train()` call (seen as a change of
+      `model._n_updates`), its `train/*` values; at the dump their averages
+      over the calls, named canonically (`train/loss` -> `total_loss_avg`,
+      `train/learning_rate` -> `cur_lr_avg`, others `<leaf>_avg`).
+    * buffer (off-policy): `pushed_in` (rows added, from the buffer's write
+      position), `sampled_out` (gradient steps x `batch_size`), `removed`
+      (rows overwritten), `current_have` (`replay_buffer.size()`), every
+      `buffer_seconds`. SB3's replay buffers keep no priorities, use counts or
+      ages, so there is no sampling table.
+    """
+
+    def __init__(self, logger: Logger, model: Any, buffer_seconds: float) -> None:
+        self.logger = logger
+        self.model = model
+        self.writer: Any = None
+        self.collector = stages.CollectorStats()
+        self.learner = stages.LearnerAverages()
+        self.rewards: list[float] = []
+        self.lengths: list[float] = []
+        self.stage_start = model.num_timesteps
+        self.collect_time = 0.0
+        self.rollout_started: float | None = None
+        self.seen_updates = getattr(model, "_n_updates", 0)
+        #: True once an RLTrackCallback in `learn()` feeds the steps (then the env observer of `attach` stands aside).
+        self.fed_by_callback = False
+        #: The namespaces whose canonical names the blocks give ("evaluator" once an EvalCallback is observed).
+        self.namespaces = {"collector", "learner"}
+        self.last_step: float | None = None  # the env observer's: when the previous step ended
+        self.replay = getattr(model, "replay_buffer", None)
+        self.throughput = None if self.replay is None else stages.BufferThroughput(buffer_seconds)
+        if self.replay is not None:
+            self.buffer_pos, self.buffer_size, self.buffer_updates = self.replay.pos, self.replay.size(), self.seen_updates
+
+    def steps(self) -> dict[str, int]:
+        """The axes the writer gives SB3's own records now."""
+        train_iter = None if self.writer is None else self.writer.train_iter
+        return {"env_steps": self.model.num_timesteps} if train_iter is None else {"env_steps": self.model.num_timesteps, "train_iter": train_iter}
+
+    def rollout_start(self) -> None:
+        self._learner_values()
+        self.rollout_started = time.perf_counter()
+
+    def rollout_end(self) -> None:
+        if self.rollout_started is not None:
+            self.collect_time += time.perf_counter() - self.rollout_started
+            self.rollout_started = None
+
+    def step(self, infos: Any) -> None:
+        for info in infos or ():
+            episode = info.get("episode") if isinstance(info, dict) else None
+            if episode is not None:
+                self.rewards.append(float(episode["r"]))
+                self.lengths.append(float(episode["l"]))
+        if self.throughput is not None:
+            self._buffer_counts()
+
+    def observed_step(self, infos: Any) -> None:
+        """A step seen by the env observer of `attach` (no callback in
+        `learn()`): the collection time is the time between steps with no
+        `train()` call between them, which is where `collect_rollouts` spends it."""
+        now = time.perf_counter()
+        trained = getattr(self.model, "_n_updates", 0) != self.seen_updates
+        if trained:
+            self._learner_values()
+        elif self.last_step is not None:
+            self.collect_time += now - self.last_step
+        self.last_step = now
+        self.step(infos)
+
+    def _learner_values(self) -> None:
+        updates = getattr(self.model, "_n_updates", 0)
+        if updates == self.seen_updates:
+            return
+        self.seen_updates = updates
+        self.learner.add(learner_values(self.model.logger.name_to_value))
+
+    def _buffer_counts(self) -> None:
+        replay, throughput = self.replay, self.throughput
+        assert replay is not None and throughput is not None
+        pos, size, updates = replay.pos, replay.size(), getattr(self.model, "_n_updates", 0)
+        pushed = (pos - self.buffer_pos) % replay.buffer_size  # checked every step: never a whole buffer apart
+        throughput.add(pushed_in=pushed, sampled_out=(updates - self.buffer_updates) * self.model.batch_size, removed=pushed - (size - self.buffer_size))
+        self.buffer_pos, self.buffer_size, self.buffer_updates = pos, size, updates
+        block = throughput.take(size)
+        if block is not None:
+            emit_block(self.logger, "buffer", block, self.steps(), source="sb3")
+
+    def emit_stage(self, steps: dict[str, int]) -> None:
+        """The collector block (and the learner block, if `train()` ran) of the
+        stage that SB3's dump with `steps` ends; the writer's dump follows."""
+        self._learner_values()
+        now = time.perf_counter()
+        collect_time = self.collect_time + (now - self.rollout_started if self.rollout_started is not None else 0.0)
+        envsteps = self.model.num_timesteps - self.stage_start
+        block = self.collector.stage(
+            episode_rewards=self.rewards, episode_lengths=self.lengths, envstep_count=envsteps, train_sample_count=envsteps, duration=collect_time
+        )
+        emit_block(self.logger, "collector", block, steps, source="sb3", dump=False)
+        if self.learner:
+            emit_block(self.logger, "learner", self.learner.take(), steps, source="sb3", model=self.model.policy, dump=False)
+        self.rewards, self.lengths = [], []
+        self.stage_start = self.model.num_timesteps
+        self.collect_time = 0.0
+        if self.rollout_started is not None:
+            self.rollout_started = now
+
+    def emit_evaluation(self, rewards: list[float], lengths: list[float], env_ids: list[int], duration: float, ckpt_name: str | None) -> None:
+        steps = self.steps()
+        block = stages.evaluator_block(
+            episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=steps.get("train_iter"), ckpt_name=ckpt_name
+        )
+        emit_block(self.logger, "evaluator", block, steps, source="sb3", info_lines=stages.evaluator_info_lines(rewards, env_ids))
+
+
+#: The stage recorder of each rltrack logger (shared by the RLTrackCallbacks writing to it).
+_RECORDERS: weakref.WeakKeyDictionary[Any, StageRecorder] = weakref.WeakKeyDictionary()
+#: The checkpoint an RLTrackCallback wrote last for each rltrack logger, until an evaluation claims it.
+LAST_CHECKPOINT: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def recorder_for(logger: Logger, model: Any, buffer_seconds: float) -> StageRecorder:
+    """The stage recorder of `logger`, a new one when it has none or had one for another model."""
+    recorder = _RECORDERS.get(logger)
+    if recorder is None or recorder.model is not model:
+        recorder = _RECORDERS[logger] = StageRecorder(logger, model, buffer_seconds)
+    return recorder
+
+
+def observe_evaluations(eval_callback: Any, logger: Logger) -> None:
+    """Makes every evaluation of `eval_callback` (an SB3 `EvalCallback`) send an
+    evaluator block: its per-episode returns and lengths are read from
+    `evaluate_policy`'s locals through the callback hook EvalCallback passes it,
+    the duration from the start of `_on_step` to the last evaluation step, and
+    `ckpt_name` is the checkpoint an RLTrackCallback wrote during it (on a new
+    best), else absent. Installed once per EvalCallback."""
+    if getattr(eval_callback, "_rltrack_observed", False):
+        return
+    eval_callback._rltrack_observed = True
+    recorder = _RECORDERS.get(logger)
+    if recorder is not None:
+        recorder.namespaces.add("evaluator")
+    on_step, log_success = eval_callback._on_step, eval_callback._log_success_callback
+    seen: dict[str, Any] = {}
+
+    def capture(locals_: dict[str, Any], globals_: dict[str, Any]) -> None:
+        log_success(locals_, globals_)
+        seen["rewards"], seen["lengths"], seen["end"] = locals_["episode_rewards"], locals_["episode_lengths"], time.perf_counter()
+        if locals_["done"] and (not locals_.get("is_monitor_wrapped") or "episode" in locals_["info"]):
+            seen.setdefault("env_ids", []).append(int(locals_["i"]))
+
+    def observed_on_step() -> bool:
+        seen.clear()
+        LAST_CHECKPOINT.pop(logger, None)
+        start = time.perf_counter()
+        result = on_step()
+        recorder = _RECORDERS.get(logger)
+        if "rewards" in seen and recorder is not None:
+            recorder.emit_evaluation(
+                [float(r) for r in seen["rewards"]], [float(n) for n in seen["lengths"]], seen.get("env_ids", []),
+                seen["end"] - start, LAST_CHECKPOINT.pop(logger, None),
+            )
+        return bool(result)
+
+    eval_callback._log_success_callback = capture
+    eval_callback._on_step = observed_on_step
+
+
+def eval_callbacks(callback: Any) -> list[Any]:
+    """The EvalCallbacks in a tree of SB3 callbacks (CallbackList, EventCallback children)."""
+    from stable_baselines3.common.callbacks import EvalCallback
+
+    found, stack = [], [callback]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, EvalCallback):
+            found.append(item)
+        stack.extend(getattr(item, "callbacks", None) or ())
+        stack.extend(c for c in (getattr(item, "callback", None), getattr(item, "callback_on_new_best", None)) if c is not None)
+    return found
+
+
+def observe_steps(venv: Any, recorder: StageRecorder) -> None:
+    """Hands each step's infos from `venv.step_wait` to the stage recorder of
+    `attach`, unless an `RLTrackCallback` feeds it. The hook is an attribute
+    of this one VecEnv object, not a wrapper: the model's env keeps its type
+    and its wrapper chain, which SB3 walks side by side with the eval env's
+    (`EvalCallback`'s type check, `sync_envs_normalization` copying
+    `VecNormalize` statistics level by level)."""
+    if "_rltrack_recorder" not in vars(venv):
+        step_wait = venv.step_wait
+
+        def observed_step_wait() -> Any:
+            result = step_wait()
+            current = venv._rltrack_recorder
+            if not current.fed_by_callback:
+                current.observed_step(result[3])
+            return result
+
+        venv.step_wait = observed_step_wait
+    venv._rltrack_recorder = recorder

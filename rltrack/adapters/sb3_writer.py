@@ -1,0 +1,164 @@
+"""The body of `RLTrackWriter`: an SB3 `KVWriter` that hands every SB3 dump to an rltrack `Logger`.
+
+SB3 calls `write` on the training thread at each `Logger.dump`; this module
+is that hook and nothing else: it copies the dump, lets the stage recorder
+(rltrack.adapters.sb3_stages) end its stage, and leaves the routing of keys to
+namespaces, names and kinds to rltrack's pipeline thread. What the keys mean
+is rltrack.frameworks.sb3; SB3's typed values are encoded by
+rltrack.adapters.sb3_media. rltrack.adapters.sb3 makes the class
+`RLTrackWriter` from `WriterBody` and SB3's `KVWriter` on first use, and its
+docstring says what arrives in rltrack.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from rltrack.adapters.sb3_media import Encoded, encode, sb3_types
+from rltrack.canonical import with_canonical_names
+from rltrack.events import Event
+from rltrack.frameworks.sb3 import (
+    ALGORITHM_DUMP_KEY,
+    CANONICAL,
+    DURATION,
+    NAMESPACES,
+    TRAIN_ITER_KEYS,
+    excluded,
+)
+
+if TYPE_CHECKING:
+    from rltrack.adapters.sb3_stages import StageRecorder
+    from rltrack.pipeline import Logger
+
+_PLAIN = frozenset({float, int, str, bool, type(None)})
+
+
+def _route(native: str, mode: str) -> list[tuple[str, str, str, bool]]:
+    """Where one native key goes: (namespace, leaf key, kind, preaggregated) per name `mode` gives it."""
+    targets = []
+    native_prefix = native.split("/", 1)[0] if "/" in native else ""
+    for name in with_canonical_names({native: None}, CANONICAL, mode):
+        prefix, _, leaf = name.partition("/") if "/" in name else ("", "", name)
+        namespace = NAMESPACES.get(prefix, prefix)
+        kind = "timing" if native_prefix == "time" and name == native and DURATION.search(leaf) else "scalars"
+        targets.append((namespace, leaf, kind, native_prefix == "rollout"))
+    return targets
+
+
+class WriterBody:
+    """An SB3 `KVWriter` that sends every dump to an rltrack `Logger`.
+
+    Append it to an SB3 logger's `output_formats`, or use `attach(model,
+    logger)` / `add_writer(sb3_logger, logger)`; SB3's other formats are
+    untouched. Its format name for `exclude=` is "rltrack". See the module
+    docstring of rltrack.adapters.sb3 for what is sent and how."""
+
+    def __init__(self, logger: Logger, *, names: str | None = None, train_iter_key: str | None = None, close_logger: bool = False) -> None:
+        """`logger`: an rltrack Logger. `names` overrides the config's `run.names`
+        ("both", "canonical", "native"). `train_iter_key`: the SB3 key giving
+        the `train_iter` axis (default: see the module docstring).
+        `close_logger=True` makes `close()` (called by SB3's `Logger.close()`)
+        close the rltrack logger too; by default it stays open, since whoever
+        made it closes it."""
+        self.logger = logger
+        self.mode = names or logger.config.get("run", {}).get("names", "both")
+        self.close_logger = close_logger
+        self.train_iter: int | None = None
+        #: The key `train_iter` is read from; None: the first of TRAIN_ITER_KEYS seen in a dump.
+        self.train_iter_key: str | None = train_iter_key
+        #: Pipeline thread only: the route of each native key, per set of namespaces the stage blocks cover.
+        self._routes: dict[frozenset[str], dict[str, list[tuple[str, str, str, bool]]]] = {}
+        #: Set by `RLTrackCallback`: computes the collector/learner/buffer blocks at SB3's own dumps.
+        self.stages: StageRecorder | None = None
+
+    def use_stages(self, stages: StageRecorder) -> None:
+        """From now on SB3's own dumps carry the stage blocks, and the blocks
+        alone fill the canonical names of the namespaces they cover: SB3's
+        native keys there keep only their native names (`rollout/ep_rew_mean`
+        is a 100-episode moving mean, `collector/reward_mean` the stage's own
+        episodes). `eval/` keys keep their canonical twins until evaluator
+        blocks come (an `EvalCallback` observed through `RLTrackCallback`)."""
+        self.stages = stages
+
+    def write(self, key_values: dict[str, Any], key_excluded: dict[str, tuple[str, ...]], step: int = 0) -> None:
+        """Called by SB3's `Logger.dump` on the training thread, which then clears
+        both dicts: copies them (arrays too; SB3's images, figures and videos are
+        saved now) and leaves the routing to the pipeline thread (`_events`)."""
+        now = time.time()
+        iter_key = self.train_iter_key
+        if iter_key is None:
+            for candidate in TRAIN_ITER_KEYS:
+                if candidate in key_values:
+                    iter_key = self.train_iter_key = candidate
+                    break
+        if iter_key is not None:
+            value = key_values.get(iter_key)
+            if value is not None:
+                self.train_iter = value
+        steps = {"env_steps": step} if self.train_iter is None else {"env_steps": step, "train_iter": self.train_iter}
+        values, exclusions = dict(key_values), dict(key_excluded)
+        if not _PLAIN.issuperset(map(type, values.values())):  # checked in C: usually all plain
+            for key in [key for key, value in values.items() if type(value) not in _PLAIN]:
+                if not excluded(exclusions.get(key)):
+                    values[key] = self._own_copy(key, values[key], steps)
+        if self.stages is not None and ALGORITHM_DUMP_KEY in key_values:  # the algorithm's dump, not EvalCallback's
+            self.stages.emit_stage(steps)
+        covered = frozenset() if self.stages is None else frozenset(self.stages.namespaces)
+        self.logger.emit_deferred(partial(self._events, now, values, exclusions, steps, covered))
+        self.logger.dump(steps)
+
+    def _own_copy(self, key: str, value: Any, steps: dict[str, int]) -> Any:
+        """A value that is not a plain Python one, safe to read later on the
+        pipeline thread: arrays and tensors copied, SB3's typed values encoded
+        (`Encoded`)."""
+        if isinstance(value, sb3_types()):
+            return encode(self.logger, key, value, steps)
+        if getattr(value, "ndim", 0):  # arrays may change after dump
+            return value.detach().clone() if hasattr(value, "detach") else value.copy()
+        return value
+
+    def _events(
+        self, now: float, values: dict[str, Any], exclusions: dict[str, tuple[str, ...]], steps: dict[str, int], covered: frozenset[str]
+    ) -> list[Event]:  # fmt: skip
+        """Pipeline thread: one `Event` per namespace and kind of one SB3 dump.
+        SB3's keys of the namespaces `covered` by stage blocks keep their native names only."""
+        routes = self._routes.get(covered)
+        if routes is None:
+            routes = self._routes[covered] = {}
+        buckets: dict[tuple[str, str], dict[str, Any]] = {}
+        preaggregated: set[tuple[str, str]] = set()
+        for key, value in values.items():
+            if excluded(exclusions.get(key)):
+                continue
+            media_kind = None
+            if type(value) is Encoded:
+                media_kind, value = value.kind, value.data
+                if media_kind is None:  # could not be encoded (counted in the report)
+                    continue
+                if media_kind == "hparams":
+                    buckets.setdefault(("", "hparams"), {}).update(value)
+                    continue
+            targets = routes.get(key)
+            if targets is None:
+                canonical = CANONICAL.get(key, "")
+                targets = routes[key] = _route(key, "native" if canonical.split("/", 1)[0] in covered else self.mode)
+            for namespace, leaf, kind, preagg in targets:
+                bucket = (namespace, media_kind or kind)
+                data = buckets.get(bucket)
+                if data is None:
+                    data = buckets[bucket] = {}
+                data[leaf] = value
+                if preagg:
+                    preaggregated.add(bucket)
+        run = self.logger.name
+        return [
+            Event(now, data, kind, namespace, dict(steps), "sb3", run=run, preaggregated=(namespace, kind) in preaggregated)
+            for (namespace, kind), data in buckets.items()
+        ]
+
+    def close(self) -> None:
+        """Called by SB3's `Logger.close()`; see `close_logger`."""
+        if self.close_logger:
+            self.logger.close()
