@@ -51,6 +51,7 @@ LAYERS: dict[str, int] = {
     "rltrack.runs": 6,
     # 7: the training-side logger
     "rltrack.pipeline": 7,
+    "rltrack.exits": 7,
     "rltrack.resume": 7,
     "rltrack.config": 7,
     # 8: adapters (hooks into a live framework) and importers (other tools' saved runs)

@@ -100,6 +100,7 @@ import numpy as np
 from rltrack.atomic_file import write_atomic
 from rltrack.canonical import names_mode, with_canonical_names
 from rltrack.events import DEFAULT_STEP_AXIS, Event
+from rltrack.exits import exit_status
 from rltrack.frameworks.spinup import (
     CANONICAL,
     EPISODE_KEYS,
@@ -108,7 +109,7 @@ from rltrack.frameworks.spinup import (
     STEP_COLUMNS,
     namespace_of,
 )
-from rltrack.pipeline import Logger, exit_status
+from rltrack.pipeline import Logger
 from rltrack.stages import (
     CollectorStats,
     LearnerAverages,
