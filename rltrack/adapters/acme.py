@@ -36,8 +36,9 @@ What a record becomes (one `Event` per `write`):
   canonical names (with `"canonical"`, native keys that have a canonical twin
   are then left to the block).
 
-DI-engine's stage blocks (`rltrack.stages`; not with `run.names = "native"`),
-from the raw records of one logging interval:
+DI-engine's stage blocks (`rltrack.stages`, recorded by
+rltrack.adapters.acme_stages; not with `run.names = "native"`), from the raw
+records of one logging interval:
 
 * `collector` and `evaluator`: one record per finished episode (what
   `EnvironmentLoop.run_episode` returns): `episode_count`, `envstep_count` (the
@@ -84,26 +85,18 @@ import time
 from functools import partial
 from typing import Any, Callable, Mapping
 
-import numpy as np
-
+from rltrack.adapters.acme_stages import Stage, stage_for
 from rltrack.canonical import names_mode
 from rltrack.events import DEFAULT_STEP_AXIS, Event
 from rltrack.frameworks.acme import (
     CANONICAL,
-    LEARNING_RATE_KEYS,
     SOURCE,
     STAGE_EVERY,
-    STEP_AXES,
+    axes,
     namespace_for,
+    renames,
 )
 from rltrack.pipeline import exit_status
-from rltrack.stages import (
-    CollectorStats,
-    LearnerAverages,
-    block_events,
-    evaluator_block,
-    evaluator_info_lines,
-)
 
 
 class RLTrackLogger:
@@ -141,16 +134,14 @@ class RLTrackLogger:
         self._run = str(getattr(logger, "name", ""))
         self._writes = 0
         mode = names_mode(logger)
-        self._axes = _axes(steps_key, mode)
+        self._axes = axes(steps_key, mode)
         staged = mode != "native" and self.namespace in STAGE_EVERY
         every = stage_every if stage_every is not None else STAGE_EVERY.get(self.namespace)
         if every is not None and (isinstance(every, bool) or not isinstance(every, int) or every < 1):
             raise ValueError(f"stage_every={stage_every!r}: give the number of records per stage block (an int >= 1), or None for the default")
-        self._stage: _Stage | None = None
-        if staged:
-            self._stage = (_LearnerStage if self.namespace == "learner" else _EpisodeStage)(logger, self.namespace, every)
-        self._renames = [] if staged else _renames(self.namespace, mode)
-        self._drop = {native for native, _ in _renames(self.namespace, mode)} if staged and mode == "canonical" else set()
+        self._stage: Stage | None = stage_for(logger, self.namespace, every) if staged else None
+        self._renames = [] if staged else renames(self.namespace, mode)
+        self._drop = {native for native, _ in renames(self.namespace, mode)} if staged and mode == "canonical" else set()
         self._swap = mode == "canonical"
 
     def write(self, data: Mapping[str, Any]) -> None:
@@ -208,155 +199,6 @@ class RLTrackLogger:
 
     def __repr__(self) -> str:
         return f"RLTrackLogger(label={self.label!r}, steps_key={self.steps_key!r}, task_instance={self.task_instance!r}, run={self._run!r})"
-
-
-class _Stage:
-    """The raw records of one Acme logger since its last stage block.
-
-    Split between two threads: the calling thread counts records and decides
-    when a block is due (`add`, `send`: `records`, `steps`); the pipeline
-    thread takes each record's values in (`take`) and computes the block
-    (`block`), so the accumulators are touched by that thread alone. The
-    queue keeps the order: a record's values are taken before its event is
-    built, and a block is built after the values of its records and before
-    its `Logger.dump`."""
-
-    def __init__(self, logger: Any, namespace: str, every: int | None) -> None:
-        self.logger = logger
-        self.namespace = namespace
-        self.every = every
-        self.records = 0
-        self.steps: dict[str, Any] = {}
-
-    def add(self, values: Mapping[str, Any], steps: dict[str, Any], record: Callable[[], list[Event]]) -> None:
-        """Calling thread: counts the record; `record` builds its event after its values are taken."""
-        self.records += 1
-        self.steps = steps
-        if self.every is not None and self.records >= self.every:
-            self.logger.emit_deferred(partial(self._take, values))
-            self.send()
-            self.logger.emit_deferred(record)
-        else:
-            self.logger.emit_deferred(partial(self._take, values, record))
-
-    def send(self) -> None:
-        """Calling thread: the block of the records counted so far, then `Logger.dump`."""
-        if self.records:
-            self.logger.emit_deferred(partial(self._block_events, time.time(), self.steps, self.block_context()))
-            self.logger.dump(self.steps)
-            self.records = 0
-
-    def _take(self, values: Mapping[str, Any], then: Callable[[], list[Event]] | None = None) -> list[Event]:
-        """Pipeline thread: takes a record's values in, then builds `then`'s events."""
-        self.take(values)
-        return [] if then is None else then()
-
-    def _block_events(self, now: float, steps: dict[str, Any], context: Any) -> list[Event]:
-        block, info_lines = self.block(context)
-        return block_events(self.namespace, block, steps, now, self.logger.name, source=SOURCE, info_lines=info_lines)
-
-    def block_context(self) -> Any:
-        """What the block needs from the calling thread's state at `send`."""
-        return None
-
-    def take(self, values: Mapping[str, Any]) -> None:
-        raise NotImplementedError
-
-    def block(self, context: Any) -> tuple[dict[str, Any], list[str]]:
-        raise NotImplementedError
-
-
-class _EpisodeStage(_Stage):
-    """Collector / evaluator blocks from an environment loop's per-episode records."""
-
-    def __init__(self, logger: Any, namespace: str, every: int | None) -> None:
-        super().__init__(logger, namespace, every)
-        self.collector = CollectorStats()
-        self.train_counts: tuple[Any, ...] | None = None  # calling thread: the last record's training counters
-        self._clear()
-
-    def _clear(self) -> None:
-        self.rewards: list[float] = []
-        self.lengths: list[float] | None = []
-        self.duration: float | None = 0.0
-
-    def add(self, values: Mapping[str, Any], steps: dict[str, Any], record: Callable[[], list[Event]]) -> None:
-        if self.namespace == "evaluator":
-            counts = tuple(_number(values.get(key)) for key in STEP_AXES)
-            if self.every is None and self.records and counts != self.train_counts:
-                self.send()  # training moved on: this record starts the next evaluation
-            self.train_counts = counts
-        super().add(values, steps, record)
-
-    def block_context(self) -> Any:
-        return self.train_counts
-
-    def take(self, values: Mapping[str, Any]) -> None:
-        reward = _number(values.get("episode_return"))
-        if reward is None:
-            self.logger.report.count("dropped", f"acme {self.namespace} stage: an episode without a scalar episode_return")
-            return
-        self.rewards.append(reward)
-        length = _number(values.get("episode_length"))
-        speed = _number(values.get("steps_per_second"))
-        if self.lengths is not None:
-            self.lengths = None if length is None else [*self.lengths, length]
-        if self.duration is not None:
-            self.duration = None if length is None or not speed else self.duration + length / speed
-
-    def block(self, context: Any) -> tuple[dict[str, Any], list[str]]:
-        rewards, lengths, duration = self.rewards, self.lengths, self.duration
-        train_iter = context[1] if context else None
-        self._clear()
-        if self.namespace == "collector":
-            envsteps = None if lengths is None else int(sum(lengths))
-            block = self.collector.stage(episode_rewards=rewards, episode_lengths=lengths, envstep_count=envsteps, duration=duration)
-            return block, []
-        block = evaluator_block(
-            episode_rewards=rewards,
-            episode_lengths=lengths,
-            duration=duration,
-            train_iter=None if train_iter is None else int(train_iter),
-        )
-        return block, evaluator_info_lines(rewards)
-
-
-class _LearnerStage(_Stage):
-    """Learner blocks: each loss and the learning rate averaged over the interval's records."""
-
-    def __init__(self, logger: Any, namespace: str, every: int | None) -> None:
-        super().__init__(logger, namespace, every)
-        self.averages = LearnerAverages()
-        self.names = {native.partition("/")[2]: canonical.partition("/")[2][: -len("_avg")]
-                      for native, canonical in CANONICAL.items() if native.startswith("learner/")}  # fmt: skip
-
-    def take(self, values: Mapping[str, Any]) -> None:
-        found: dict[str, float | None] = {}
-        for key, value in values.items():
-            name = self.names.get(key)
-            if name is None and key in LEARNING_RATE_KEYS:
-                name = "cur_lr"
-            elif name is None and "loss" in key:
-                name = key
-            if name is not None:
-                found[name] = _number(value)
-        self.averages.add(found)
-
-    def block(self, context: Any) -> tuple[dict[str, Any], list[str]]:
-        return (self.averages.take() if self.averages else {}), []
-
-
-def _number(value: Any) -> float | None:
-    """A finite-or-not float from a Python/numpy/JAX scalar or 1-element array; None otherwise."""
-    if type(value) in (int, float):  # the common case, without numpy's conversion
-        return float(value)
-    if value is None or isinstance(value, (str, bytes)):
-        return None
-    try:
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        return None
-    return float(array.reshape(())) if array.size == 1 else None
 
 
 class TeeLogger:
@@ -535,32 +377,6 @@ def _acme_version() -> str | None:
         return None
 
 
-def _axes(steps_key: str | None, mode: str) -> list[tuple[str, str]]:
-    """(data key, axis name) pairs in axis order: steps_key first, then known counters."""
-    keys = ([steps_key] if steps_key else []) + [k for k in STEP_AXES if k != steps_key]
-    pairs: list[tuple[str, str]] = []
-    for key in keys:
-        canonical = STEP_AXES.get(key)
-        names = [key] if mode != "canonical" or canonical is None else []
-        if canonical is not None and mode != "native":
-            names.append(canonical)
-        pairs += [(key, name) for name in names if name not in {axis for _, axis in pairs}]
-    return pairs
-
-
-def _renames(namespace: str, mode: str) -> list[tuple[str, str]]:
-    """(Acme key, canonical key) pairs that apply inside `namespace`."""
-    if mode == "native":
-        return []
-    pairs = []
-    for native, canonical in CANONICAL.items():
-        native_ns, _, key = native.partition("/")
-        canonical_ns, _, canonical_key = canonical.partition("/")
-        if native_ns == namespace and canonical_ns == namespace:
-            pairs.append((key, canonical_key))
-    return pairs
-
-
 def _call_acme_factory(factory: Callable[..., Any], label: str, steps_key: str | None, task_instance: int) -> Any:
     try:
         params = inspect.signature(factory).parameters
@@ -574,3 +390,6 @@ def _call_acme_factory(factory: Callable[..., Any], label: str, steps_key: str |
     elif "instance" in params:
         kwargs["instance"] = task_instance
     return factory(label, **kwargs)
+
+
+__all__ = ["CANONICAL", "RLTrackLogger", "RLTrackLoggerFactory", "TeeLogger", "make_logger_factory", "tee"]

@@ -1,11 +1,17 @@
 """What rltrack knows about Acme, as data and pure functions: which namespace
-a logger label means, the step counters, the canonical (DI-engine) names of
-its keys and how many records make one stage block.
+a logger label means, the step counters and their axes, the canonical
+(DI-engine) names of its keys, how many records make one stage block, and
+how an interval's records become DI-engine's collector, evaluator and
+learner blocks (the arithmetic itself is rltrack.stages).
 
-The adapter (rltrack.adapters.acme) reads it here.
+The adapter (rltrack.adapters.acme, rltrack.adapters.acme_stages) reads it here.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from rltrack.stages import CollectorStats, evaluator_block, evaluator_info_lines
 
 SOURCE = "acme"
 
@@ -51,3 +57,63 @@ LEARNING_RATE_KEYS = ("learning_rate", "lr")
 def namespace_for(label: str) -> str:
     """The rltrack namespace of an Acme logger label."""
     return LABEL_NAMESPACES.get(label, label)
+
+
+def axes(steps_key: str | None, mode: str) -> list[tuple[str, str]]:
+    """(data key, axis name) pairs in axis order: `steps_key` first, then the
+    known counters; each counter under its own name, its canonical axis or
+    both, per the `run.names` `mode`."""
+    keys = ([steps_key] if steps_key else []) + [k for k in STEP_AXES if k != steps_key]
+    pairs: list[tuple[str, str]] = []
+    for key in keys:
+        canonical = STEP_AXES.get(key)
+        names = [key] if mode != "canonical" or canonical is None else []
+        if canonical is not None and mode != "native":
+            names.append(canonical)
+        pairs += [(key, name) for name in names if name not in {axis for _, axis in pairs}]
+    return pairs
+
+
+def renames(namespace: str, mode: str) -> list[tuple[str, str]]:
+    """(Acme key, canonical key) pairs that apply inside `namespace`."""
+    if mode == "native":
+        return []
+    pairs = []
+    for native, canonical in CANONICAL.items():
+        native_ns, _, key = native.partition("/")
+        canonical_ns, _, canonical_key = canonical.partition("/")
+        if native_ns == namespace and canonical_ns == namespace:
+            pairs.append((key, canonical_key))
+    return pairs
+
+
+#: Acme learner key -> the learner block's name for it, without `_avg` (`loss_total` -> `total_loss`).
+LEARNER_NAMES: dict[str, str] = {
+    native.partition("/")[2]: canonical.partition("/")[2][: -len("_avg")] for native, canonical in CANONICAL.items() if native.startswith("learner/")
+}
+
+
+def learner_name(key: str) -> str | None:
+    """The learner block's name (without `_avg`) for an Acme learner key: its
+    canonical loss name, `cur_lr` for a learning rate, the key itself for any
+    other key with "loss" in it; None for keys the block does not average."""
+    name = LEARNER_NAMES.get(key)
+    if name is None and key in LEARNING_RATE_KEYS:
+        return "cur_lr"
+    if name is None and "loss" in key:
+        return key
+    return name
+
+
+def episode_block(
+    namespace: str, collector: CollectorStats, rewards: list[float], lengths: list[float] | None, duration: float | None, train_iter: Any
+) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+    """The collector or evaluator block of one interval's finished episodes
+    (one Acme record each), and the evaluator's `[INFO]` lines. `lengths` and
+    `duration` are None once a record lacked them; the collector's running
+    totals live in `collector`; `train_iter` is the evaluator's learner count."""
+    if namespace == "collector":
+        envsteps = None if lengths is None else int(sum(lengths))
+        return collector.stage(episode_rewards=rewards, episode_lengths=lengths, envstep_count=envsteps, duration=duration), []
+    block = evaluator_block(episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=None if train_iter is None else int(train_iter))
+    return block, evaluator_info_lines(rewards)
