@@ -88,6 +88,7 @@ from typing import Any, Callable, Mapping
 from rltrack.adapters.acme_stages import Stage, stage_for
 from rltrack.canonical import names_mode
 from rltrack.events import DEFAULT_STEP_AXIS, Event
+from rltrack.exits import exit_status
 from rltrack.frameworks.acme import (
     CANONICAL,
     SOURCE,
@@ -96,7 +97,6 @@ from rltrack.frameworks.acme import (
     namespace_for,
     renames,
 )
-from rltrack.pipeline import exit_status
 
 
 class RLTrackLogger:
