@@ -5,7 +5,8 @@ canonical (DI-engine) names of RLlib's new API stack keys.
 
 The adapter (rltrack.adapters.tune) and the run database's reader of Tune
 trial directories (rltrack.runs.readers_foreign) both read it here; neither
-imports the other.
+imports the other. What one result dict becomes (its events and DI-engine's
+stage blocks) is rltrack.frameworks.tune_results.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ ITERATION_KEY = "training_iteration"
 ENV_STEP_KEYS = ("env_runners/num_env_steps_sampled_lifetime", "num_env_steps_sampled_lifetime", "timesteps_total")
 
 HPARAMS_KEY = "config"
+
+#: Where the adapter's RLlib callback `record_episodes` puts each finished
+#: episode, inside RLlib's `env_runners` metrics: (folder, return key, length key).
+EPISODE_SERIES = ("rltrack", "episode_return", "episode_length")
 
 
 def canonical_name(native: str) -> str | None:
