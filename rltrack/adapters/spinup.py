@@ -87,7 +87,6 @@ import atexit
 import json
 import os
 import os.path as osp
-import pickle
 import sys
 import time
 import warnings
@@ -97,40 +96,22 @@ from typing import Any
 
 import numpy as np
 
+from rltrack.adapters.spinup_logx import colorize, dump_pickle, epoch_statistics
 from rltrack.atomic_file import write_atomic
 from rltrack.canonical import names_mode, with_canonical_names
-from rltrack.events import DEFAULT_STEP_AXIS, Event
+from rltrack.events import DEFAULT_STEP_AXIS
 from rltrack.exits import exit_status
 from rltrack.frameworks.spinup import (
     CANONICAL,
     EPISODE_KEYS,
     LEARNER_LOSSES,
-    SOURCE,
     STEP_COLUMNS,
+    Route,
+    RowState,
     namespace_of,
+    row_events,
 )
 from rltrack.pipeline import Logger
-from rltrack.stages import (
-    CollectorStats,
-    LearnerAverages,
-    block_events,
-    evaluator_block,
-    evaluator_info_lines,
-)
-
-_COLORS = dict(gray=30, red=31, green=32, yellow=33, blue=34, magenta=35, cyan=36, white=37, crimson=38)
-
-
-def colorize(string: str, color: str, bold: bool = False, highlight: bool = False) -> str:
-    """`string` in ANSI colour, as SpinningUp's `logx.colorize`."""
-    attr = []
-    num = _COLORS[color]
-    if highlight:
-        num += 10
-    attr.append(str(num))
-    if bold:
-        attr.append("1")
-    return "\x1b[%sm%s\x1b[0m" % (";".join(attr), string)
 
 
 def convert_json(obj: Any, _active: frozenset[int] = frozenset()) -> Any:
@@ -172,18 +153,6 @@ def _is_json_serializable(value: Any) -> bool:
         return False
 
 
-def epoch_statistics(values: Any, with_min_and_max: bool = False) -> tuple[Any, ...]:
-    """(mean, std) or (mean, std, min, max) of `values` in float64, std with ddof=0."""
-    x = np.asarray(values, dtype=np.float64).ravel()
-    if x.size == 0:
-        nan = np.float64("nan")
-        return (nan, nan, nan, nan) if with_min_and_max else (nan, nan)
-    mean, std = x.mean(), x.std()
-    if with_min_and_max:
-        return mean, std, x.min(), x.max()
-    return mean, std
-
-
 class EpochLogger:
     """Drop-in for `spinup.utils.logx.EpochLogger` that also sends each row to rltrack.
 
@@ -222,10 +191,8 @@ class EpochLogger:
         self._warned_empty: set[str] = set()
         #: column -> its route (`_route`). Replaced, never changed, when a column
         #: is added, so the pipeline thread can read the one a row was sent with.
-        self._routes: dict[str, tuple[tuple[str, bool] | None, tuple[str, ...]]] = {}
+        self._routes: dict[str, Route] = {}
         self._stage_values: dict[str, list[float]] = {}  # this epoch's raw values behind the stage blocks
-        self._collector_stats = CollectorStats()  # pipeline thread only, as `_last_env_steps`
-        self._last_env_steps = 0
         self._owns_rltrack = False
         self.rltrack: Any = None
         if send_to_rltrack:
@@ -239,6 +206,7 @@ class EpochLogger:
                 {"framework": "spinup", "output_dir": osp.abspath(self.output_dir), "exp_name": exp_name}
             )
         self._names = names_mode(self.rltrack)
+        self._rows = RowState(run=str(getattr(self.rltrack, "name", "")), names=self._names)
 
     # ---- SpinningUp's Logger ----------------------------------------------
 
@@ -276,7 +244,7 @@ class EpochLogger:
     def _set(self, column: str, val: Any, source: str, statistic: bool) -> None:
         if column not in self._routes:
             self.log_headers.append(column)  # late keys too: see the module docstring
-            self._routes = {**self._routes, column: self._route(column, source, statistic)}
+            self._routes = {**self._routes, column: _route(column, source, statistic, self._names)}
         if column in self.log_current_row:
             raise AssertionError("You already set %s this iteration. Maybe you forgot to call dump_tabular()" % column)
         self.log_current_row[column] = val
@@ -300,7 +268,7 @@ class EpochLogger:
         the latter to rltrack's `log_checkpoint`."""
         fname = "vars.pkl" if itr is None else "vars%d.pkl" % itr
         try:
-            _dump_pickle(state_dict, osp.join(self.output_dir, fname))
+            dump_pickle(state_dict, osp.join(self.output_dir, fname))
         except Exception:
             self.log("Warning: could not pickle state_dict.", color="red")
         if hasattr(self, "pytorch_saver_elements"):
@@ -410,7 +378,7 @@ class EpochLogger:
 
     def _send_row(self, row: dict[str, Any]) -> None:
         """Training thread: copies the row and this epoch's raw values and hands
-        them to rltrack's pipeline thread, where `_row_events` builds the events."""
+        them to rltrack's pipeline thread, where `row_events` builds the events."""
         steps: dict[str, Any] = {}
         for column, axis in STEP_COLUMNS.items():
             if column in row:
@@ -418,73 +386,19 @@ class EpochLogger:
         if not steps:
             steps[DEFAULT_STEP_AXIS] = self._dumps
         raw, self._stage_values = self._stage_values, {}
-        self.rltrack.emit_deferred(partial(self._row_events, time.time(), dict(row), steps, raw, self._routes))
+        self.rltrack.emit_deferred(partial(row_events, time.time(), dict(row), steps, raw, self._routes, self._rows))
         self.rltrack.dump(steps)
 
-    def _row_events(self, now: float, row: dict[str, Any], steps: dict[str, Any], raw: dict[str, list[float]], routes: dict[str, Any]) -> list[Event]:
-        """Pipeline thread: the events of one row, its columns (under their native
-        and canonical names) and this epoch's stage blocks."""
-        blocks = self._stage_blocks(row, raw) if self._names != "native" else {}
-        groups: dict[tuple[str, bool], dict[str, Any]] = {}
-        for column, val in row.items():
-            group, names = routes[column]
-            if group is None:
-                continue
-            data = groups.get(group)
-            if data is None:
-                data = groups[group] = {}
-            for name in names:
-                if name == column or group[0] not in blocks:  # a block replaces the canonical twins
-                    data[name] = val
-        run = str(getattr(self.rltrack, "name", ""))
-        events = []
-        for (namespace, statistic), data in groups.items():
-            if data:
-                kind = "timing" if namespace == "time" else "scalars"
-                events.append(Event(now, data, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic))
-        for namespace, (block, info_lines) in blocks.items():
-            events += block_events(namespace, block, steps, now, run, source=SOURCE, info_lines=info_lines)
-        return events
 
-    def _stage_blocks(self, row: dict[str, Any], raw: dict[str, list[float]]) -> dict[str, tuple[dict[str, Any], list[str]]]:
-        """namespace -> (block, [INFO] lines) of this epoch, from the raw values stored in it."""
-        blocks: dict[str, tuple[dict[str, Any], list[str]]] = {}
-        envsteps = None
-        total = row.get("TotalEnvInteracts")
-        if isinstance(total, (int, float, np.integer, np.floating)) and np.isfinite(total):
-            envsteps, self._last_env_steps = int(total) - self._last_env_steps, int(total)
-        if "EpRet" in raw:
-            returns = raw["EpRet"]
-            block = self._collector_stats.stage(
-                episode_rewards=returns, episode_lengths=_lengths(returns, raw.get("EpLen")), envstep_count=envsteps
-            )
-            blocks["collector"] = (block, [])
-        if "TestEpRet" in raw:
-            returns = raw["TestEpRet"]
-            block = evaluator_block(episode_rewards=returns, episode_lengths=_lengths(returns, raw.get("TestEpLen")))
-            blocks["evaluator"] = (block, evaluator_info_lines(returns))
-        averages = LearnerAverages()
-        for key, name in LEARNER_LOSSES.items():
-            for value in raw.get(key, ()):
-                averages.add({name: value})
-        if averages:
-            blocks["learner"] = (averages.take(), [])
-        return blocks
-
-    def _route(self, column: str, source: str, statistic: bool) -> tuple[tuple[str, bool] | None, tuple[str, ...]]:
-        """Where a column goes: (namespace, is a statistic) and the key names it is sent
-        under there (native and/or canonical per `run.names`); None for step columns.
-        `source` is the stored key the column came from."""
-        if column in STEP_COLUMNS:
-            return None, ()
-        namespace = namespace_of(source)
-        named = with_canonical_names({f"{namespace}/{column}": None}, CANONICAL, self._names)
-        return (namespace, statistic), tuple(flat.partition("/")[2] for flat in named)
-
-
-def _lengths(returns: list[float], lengths: list[float] | None) -> list[float] | None:
-    """The episode lengths stored beside `returns`, when there is one per episode."""
-    return lengths if lengths is not None and len(lengths) == len(returns) else None
+def _route(column: str, source: str, statistic: bool, names: str) -> Route:
+    """Where a column goes: (namespace, is a statistic) and the key names it is sent
+    under there (native and/or canonical per `run.names`, `names`); None for step
+    columns. `source` is the stored key the column came from."""
+    if column in STEP_COLUMNS:
+        return None, ()
+    namespace = namespace_of(source)
+    named = with_canonical_names({f"{namespace}/{column}": None}, CANONICAL, names)
+    return (namespace, statistic), tuple(flat.partition("/")[2] for flat in named)
 
 
 def _make_rltrack_logger(config: Any, output_dir: str | None, exp_name: str | None) -> Any:
@@ -495,16 +409,6 @@ def _make_rltrack_logger(config: Any, output_dir: str | None, exp_name: str | No
         name = osp.basename(osp.normpath(output_dir)) if output_dir else None
         cfg["run"]["name"] = name or exp_name or "spinup"
     return make_logger(cfg)
-
-
-def _dump_pickle(obj: Any, path: str) -> None:
-    try:
-        import joblib
-    except ImportError:
-        with open(path, "wb") as f:
-            pickle.dump(obj, f)
-    else:
-        joblib.dump(obj, path)
 
 
 __all__ = ["CANONICAL", "LEARNER_LOSSES", "EpochLogger", "colorize", "convert_json", "epoch_statistics"]

@@ -1,6 +1,8 @@
 """What rltrack knows about SpinningUp, as data and pure functions: its step
 columns, which namespace a stored key belongs to, the learner losses of the
-stage block, and the canonical (DI-engine) names of its columns.
+stage block, the canonical (DI-engine) names of its columns, and the events
+one `dump_tabular()` row becomes (its columns, and DI-engine's stage blocks
+computed from the raw values stored that epoch).
 
 The adapter (rltrack.adapters.spinup, the drop-in EpochLogger) and the run
 database's reader of SpinningUp output dirs (rltrack.runs.readers_foreign)
@@ -8,6 +10,20 @@ both read it here; neither imports the other.
 """
 
 from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any
+
+from rltrack.events import Event
+from rltrack.stages import (
+    CollectorStats,
+    LearnerAverages,
+    block_events,
+    evaluator_block,
+    evaluator_info_lines,
+)
 
 SOURCE = "spinup"
 
@@ -62,3 +78,76 @@ def namespace_of(key: str) -> str:
     if key == "Time":
         return "time"
     return "learner"
+
+
+#: Where a column goes: (namespace, is a statistic) and the key names it is
+#: sent under there; (None, ()) for step columns. Made by the adapter, which
+#: knows `run.names` (rltrack.canonical, which imports this module).
+Route = tuple[tuple[str, bool] | None, tuple[str, ...]]
+
+
+@dataclass
+class RowState:
+    """One EpochLogger's rltrack run as its rows' events need it: the run's
+    name, its `run.names` mode, and the running totals of its stage blocks
+    (changed on the pipeline thread only)."""
+
+    run: str
+    names: str
+    collector: CollectorStats = field(default_factory=CollectorStats)
+    last_env_steps: int = 0
+
+
+def row_events(now: float, row: dict[str, Any], steps: dict[str, Any], raw: dict[str, list[float]], routes: dict[str, Route], state: RowState) -> list[Event]:
+    """Pipeline thread: the events of one row, its columns (under their native
+    and canonical names, as `routes` says) and this epoch's stage blocks."""
+    blocks = stage_blocks(row, raw, state) if state.names != "native" else {}
+    groups: dict[tuple[str, bool], dict[str, Any]] = {}
+    for column, val in row.items():
+        group, names = routes[column]
+        if group is None:
+            continue
+        data = groups.get(group)
+        if data is None:
+            data = groups[group] = {}
+        for name in names:
+            if name == column or group[0] not in blocks:  # a block replaces the canonical twins
+                data[name] = val
+    run = state.run
+    events = []
+    for (namespace, statistic), data in groups.items():
+        if data:
+            kind = "timing" if namespace == "time" else "scalars"
+            events.append(Event(now, data, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic))
+    for namespace, (block, info_lines) in blocks.items():
+        events += block_events(namespace, block, steps, now, run, source=SOURCE, info_lines=info_lines)
+    return events
+
+
+def stage_blocks(row: dict[str, Any], raw: dict[str, list[float]], state: RowState) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    """namespace -> (block, [INFO] lines) of this epoch, from the raw values stored in it."""
+    blocks: dict[str, tuple[dict[str, Any], list[str]]] = {}
+    envsteps = None
+    total = row.get("TotalEnvInteracts")
+    if isinstance(total, numbers.Real) and math.isfinite(total):  # numpy's scalars are registered Reals
+        envsteps, state.last_env_steps = int(total) - state.last_env_steps, int(total)
+    if "EpRet" in raw:
+        returns = raw["EpRet"]
+        block = state.collector.stage(episode_rewards=returns, episode_lengths=_lengths(returns, raw.get("EpLen")), envstep_count=envsteps)
+        blocks["collector"] = (block, [])
+    if "TestEpRet" in raw:
+        returns = raw["TestEpRet"]
+        block = evaluator_block(episode_rewards=returns, episode_lengths=_lengths(returns, raw.get("TestEpLen")))
+        blocks["evaluator"] = (block, evaluator_info_lines(returns))
+    averages = LearnerAverages()
+    for key, name in LEARNER_LOSSES.items():
+        for value in raw.get(key, ()):
+            averages.add({name: value})
+    if averages:
+        blocks["learner"] = (averages.take(), [])
+    return blocks
+
+
+def _lengths(returns: list[float], lengths: list[float] | None) -> list[float] | None:
+    """The episode lengths stored beside `returns`, when there is one per episode."""
+    return lengths if lengths is not None and len(lengths) == len(returns) else None
