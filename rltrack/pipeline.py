@@ -1,13 +1,12 @@
-"""The `Logger`: the training thread's handle, and the pipeline thread behind it.
+"""The `Logger`: the training thread's handle on a run.
 
 `write` appends the record to a deque as a plain tuple (its time, a copy of
 its data, kind, namespace and step); that is all the training thread pays.
-A daemon thread drains the deque: it builds the `Event`, fills in missing steps,
-normalises values, redacts, runs the filter chain, appends to the run's journal
-(flushed to the operating system at least every `FLUSH_EVERY`) and hands each
-batch to the backends that live in this process (memory, console, meta.json).
-Control calls (`dump`, `flush`, `close`, checkpoints) travel through the same
-deque, so they stay in order with writes.
+Control calls (`dump`, `flush`, `close`, checkpoints, run info) go through the
+same deque, so they stay in order with writes. The logger's `Pipeline`
+(rltrack.pipeline_thread) drains it on a daemon thread: steps, normalisation,
+redaction, filters, the run's journal and the backends that live in this
+process (memory, console, meta.json).
 
 Everything else happens in the agent (rltrack.agent), one process per machine
 that reads the journal: the local files and every tracker. The logger
@@ -24,89 +23,38 @@ import sys
 import threading
 import time
 import warnings
-from collections import abc, deque
+from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from rltrack.agent_link import AgentLink
 from rltrack.backends.base import Backend, RunContext
 from rltrack.delivery import merge_into_report_file, time_left
-from rltrack.events import DEFAULT_STEP_AXIS, KINDS, Event
+from rltrack.events import KINDS, Event
 from rltrack.exits import close_at_exit, closed_before_exit, exit_status
 from rltrack.filters import FilterChain
 from rltrack.journal import JournalWriter, journal_path
+from rltrack.pipeline_thread import (
+    MAX_BATCH,
+    Barrier,
+    Close,
+    Deferred,
+    Dump,
+    Pipeline,
+    Record,
+    RunInfo,
+    as_steps,
+)
 from rltrack.redact import Redactor
 from rltrack.report import Report
 from rltrack.resume import ResumeState
 from rltrack.rundir import RunFiles, save_checkpoint
-from rltrack.values import normalize
 
-#: The pipeline thread wakes at least this often when idle, and flushes the
-#: journal and backends at least this often (so a crash loses < 0.5 s of events).
-IDLE_WAIT = 0.05
-FLUSH_EVERY = 0.5
-#: Records processed before they go to the journal and backends. Without a cap
-#: a producer faster than the pipeline would keep everything in one batch, off
-#: disk, until it paused.
-MAX_BATCH = 1000
-#: Events journaled but not yet handed to the in-process backends, at most;
-#: beyond it they are fed even while the queue is still behind.
-MAX_BACKLOG = 50_000
-#: Seconds between the pipeline thread's checks that an agent runs (it starts one if not).
-AGENT_CHECK = 1.0
 #: `run.close_timeout` when the config leaves it out.
 DEFAULT_CLOSE_TIMEOUT = 5.0
 #: The longest `flush(timeout=None)` waits for the agent to write the local files.
 FLUSH_LIMIT = 120.0
-
-#: The kinds whose values can be strings once normalised (scalars and timings
-#: are numbers by then): these pass the `Redactor` before the journal.
-REDACTED_KINDS = ("text", "hparams")
-
-T = TypeVar("T")
-
-
-@dataclass
-class _Dump:
-    steps: dict[str, int] | None
-
-
-@dataclass
-class _Barrier:
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-@dataclass
-class _Close:
-    status: str
-
-
-@dataclass
-class _RunInfo:
-    info: dict[str, Any]
-
-
-@dataclass
-class _Deferred:
-    """Events an adapter builds on the pipeline thread: `build()` is called
-    there, in queue order, and what it returns is processed like written events."""
-
-    build: Callable[[], Iterable[Event]]
-
-
-#: What the deque holds for records, as opposed to control calls: a record
-#: `write` queued (a plain tuple), an event emitted, a deferred build.
-_RECORDS = (tuple, Event, _Deferred)
-
-
-@dataclass
-class _Record:
-    """An event that is already complete (steps set, values clean): it skips
-    step filling and filters and goes straight to the journal and backends."""
-
-    event: Event
 
 
 class Logger:
@@ -136,28 +84,27 @@ class Logger:
         self.backends = {b.name: b for b in backends}
         self.close_timeout: float | None = config.get("run", {}).get("close_timeout", DEFAULT_CLOSE_TIMEOUT)
         self._chain = chain
-        self._redactor = redactor or Redactor()
-        self._worker: str | None = config.get("run", {}).get("worker")
+        redactor = redactor or Redactor()
+        worker: str | None = config.get("run", {}).get("worker")
         names = [*(b.name for b in backends), *(files or {}), *(trackers or {})]
-        self._sinks: list[Backend] = [RunFiles(tracked, names, self._redactor, resumed), *backends]
+        sinks: list[Backend] = [RunFiles(tracked, names, redactor, resumed), *backends]
         self._queue: deque[Any] = deque()
-        self._backlog: list[Event] = []  # journaled, not yet given to the in-process backends
         self._wake = threading.Event()
         self._closed = False
         self._complete = False
         self._warned_closed = False
-        self._journal_path = journal_path(run_dir, self._worker)
+        self._journal_path = journal_path(run_dir, worker)
         state = ResumeState.from_journal(self._journal_path) if resumed else ResumeState()
         self._best_metric = state.best_metric
-        self._last_steps = state.last_steps
-        self._namespace_counts = state.namespace_counts
-        self._reported: set[str] = set()
-        self._context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report, worker=self._worker)
-        for sink in self._sinks:
-            sink.open(self._context)
-        self._journal = JournalWriter(self._journal_path)
-        self._agent = AgentLink(run_dir, self.name, self._worker, config, dict(files or {}), dict(trackers or {})) if files or trackers else None
-        self._thread = threading.Thread(target=self._loop, name=f"rltrack-{self.name}", daemon=True)
+        context = RunContext(run_dir=run_dir, name=self.name, config=config, report=report, worker=worker)
+        for sink in sinks:
+            sink.open(context)
+        journal = JournalWriter(self._journal_path)
+        self._agent = AgentLink(run_dir, self.name, worker, config, dict(files or {}), dict(trackers or {})) if files or trackers else None
+        self._pipeline = Pipeline(
+            self._queue, self._wake, run_dir, report, chain, redactor, sinks, journal, self._agent, worker, state.last_steps, state.namespace_counts
+        )
+        self._thread = threading.Thread(target=self._pipeline.run, name=f"rltrack-{self.name}", daemon=True)
         self._thread.start()
         close_at_exit(self)
 
@@ -177,7 +124,7 @@ class Logger:
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r} is not one of {', '.join(KINDS)}")
         if type(step) is not int and step is not None:
-            step = _as_steps(step)  # a mapping is copied now: the caller may change it afterwards
+            step = as_steps(step)  # a mapping is copied now: the caller may change it afterwards
         if self._accepting():  # a tuple, not an Event: building one here would cost this thread half of `write`
             self._hand_over((time.time(), dict(data), kind, namespace, step))
 
@@ -194,13 +141,13 @@ class Logger:
         framework's values), never state the training thread keeps changing.
         An exception in it is counted in the report, like a filter's."""
         if self._accepting():
-            self._hand_over(_Deferred(build))
+            self._hand_over(Deferred(build))
 
     def dump(self, step: int | Mapping[str, int] | None = None) -> None:
         """The store-then-log point: aggregating filters emit, tables are printed."""
-        steps = None if step is None else _as_steps(step)
+        steps = None if step is None else as_steps(step)
         if self._accepting():
-            self._hand_over(_Dump(steps))
+            self._hand_over(Dump(steps))
 
     def log_hparams(self, hparams: Mapping[str, Any]) -> None:
         self.write(hparams, kind="hparams")
@@ -246,7 +193,7 @@ class Logger:
         try:
             path = save_checkpoint(self.run_dir, obj_or_path, iteration, best)
         except OSError as exc:
-            self._failed("checkpoint", "save", exc)
+            self._pipeline.failed("checkpoint", "save", exc)
             return None
         if best:
             self._best_metric = metric
@@ -259,17 +206,17 @@ class Logger:
         """Hand over an event that is already complete (steps set, values
         clean, such as a checkpoint's): it skips step filling and filters."""
         if self._accepting():
-            self._hand_over(_Record(event))
+            self._hand_over(Record(event))
 
     def set_run_info(self, info: Mapping[str, Any]) -> None:
         """Adds framework bookkeeping (trial id, hostname, ...) to meta.json's
         "info", where run databases index it, instead of sending it as metrics."""
         if self._accepting():
-            self._hand_over(_RunInfo(dict(info)))
+            self._hand_over(RunInfo(dict(info)))
 
     def _hand_over(self, item: Any) -> None:
         """Queues `item` for the pipeline thread, and wakes it when a burst
-        fills a batch: it need not wait out its interval (`SEND_EVERY`) while
+        fills a batch: it need not wait out its interval (`IDLE_WAIT`) while
         records pile up in memory."""
         queue = self._queue
         queue.append(item)
@@ -296,7 +243,7 @@ class Logger:
             return not self._thread.is_alive()
         deadline = time.monotonic() + (FLUSH_LIMIT if timeout is None else timeout)
         if self._thread.is_alive():
-            barrier = _Barrier()
+            barrier = Barrier()
             self._queue.append(barrier)
             self._wake.set()
             if not barrier.done.wait(time_left(deadline)):
@@ -323,7 +270,7 @@ class Logger:
         if timeout == "config":
             timeout = self.close_timeout
         deadline = None if timeout is None else time.monotonic() + float(timeout)
-        self._queue.append(_Close(status))
+        self._queue.append(Close(status))
         self._wake.set()
         # The journal and the run's status are local writes, not a wait on a
         # tracker: they are completed whatever `timeout` says (a record given
@@ -356,180 +303,3 @@ class Logger:
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self.close(status=exit_status(exc))
-
-    # ---- the pipeline thread's side --------------------------------------
-
-    def _loop(self) -> None:
-        last_flush = last_check = time.monotonic()
-        while True:
-            batch: list[Event] = []
-            while self._queue and len(batch) < MAX_BATCH:
-                item = self._queue.popleft()
-                if isinstance(item, _RECORDS):
-                    batch.extend(self._events_of(item))
-                    continue
-                self._deliver(batch)
-                self._feed_sinks()  # control items see every record written before them
-                batch = []
-                if isinstance(item, _Close):
-                    self._finish(item.status)
-                    return
-                self._control(item)
-            batch.extend(self._safely("pipeline", "tick", lambda: self._chain.tick(time.time()), []))
-            self._deliver(batch)
-            caught_up = not self._queue
-            if caught_up:
-                self._safely("journal", "flush", self._journal.flush, None)
-            if caught_up or len(self._backlog) >= MAX_BACKLOG:
-                self._feed_sinks()
-            now = time.monotonic()
-            if now - last_flush >= FLUSH_EVERY:
-                self._flush_all()
-                last_flush = now
-            if self._agent is not None and now - last_check >= AGENT_CHECK:
-                self._safely("agent", "start", self._agent.ensure_running, None)
-                last_check = now
-            if not self._queue:
-                self._wake.wait(IDLE_WAIT)
-                self._wake.clear()
-
-    def _events_of(self, item: tuple[Any, ...] | Event | _Deferred) -> list[Event]:
-        """The pipeline (`_process`) applied to a record `write` queued, to an
-        event emitted, or to each event an adapter's deferred build returns;
-        failures counted."""
-        if isinstance(item, tuple):
-            built = [self._written_event(item)]
-        elif isinstance(item, Event):
-            built = [item]
-        else:
-            built = self._safely("pipeline", "deferred", lambda: list(item.build()), [])
-        out: list[Event] = []
-        for event in built:  # a try per event, not a `_safely` closure: this runs for every record
-            try:
-                out += self._process(event)
-            except Exception as exc:
-                self._failed("pipeline", "process", exc)
-        return out
-
-    def _written_event(self, written: tuple[Any, ...]) -> Event:
-        """The event of a record `write` queued as (time, data, kind, namespace, step)."""
-        time_, data, kind, namespace, step = written
-        steps = {} if step is None else step if type(step) is dict else _as_steps(step)  # `write` left ints as they were
-        return Event(time_, data, kind, namespace, steps, run=self.name)
-
-    def _prepare(self, event: Event) -> list[Event]:
-        """Steps filled in, values normalised, text and hyperparameters redacted."""
-        if event.steps:
-            event.steps = self._clean_steps(event.steps)
-            self._last_steps = event.steps
-        elif self._last_steps:
-            event.steps = dict(self._last_steps)
-        else:  # no step was ever given: number the records of each namespace
-            count = self._namespace_counts.get(event.namespace, 0)
-            self._namespace_counts[event.namespace] = count + 1
-            event.steps = {DEFAULT_STEP_AXIS: count}
-        events = normalize(event, self.report)
-        for clean in events:
-            if clean.kind in REDACTED_KINDS:
-                clean.data = self._redactor.mapping(clean.data)
-        return events
-
-    def _process(self, event: Event) -> list[Event]:
-        out: list[Event] = []
-        for clean in self._prepare(event):
-            out += self._chain.process(clean)
-        return out
-
-    def _clean_steps(self, steps: dict[str, Any]) -> dict[str, int]:
-        clean = {}
-        for axis, value in steps.items():
-            try:
-                clean[str(axis)] = int(value)
-            except (TypeError, ValueError, OverflowError):
-                self.report.count("dropped", f"step axis {axis!r}: {value!r} is not an integer")
-        return clean
-
-    def _dump_steps(self, item: _Dump) -> dict[str, int] | None:
-        if not item.steps:
-            return None
-        self._last_steps = self._clean_steps(item.steps)
-        return self._last_steps
-
-    def _control(self, item: Any) -> None:
-        if isinstance(item, _Dump):
-            steps = self._dump_steps(item)
-            self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(steps, time.time()), []))
-            self._safely("journal", "append", lambda: self._journal.append_dump(time.time()), None)
-            self._feed_sinks()
-            self._each_sink("dump", lambda sink: sink.dump())
-        elif isinstance(item, _Barrier):
-            self._flush_all()
-            item.done.set()
-        elif isinstance(item, _Record):
-            self._deliver([item.event])
-            self._feed_sinks()
-        elif isinstance(item, _RunInfo):
-            info = self._redactor.mapping(item.info)
-            self._each_sink("info", lambda sink: sink.set_run_info(info))
-
-    def _deliver(self, events: list[Event]) -> None:
-        """Journal first: the backends get the events at `_feed_sinks`, once the
-        queue is drained (or the backlog is large), so a burst reaches the
-        journal on disk without waiting for text tables and event files."""
-        if not events:
-            return
-        if self._worker is not None:  # every journaled event, filter-made ones too, names its writer
-            for event in events:
-                event.worker = self._worker
-        self._safely("journal", "append", lambda: self._journal.append(events), None)
-        self._backlog.extend(events)
-
-    def _feed_sinks(self) -> None:
-        if self._backlog:
-            events, self._backlog = self._backlog, []
-            self._each_sink("write", lambda sink: sink.write(events))
-
-    def _flush_all(self) -> None:
-        self._safely("journal", "flush", self._journal.flush, None)
-        self._each_sink("flush", lambda sink: sink.flush())
-
-    def _finish(self, status: str) -> None:
-        self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(None, time.time()), []))
-        self._safely("journal", "append", lambda: self._journal.append_dump(time.time()), None)
-        self._feed_sinks()
-        self._each_sink("dump", lambda sink: sink.dump())
-        self._flush_all()
-        self._safely("journal", "close", self._journal.close, None)
-        self._each_sink("close", lambda sink: sink.close(status))
-
-    def _each_sink(self, what: str, call: Callable[[Backend], None]) -> None:
-        for sink in self._sinks:
-            self._safely(sink.name, what, lambda: call(sink), None)
-
-    def _safely(self, who: str, what: str, call: Callable[[], T], default: T) -> T:
-        """`call()`, or `default` if it raised: neither a backend nor a filter nor
-        a full disk may stop the pipeline thread (it would silently end the run's logging)."""
-        try:
-            return call()
-        except Exception as exc:
-            self._failed(who, what, exc)
-            return default
-
-    def _failed(self, who: str, what: str, exc: Exception) -> None:
-        """Counts the error in the report; prints the first one of each component."""
-        reason = f"{who}.{what}: {type(exc).__name__}: {exc}"
-        self.report.count("errors", reason)
-        if who not in self._reported:
-            self._reported.add(who)
-            print(f"rltrack: {reason} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
-
-
-def _as_steps(step: int | Mapping[str, int]) -> dict[str, Any]:
-    """A `step` argument as a dict of axes (an int is axis "step"). The exact
-    types are tested first: an isinstance check against the Mapping ABC costs
-    more than the rest of a `write`."""
-    if type(step) is int:
-        return {DEFAULT_STEP_AXIS: step}
-    if type(step) is dict or isinstance(step, abc.Mapping):
-        return dict(step)
-    return {DEFAULT_STEP_AXIS: step}

@@ -52,6 +52,7 @@ LAYERS: dict[str, int] = {
     # 7: the training-side logger
     "rltrack.pipeline": 7,
     "rltrack.exits": 7,
+    "rltrack.pipeline_thread": 7,
     "rltrack.resume": 7,
     "rltrack.config": 7,
     # 8: adapters (hooks into a live framework) and importers (other tools' saved runs)
