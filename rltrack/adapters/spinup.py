@@ -51,20 +51,9 @@ What rltrack receives, once per `dump_tabular()`:
   canonical names from `CANONICAL` per the config's `run.names`
   (`collector/reward_mean`, ...). Columns made by `log_tabular(key)` from
   stored values are sent in events marked `preaggregated`;
-* DI-engine's stage blocks (`rltrack.stages`), computed from the raw values
-  `store`d this epoch, not from the table's statistics: a `collector` block
-  from `EpRet` (and `EpLen`: `episode_count`, `reward_mean/std/max/min`,
-  `each_reward`, `avg_envstep_per_episode`; `envstep_count` is the growth of
-  `TotalEnvInteracts` since the last row, and running totals follow); an
-  `evaluator` block, with one `[INFO]` line per test episode, from
-  `TestEpRet`/`TestEpLen`; a `learner` block of `<loss>_avg` (the mean of the
-  epoch's stored values) from the keys in `LEARNER_LOSSES`. A block needs its
-  key to be passed to `log_tabular(key)` that epoch. SpinningUp logs no
-  collection time and no learning rate, so the rates, `collect_time`,
-  `evaluate_time` and `cur_lr_avg` are absent. Where a block is sent, it is the
-  namespace's canonical set: the canonical twins of the table's columns
-  (`collector/reward_mean` for `AverageEpRet`, ...) are then not sent as well.
-  No blocks with `run.names = "native"`;
+* DI-engine's stage blocks (`collector`, `evaluator`, `learner`), computed
+  from the raw values `store`d this epoch, as rltrack.frameworks.spinup tells;
+  no blocks with `run.names = "native"`;
 * `save_config(config)` -> `log_hparams`; `save_state` -> `log_checkpoint` of
   the object given to `setup_pytorch_saver` (iteration = `itr`, or the number of
   rows dumped so far, which is the current epoch in SpinningUp's loops).

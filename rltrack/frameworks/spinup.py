@@ -4,6 +4,20 @@ stage block, the canonical (DI-engine) names of its columns, and the events
 one `dump_tabular()` row becomes (its columns, and DI-engine's stage blocks
 computed from the raw values stored that epoch).
 
+The stage blocks (`rltrack.stages`, `stage_blocks`) are computed from the raw values
+`store`d this epoch, not from the table's statistics: a `collector` block
+from `EpRet` (and `EpLen`: `episode_count`, `reward_mean/std/max/min`,
+`each_reward`, `avg_envstep_per_episode`; `envstep_count` is the growth of
+`TotalEnvInteracts` since the last row, and running totals follow); an
+`evaluator` block, with one `[INFO]` line per test episode, from
+`TestEpRet`/`TestEpLen`; a `learner` block of `<loss>_avg` (the mean of the
+epoch's stored values) from the keys in `LEARNER_LOSSES`. A block needs its
+key to be passed to `log_tabular(key)` that epoch. SpinningUp logs no
+collection time and no learning rate, so the rates, `collect_time`,
+`evaluate_time` and `cur_lr_avg` are absent. Where a block is sent, it is the
+namespace's canonical set: the canonical twins of the table's columns
+(`collector/reward_mean` for `AverageEpRet`, ...) are then not sent as well.
+
 The adapter (rltrack.adapters.spinup, the drop-in EpochLogger) and the run
 database's reader of SpinningUp output dirs (rltrack.runs.readers_foreign)
 both read it here; neither imports the other.
