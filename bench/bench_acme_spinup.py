@@ -51,8 +51,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 if importlib.util.find_spec("launchpad") is None:
     # `import acme` imports launchpad (no wheels for Python >= 3.11); this is the
-    # clearly marked no-op STAND-IN from tests/standins, not the real package.
-    sys.path.insert(0, str(REPO / "tests" / "standins"))
+    # clearly marked no-op STAND-IN from tests/helpers/standins, not the real package.
+    sys.path.insert(0, str(REPO / "tests" / "helpers" / "standins"))
 
 import rltrack  # noqa: E402
 from rltrack.adapters.acme import RLTrackLogger, tee  # noqa: E402

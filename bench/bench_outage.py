@@ -51,7 +51,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import trackers  # also puts the repository and tests/ on sys.path
+import trackers  # also puts the repository and tests/helpers/ on sys.path
 from mlflow_server import MlflowServer, tracker
 from report import Section, arguments, verdict
 

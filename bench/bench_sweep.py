@@ -10,7 +10,7 @@ MLflow on its default SQLite store (and again on a loopback `mlflow server`):
     starts, plus the Tune driver's peak RSS above the same sweep's without it);
   * Tune's wall time ≤ 1.10× the same sweep without rltrack;
   * every value of every trial exactly once in MLflow (`MlflowClient`), in
-    W&B's offline `.wandb` files (tests/wandb_reader.py) and in each run's
+    W&B's offline `.wandb` files (tests/helpers/wandb_reader.py) and in each run's
     `progress.csv`;
 
 then how the cost grows with the number of trials (`--trials 16 64 256`).

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 from report import REPO
 
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))  # mlflow_server.py, wandb_reader.py: the test suite's real-server helper and .wandb reader
+sys.path.insert(0, str(REPO / "tests" / "helpers"))  # mlflow_server.py, wandb_reader.py: the test suite's real-server helper and .wandb reader
 
 import rltrack  # noqa: E402
 from rltrack.delivery import pending_bytes  # noqa: E402

@@ -17,7 +17,7 @@ records (one record per 25 updates here) and at the end.
 
 dm-acme 0.4.0 on Python >= 3.11 is installed with `--no-deps` and `import acme`
 then fails on `launchpad`; this example falls back to the no-op stand-in in
-tests/standins (and says so) when launchpad is missing.
+tests/helpers/standins (and says so) when launchpad is missing.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 if importlib.util.find_spec("launchpad") is None:
-    print("note: launchpad is not installed; using the no-op stand-in from tests/standins (single process only)", file=sys.stderr)
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "standins"))
+    print("note: launchpad is not installed; using the no-op stand-in from tests/helpers/standins (single process only)", file=sys.stderr)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers" / "standins"))
 
 import acme  # noqa: E402
 import dm_env  # noqa: E402

@@ -5,7 +5,7 @@ memory backend.
 
 dm-acme 0.4.0 is installed with `--no-deps` on Python 3.11, and `import acme`
 imports `launchpad`, which has no wheels there: when it is missing, the
-stand-in in tests/standins/launchpad (a marked no-op module) is put on sys.path
+stand-in in tests/helpers/standins/launchpad (a marked no-op module) is put on sys.path
 before Acme is imported.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-STANDINS = Path(__file__).parent / "standins"
+STANDINS = Path(__file__).parent / "helpers" / "standins"
 if importlib.util.find_spec("launchpad") is None:
     sys.path.insert(0, str(STANDINS))
 

@@ -29,7 +29,7 @@ import rltrack
 from rltrack.agent_files import agent_dir, agent_running, ensure_running, read_json
 
 TRACKER = "stand_in_tracker:FileTracker"
-TESTS = str(Path(__file__).parent)
+HELPERS = str(Path(__file__).parent / "helpers")  # stand_in_tracker.py, for the writer processes
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def journal_values(run_dir: Path) -> list[float]:
 WRITER = textwrap.dedent(
     """
     import sys, time
-    sys.path.insert(0, {tests!r})
+    sys.path.insert(0, {helpers!r})
     import rltrack
     root, name, records, pause = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     config = {{"run": {{"root": root, "name": name, "close_timeout": 60}}, "backends": {{"use": ["local", {tracker!r}]}}}}
@@ -84,7 +84,7 @@ WRITER = textwrap.dedent(
         if len(sys.argv) > 5:
             time.sleep(60)  # killed here
     """
-).format(tests=TESTS, tracker=TRACKER)
+).format(helpers=HELPERS, tracker=TRACKER)
 
 
 def start_writer(root: Path, name: str, records: int, pause: float = 0.0, *extra: str) -> subprocess.Popen:

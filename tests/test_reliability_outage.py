@@ -1,6 +1,6 @@
 """A tracker outage costs training nothing and loses nothing.
 
-A real `mlflow server` (tests/mlflow_server.py) is stopped for 30 s in the
+A real `mlflow server` (tests/helpers/mlflow_server.py) is stopped for 30 s in the
 middle of a run that keeps logging at a steady rate, then started again:
 every value must arrive exactly once, the training thread's `write` must stay
 fast during the outage (p99 measured), and memory must stay flat (the backlog

@@ -1,5 +1,5 @@
 """`rltrack runs ls/show/rm/archive/index` and `rltrack export`, through `rltrack.cli.main`,
-on a root of real runs (tests/runs_fixture.py); outputs are read back from
+on a root of real runs (tests/helpers/runs_fixture.py); outputs are read back from
 stdout (--json), the directories and the files written."""
 
 from __future__ import annotations

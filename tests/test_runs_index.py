@@ -1,4 +1,4 @@
-"""The experiment database's data layer on a root of real runs (tests/runs_fixture.py):
+"""The experiment database's data layer on a root of real runs (tests/helpers/runs_fixture.py):
 readers of rltrack and foreign dirs, `Run`, ids, the SQLite index (incremental
 equals rebuilt, answers without the directories) and the `where` language."""
 

@@ -1,7 +1,7 @@
 """The DI-engine stage blocks from RLlib, Acme and SpinningUp: each framework
 really runs, the test records every finished episode itself (an environment
 wrapper, the loop's own returns), and the collector/evaluator/learner blocks in
-`log/<namespace>/<namespace>_logger.txt` (parsed back by tests/stage_reader.py)
+`log/<namespace>/<namespace>_logger.txt` (parsed back by tests/helpers/stage_reader.py)
 and in the tfevents (TensorBoard's EventAccumulator) are compared with what the
 test computes from those episodes with numpy."""
 
@@ -172,12 +172,12 @@ def test_spinup_epochs_give_collector_evaluator_learner_blocks(tmp_path: Path) -
 
 def _import_acme() -> Any:
     """Acme 0.4.0 imports launchpad, which has no wheels for Python >= 3.11: the
-    marked stand-in in tests/standins is used when it is missing."""
+    marked stand-in in tests/helpers/standins is used when it is missing."""
     import importlib.util
     import sys
 
     if importlib.util.find_spec("launchpad") is None:
-        sys.path.insert(0, str(Path(__file__).parent / "standins"))
+        sys.path.insert(0, str(Path(__file__).parent / "helpers" / "standins"))
     return pytest.importorskip("acme")
 
 

@@ -5,7 +5,7 @@ for Python >= 3.11, so dm-acme is installed with `--no-deps`; yet `import acme`
 still imports `launchpad`, only for `acme.utils.signals.runtime_terminator`
 (used by `acme.EnvironmentLoop.run`), which registers a stop handler. This
 module provides just those two calls, as no-ops, plus `stop()`, so single-process
-Acme code can run. Nothing distributed works with it. Put `tests/standins` on
+Acme code can run. Nothing distributed works with it. Put `tests/helpers/standins` on
 `sys.path` only when the real package is missing.
 """
 

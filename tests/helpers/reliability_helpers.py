@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import wandb_reader
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]  # tests/helpers/ -> the repository
 PYTHON = sys.executable
 
 
