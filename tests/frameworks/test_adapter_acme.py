@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-STANDINS = Path(__file__).parent / "helpers" / "standins"
+STANDINS = Path(__file__).parents[1] / "helpers" / "standins"
 if importlib.util.find_spec("launchpad") is None:
     sys.path.insert(0, str(STANDINS))
 

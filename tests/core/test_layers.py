@@ -15,7 +15,7 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1] / "rltrack"
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "rltrack"
 
 #: Module-name prefix -> layer, from the bottom. A module takes the layer of its
 #: longest matching prefix; a subpackage's `__init__` belongs to its layer. See docs/ARCHITECTURE.md.
@@ -80,7 +80,7 @@ MODULE_STRING = re.compile(r"rltrack(\.\w+)+(:\w+)?")
 
 def layer_of(module: str) -> int:
     prefixes = [p for p in LAYERS if module == p or module.startswith(p + ".")]
-    assert prefixes, f"{module} is in no layer: add it to LAYERS in tests/test_layers.py and docs/ARCHITECTURE.md"
+    assert prefixes, f"{module} is in no layer: add it to LAYERS in tests/core/test_layers.py and docs/ARCHITECTURE.md"
     return LAYERS[max(prefixes, key=len)]
 
 

@@ -581,7 +581,7 @@ def test_run_directory_records_the_run(ppo_runs):
 def test_example_runs(tmp_path, capsys):
     import runpy
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "sb3_ppo_cartpole.py"
+    example = Path(__file__).resolve().parents[2] / "examples" / "sb3_ppo_cartpole.py"
     run_dir = runpy.run_path(str(example), run_name="example")["main"](["--timesteps", "1024", "--root", str(tmp_path / "runs"), "--backends", "local,console"])
     out = capsys.readouterr().out
     assert f"tensorboard --logdir {run_dir / 'log' / 'serial'}" in out

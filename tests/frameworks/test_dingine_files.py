@@ -34,7 +34,7 @@ from rltrack.adapters.blocks import emit_block
 
 pytest.importorskip("tensorboard")
 
-FIXTURE = Path(__file__).parent / "helpers" / "fixtures" / "dingine_dqn_cartpole"
+FIXTURE = Path(__file__).parents[1] / "helpers" / "fixtures" / "dingine_dqn_cartpole"
 #: DI-engine's logging prefix: `[time][file.py:line][INFO] `; rltrack puts the steps in the middle slot.
 PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]\[[^\]]*\]\[INFO\] ", re.MULTILINE)
 #: What README lists as differing on purpose, in DI-engine's learner log.

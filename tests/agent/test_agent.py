@@ -29,7 +29,7 @@ import rltrack
 from rltrack.agent_files import agent_dir, agent_running, ensure_running, read_json
 
 TRACKER = "stand_in_tracker:FileTracker"
-HELPERS = str(Path(__file__).parent / "helpers")  # stand_in_tracker.py, for the writer processes
+HELPERS = str(Path(__file__).parents[1] / "helpers")  # stand_in_tracker.py, for the writer processes
 
 
 @pytest.fixture

@@ -177,7 +177,7 @@ def _import_acme() -> Any:
     import sys
 
     if importlib.util.find_spec("launchpad") is None:
-        sys.path.insert(0, str(Path(__file__).parent / "helpers" / "standins"))
+        sys.path.insert(0, str(Path(__file__).parents[1] / "helpers" / "standins"))
     return pytest.importorskip("acme")
 
 

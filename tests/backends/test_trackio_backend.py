@@ -259,7 +259,7 @@ def test_a_local_only_run_is_synced_to_trackio_later(tmp_path):
 
 def test_a_neptune_rescue_lands_in_trackio(tmp_path, monkeypatch):
     pytest.importorskip("neptune")
-    import test_neptune_import as neptune_fixtures
+    import neptune_offline
 
     for var in (
         "NEPTUNE_API_TOKEN",
@@ -270,7 +270,7 @@ def test_a_neptune_rescue_lands_in_trackio(tmp_path, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     (tmp_path / "project").mkdir()
     monkeypatch.chdir(tmp_path / "project")
-    neptune_fixtures.write_offline_run(tmp_path)
+    neptune_offline.write_offline_run(tmp_path)
     imported = subprocess.run(
         [PYTHON, "-m", "rltrack.cli", "import", "neptune", str(tmp_path / "project" / ".neptune"), "--root", str(tmp_path / "runs")],
         capture_output=True, text=True, env=child_env(tmp_path), timeout=300, check=False,
