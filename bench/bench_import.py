@@ -3,7 +3,7 @@
 Why this exists: every training script imports rltrack, most use one or two
 of its backends; issue 6 asks for `import rltrack` ≤ 150 ms and for none of
 torch, mlflow, wandb, neptune, ray, stable_baselines3, tensorboard to be
-imported by it (tests/test_import_cost.py checks the latter in CI).
+imported by it (tests/core/test_import_cost.py checks the latter in CI).
 
 Each repetition runs `python -X importtime -c "import rltrack"` in a fresh
 interpreter and reads the cumulative time of the `rltrack` line (what the
