@@ -64,7 +64,8 @@ from rltrack.rundir import mark_ended
 SCAN_EVERY = 0.1
 #: Seconds without any run to serve before the agent exits.
 IDLE_EXIT = float(os.environ.get("RLTRACK_AGENT_IDLE", "30"))
-#: Seconds a tracker is retried after its run ended; then the rest waits for `rltrack sync`.
+#: Seconds a failing tracker is retried after its run ended; then the rest waits for `rltrack sync`.
+#: A tracker that takes batches is never given up, however long its backlog.
 RETRY_AFTER_END = float(os.environ.get("RLTRACK_AGENT_RETRY", "300"))
 #: Seconds between the saves of a writer's state while it runs (at once when it ends).
 STATE_EVERY = 0.2
@@ -293,10 +294,11 @@ class Agent:
                 writer.files.close(writer.status)
         now = time.monotonic()
         if writer.status is not None and (writer.files is None or writer.files.closed):
-            overdue = writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END
-            if overdue:
-                for worker in writer.workers.values():
+            ended_at = writer.ended_at if writer.ended_at is not None else now
+            for worker in writer.workers.values():  # a tracker failing since the end (or since it began failing): given up
+                if not worker.done and worker.failing_since is not None and now - max(worker.failing_since, ended_at) > RETRY_AFTER_END:
                     worker.give_up()
+            if now - ended_at > RETRY_AFTER_END:
                 writer.waiting.clear()
             if not writer.waiting and all(worker.done for worker in writer.workers.values()):
                 self._finish(writer)

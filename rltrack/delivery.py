@@ -141,6 +141,8 @@ class DeliveryWorker:
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0
         self.last_error: str | None = None
+        #: `time.monotonic()` of the first failure since the last batch the tracker took (None: not failing).
+        self.failing_since: float | None = None
         #: Set by the owner once no more lines will be appended, with the status the tracker's run ends with.
         self.journal_complete = False
         self.status = "finished"
@@ -162,6 +164,7 @@ class DeliveryWorker:
             return self._step(now)
         except Exception as exc:  # the tracker is down or refused: keep the batch, retry later
             self.errors += 1
+            self.failing_since = self.failing_since or now
             self.last_error = f"{type(exc).__name__}: {exc}"
             self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
             self.next_try = now + self._backoff
@@ -191,6 +194,7 @@ class DeliveryWorker:
         if events:
             self.backend.deliver(events)
         self._backoff = BACKOFF_START
+        self.failing_since = None
         self._taken(offset, len(events))
         return True
 

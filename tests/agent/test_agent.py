@@ -251,3 +251,19 @@ def test_acme_task_instances_arrive_at_the_tracker_as_distinct_workers(agent_hom
     assert logger.close()
     workers = [event.worker for event in received(logger.run_dir) if event.namespace == "collector"]
     assert sorted(set(workers)) == ["0", "1", "2"] and len(workers) == 15
+
+
+def test_a_slow_tracker_with_a_backlog_is_not_given_up_after_the_run_ends(agent_home, tmp_path, monkeypatch):
+    """`RLTRACK_AGENT_RETRY` bounds how long a *failing* tracker is retried
+    after its run's end. A tracker that takes every batch, only slowly (or a
+    lane with many runs queued, as in a 256-trial sweep), is served to the
+    end: before, the agent gave up every tracker of a run RETRY seconds after
+    its end, delivered or not, and runs of a large sweep never reached MLflow."""
+    monkeypatch.setenv("RLTRACK_AGENT_RETRY", "1")
+    settings = {"use": ["local", TRACKER], TRACKER: {"delay": 0.1}}  # 200 records in batches of 7: ~3 s of delivery
+    with rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "slow", "close_timeout": 0}, "backends": settings}) as logger:
+        for i in range(200):
+            logger.write({"x": float(i)}, step=i)
+    assert wait_until(lambda: not agents(agent_home), seconds=120)  # the agent has finished the run and exited
+    assert [e.data["x"] for e in received(logger.run_dir)] == [float(i) for i in range(200)]
+    assert (logger.run_dir / "filetracker.status").read_text() == "finished"

@@ -4,8 +4,9 @@ it is given as JSON lines in `<run_dir>/<name>.jsonl`, where a test reads it
 back. Like W&B it says how many values its run holds (`position`), so that
 delivery continuing from a cursor after a killed agent skips what it holds
 beyond the cursor instead of storing it twice. Unlike a real tracker it can be told, on cue, to refuse its first
-deliveries (`failures`, per agent process) or to hang while a file exists
-(`hang_while`). The real trackers are tested against their own stores in
+deliveries (`failures`, per agent process), to hang while a file exists
+(`hang_while`), or to take `delay` seconds over each batch (a slow but
+healthy tracker). The real trackers are tested against their own stores in
 their own test modules.
 
 Name it in a config as `"stand_in_tracker:FileTracker"`.
@@ -25,9 +26,10 @@ class FileTracker(RemoteBackend):
     name = "filetracker"
     max_batch = 7
 
-    def __init__(self, failures: int = 0, hang_while: str | None = None) -> None:
+    def __init__(self, failures: int = 0, hang_while: str | None = None, delay: float = 0.0) -> None:
         self.failures = failures
         self.hang_while = None if hang_while is None else Path(hang_while)
+        self.delay = delay
         self._skip = 0
 
     def deliver(self, events: list[Event]) -> None:
@@ -36,6 +38,7 @@ class FileTracker(RemoteBackend):
         if self.failures:
             self.failures -= 1
             raise ConnectionError("tracker down")
+        time.sleep(self.delay)
         skipped = min(self._skip, len(events))
         self._skip -= skipped
         if events[skipped:]:
