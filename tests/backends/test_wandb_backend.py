@@ -299,3 +299,33 @@ def test_earlier_files_are_counted_once_their_writer_lets_go(tmp_path, wandb_fil
     finally:
         writer.wait(30)
     assert writer.returncode == 0
+
+
+def test_the_package_list_is_read_once_per_process_and_every_run_gets_it(tmp_path, monkeypatch):
+    """wandb reads the metadata of every installed distribution at each run's
+    start (the run's requirements.txt); an agent starting a sweep's runs read
+    it per run. Now once per process: three runs, one reading, and each run's
+    requirements.txt lists the packages."""
+    import wandb.util
+
+    readings = []
+    original = wandb.util.working_set
+
+    def counted() -> Any:
+        readings.append(1)
+        return original()
+
+    monkeypatch.setattr(wandb.util, "working_set", counted)
+    run_dirs = []
+    for name in ("first", "second", "third"):
+        logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": name}, "backends": {"use": ["local"]}})
+        logger.write({"x": 1.0}, step=1)
+        logger.close()
+        backend = WandbBackend(project="rltrack-test")
+        backend.open(RunContext(logger.run_dir, logger.name, logger.config, Report()))
+        DeliveryWorker(backend, logger.run_dir).run_until_caught_up("finished")
+        run_dirs.append(logger.run_dir)
+    assert len(readings) == 1
+    for run_dir in run_dirs:
+        (requirements,) = run_dir.glob("wandb/offline-run-*/files/requirements.txt")
+        assert "wandb==" in requirements.read_text() and "numpy==" in requirements.read_text()
