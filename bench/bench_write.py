@@ -103,7 +103,7 @@ def burst(root: Path, n: int, name: str = "burst") -> dict[str, float]:
 
 def profile(root: Path, n: int) -> None:
     """cProfile of the pipeline thread while it drains a burst."""
-    from rltrack.pipeline_thread import Pipeline
+    from rltrack.pipeline import Pipeline
 
     prof = cProfile.Profile()
     original = Pipeline.run

@@ -25,7 +25,7 @@ _PUBLIC = {
     "Event": "rltrack.events",
     "read_journal": "rltrack.journal",
     "MissingExtraError": "rltrack.optional",
-    "Logger": "rltrack.pipeline",
+    "Logger": "rltrack.logger",
 }
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from rltrack.events import SCHEMA_VERSION, Event
     from rltrack.journal import read_journal
     from rltrack.optional import MissingExtraError
-    from rltrack.pipeline import Logger
+    from rltrack.logger import Logger
 
 
 def __getattr__(name: str) -> Any:

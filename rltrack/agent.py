@@ -1,7 +1,7 @@
 """The delivery agent: one process per machine, user and Python environment
 that writes the local files of every run and delivers it to the trackers.
 
-Training processes only append to their run's journal (rltrack.pipeline) and
+Training processes only append to their run's journal (rltrack.logger) and
 register the run in the agent directory (rltrack.agent_files). The agent:
 
 * scans the registrations (every `SCAN_EVERY`) and picks up each writer of

@@ -30,7 +30,7 @@ from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, is_backend_n
 from rltrack.canonical import NAME_MODES
 from rltrack.construct import ConfigError, build_backend, build_chain, build_filter, check_keys, choices
 from rltrack.journal import WRITER_NAME
-from rltrack.pipeline import DEFAULT_CLOSE_TIMEOUT, Logger
+from rltrack.logger import DEFAULT_CLOSE_TIMEOUT, Logger
 from rltrack.redact import Redactor
 from rltrack.report import Report
 from rltrack.resume import resolve_run_dir

@@ -4,7 +4,7 @@ ends with, and the hooks that close open loggers at exit.
 A training script may end without calling `close()`: the script's last line,
 an uncaught exception, Ctrl-C, SIGTERM from a scheduler. Every such end must
 still complete each open logger's journal and mark its run `finished`,
-`failed` or `killed`. The `Logger` (rltrack.pipeline) registers itself here
+`failed` or `killed`. The `Logger` (rltrack.logger) registers itself here
 when it opens (`close_at_exit`) and leaves when it closes
 (`closed_before_exit`); the hooks are installed once, when the first logger
 opens, not at import.

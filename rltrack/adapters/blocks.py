@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rltrack import stages
 
 if TYPE_CHECKING:
-    from rltrack.pipeline import Logger
+    from rltrack.logger import Logger
 
 #: Loggers that have printed a learner model already (the print happens once per logger).
 _MODEL_PRINTED: weakref.WeakSet[Any] = weakref.WeakSet()

@@ -101,7 +101,7 @@ if TYPE_CHECKING:
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.logger import KVWriter
 
-    from rltrack.pipeline import Logger
+    from rltrack.logger import Logger
 
 
 # ---- the callback ----------------------------------------------------------

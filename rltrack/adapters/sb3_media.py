@@ -24,7 +24,7 @@ from rltrack.optional import require
 from rltrack.rundir import safe_filename
 
 if TYPE_CHECKING:
-    from rltrack.pipeline import Logger
+    from rltrack.logger import Logger
 
 _TYPES: tuple[type, ...] = ()
 

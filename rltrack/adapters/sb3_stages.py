@@ -22,7 +22,7 @@ from rltrack.adapters.blocks import emit_block
 from rltrack.frameworks.sb3 import learner_values
 
 if TYPE_CHECKING:
-    from rltrack.pipeline import Logger
+    from rltrack.logger import Logger
 
 
 class StageRecorder:

@@ -30,7 +30,7 @@ from rltrack.frameworks.sb3 import (
 
 if TYPE_CHECKING:
     from rltrack.adapters.sb3_stages import StageRecorder
-    from rltrack.pipeline import Logger
+    from rltrack.logger import Logger
 
 _PLAIN = frozenset({float, int, str, bool, type(None)})
 

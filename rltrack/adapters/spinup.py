@@ -100,7 +100,7 @@ from rltrack.frameworks.spinup import (
     namespace_of,
     row_events,
 )
-from rltrack.pipeline import Logger
+from rltrack.logger import Logger
 
 
 def convert_json(obj: Any, _active: frozenset[int] = frozenset()) -> Any:

@@ -99,10 +99,10 @@ from rltrack.frameworks.tune_results import (
     result_steps,
     split_result,
 )
-from rltrack.pipeline import FLUSH_LIMIT
+from rltrack.logger import FLUSH_LIMIT
 
 if TYPE_CHECKING:
-    from rltrack.pipeline import Logger
+    from rltrack.logger import Logger
 
 
 def record_episodes(*, episode: Any, metrics_logger: Any, **kwargs: Any) -> None:

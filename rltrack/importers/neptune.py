@@ -57,7 +57,7 @@ from typing import Any, Iterator
 from rltrack.backends.neptune_queue import operations
 from rltrack.config import make_logger
 from rltrack.events import Event
-from rltrack.pipeline import Logger
+from rltrack.logger import Logger
 from rltrack.rundir import safe_filename
 
 SECTION = "neptune-import"

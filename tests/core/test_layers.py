@@ -50,9 +50,9 @@ LAYERS: dict[str, int] = {
     # 6: the run database (reads run directories; `make_logger(resume=<run id>)` looks runs up in it)
     "rltrack.runs": 6,
     # 7: the training-side logger
-    "rltrack.pipeline": 7,
+    "rltrack.logger": 7,
     "rltrack.exits": 7,
-    "rltrack.pipeline_thread": 7,
+    "rltrack.pipeline": 7,
     "rltrack.resume": 7,
     "rltrack.config": 7,
     # 8: adapters (hooks into a live framework) and importers (other tools' saved runs)
@@ -167,6 +167,6 @@ def test_the_walk_sees_imports_inside_functions_type_checking_blocks_and_module_
     """The probe itself works: the facade names its public modules in strings and
     under TYPE_CHECKING, the CLI imports the agent inside a function, the backends
     package names its backends' modules."""
-    assert {"rltrack.config", "rltrack.pipeline", "rltrack.journal"} <= GRAPH["rltrack"]
+    assert {"rltrack.config", "rltrack.logger", "rltrack.journal"} <= GRAPH["rltrack"]
     assert "rltrack.agent" in GRAPH["rltrack.cli"]
     assert "rltrack.backends.mlflow" in GRAPH["rltrack.backends"]

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import rltrack
-from rltrack.backends import BACKEND_TYPES, Backend
+from rltrack.backends import Backend
 from rltrack.events import Event
 from rltrack.filters import FILTER_TYPES, Filter
 
