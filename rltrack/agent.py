@@ -294,11 +294,10 @@ class Agent:
                 writer.files.close(writer.status)
         now = time.monotonic()
         if writer.status is not None and (writer.files is None or writer.files.closed):
-            ended_at = writer.ended_at if writer.ended_at is not None else now
-            for worker in writer.workers.values():  # a tracker failing since the end (or since it began failing): given up
-                if not worker.done and worker.failing_since is not None and now - max(worker.failing_since, ended_at) > RETRY_AFTER_END:
+            for worker in writer.workers.values():
+                if not worker.done and worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at):
                     worker.give_up()
-            if now - ended_at > RETRY_AFTER_END:
+            if writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END:
                 writer.waiting.clear()
             if not writer.waiting and all(worker.done for worker in writer.workers.values()):
                 self._finish(writer)

@@ -204,14 +204,24 @@ class DeliveryWorker:
     def pending_bytes(self) -> int:
         return max(0, (self.journal.stat().st_size if self.journal.is_file() else 0) - self.cursor.offset)
 
-    def run_until_caught_up(self, status: str, deadline: float | None = None) -> None:
+    def failing_longer_than(self, seconds: float, since: float | None = None) -> bool:
+        """True when the tracker has refused every batch for over `seconds`,
+        counted from its first failure or from `since` (`time.monotonic()`),
+        whichever is later. A tracker that takes batches, however slowly, is
+        not failing."""
+        if self.failing_since is None:
+            return False
+        start = self.failing_since if since is None else max(self.failing_since, since)
+        return time.monotonic() - start > seconds
+
+    def run_until_caught_up(self, status: str, give_up_after: float | None = None) -> None:
         """For `rltrack sync`: deliver everything on the calling thread, or
-        stop at `deadline` (`time.monotonic()`; None: however long the
-        tracker takes) with the rest left in the journal."""
+        stop once the tracker has been failing for `give_up_after` seconds
+        (None: however long), with the rest left in the journal."""
         self.status = status
         self.journal_complete = True
         try:
-            while not self.done and (deadline is None or time.monotonic() < deadline):
+            while not self.done and not (give_up_after is not None and self.failing_longer_than(give_up_after)):
                 if not self.step():
                     time.sleep(min(POLL, max(0.0, self.next_try - time.monotonic())) or POLL)
         finally:

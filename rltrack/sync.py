@@ -17,7 +17,6 @@ import os
 import socket
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,9 +44,10 @@ def sync(
 ) -> bool:  # fmt: skip
     """Delivers the journal of `run_dir` to the trackers `to` (default: the
     run's own trackers), with progress on `out` (default stderr). A tracker
-    still failing `timeout` seconds after its delivery began is left there
-    (None: retried until it answers), with a line on `out` saying what is
-    pending. Returns True when every tracker has everything."""
+    that has refused every batch for `timeout` seconds is left there (None:
+    retried until it answers; one that takes batches, however slowly, is
+    never cut off), with a line on `out` saying what is pending. Returns True
+    when every tracker has everything."""
     out = out or sys.stderr
     meta = _read_meta(run_dir)
     journals = journal_files(run_dir)
@@ -93,8 +93,9 @@ def _deliver(
     backend: RemoteBackend, run_dir: Path, writer: str | None, last: bool, status: str, out: IO[str], timeout: float | None
 ) -> bool:  # fmt: skip
     """Runs the backend's delivery worker to the end of `writer`'s journal on
-    a thread of its own, drawing a progress bar meanwhile, for at most
-    `timeout` seconds; the tracker's run ends after the `last` journal."""
+    a thread of its own, drawing a progress bar meanwhile, until the journal
+    is delivered or the tracker has been failing for `timeout` seconds; the
+    tracker's run ends after the `last` journal."""
     try:
         worker = DeliveryWorker(backend, run_dir, writer, close_at_end=last)
     except DeliveryBusy as exc:
@@ -106,8 +107,7 @@ def _deliver(
             "to replay the whole run into another store, delete that file first)",
             file=out,
         )
-    deadline = None if timeout is None else time.monotonic() + timeout
-    thread = threading.Thread(target=worker.run_until_caught_up, args=(status, deadline), name=f"rltrack-sync-{backend.name}", daemon=True)
+    thread = threading.Thread(target=worker.run_until_caught_up, args=(status, timeout), name=f"rltrack-sync-{backend.name}", daemon=True)
     thread.start()
     bar = _ProgressBar(backend.name if writer is None else f"{backend.name}@{writer}", total, out)
     while thread.is_alive():

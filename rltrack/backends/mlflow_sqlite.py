@@ -68,11 +68,11 @@ class SqliteMetricWriter:
         replaced at the same path (deleted and created anew) gets a writer of
         its own."""
         path = sqlite_path(tracking_uri)
-        try:
-            info = os.stat(path) if path is not None else None
-        except OSError:
+        if path is None:
             return None
-        if info is None:
+        try:
+            info = os.stat(path)
+        except OSError:
             return None
         key = (str(path), info.st_dev, info.st_ino)
         with _SHARED_LOCK:

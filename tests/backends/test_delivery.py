@@ -119,6 +119,39 @@ def test_a_new_worker_resumes_from_the_saved_cursor(tmp_path):
     assert again.received == []  # nothing delivered twice
 
 
+
+class SlowTracker(ListTracker):
+    """Takes every batch, each after `delay` seconds: healthy, only slow."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def deliver(self, events: list[Event]) -> None:
+        time.sleep(self.delay)
+        super().deliver(events)
+
+
+def test_sync_gives_up_a_tracker_that_keeps_failing_but_not_one_that_is_slow(tmp_path):
+    """`run_until_caught_up(give_up_after=T)` (rltrack sync --timeout) uses
+    the agent's rule: a tracker refusing every batch for T seconds is left,
+    one that takes batches is served to the end however long it takes."""
+    run_dir = create_run_dir(tmp_path, "run")
+    (run_dir / "journal.jsonl").write_text("".join(Event(1.0, {"x": i}, steps={"step": i}).to_json() + "\n" for i in range(60)))
+    slow = SlowTracker(delay=0.1)  # 9 batches of 7: about 0.9 s, past the 0.3 s limit
+    slow.open(RunContext(run_dir, "run", {}, Report()))
+    worker = DeliveryWorker(slow, run_dir)
+    worker.run_until_caught_up("finished", give_up_after=0.3)
+    assert [e.data["x"] for e in slow.received] == list(range(60)) and slow.status == "finished" and worker.caught_up()
+    (run_dir / "cursors" / "listtracker.json").unlink()
+    down = ListTracker(failures=10**6)
+    down.open(RunContext(run_dir, "run", {}, Report()))
+    worker = DeliveryWorker(down, run_dir)
+    started = time.monotonic()
+    worker.run_until_caught_up("finished", give_up_after=0.3)
+    assert down.received == [] and not worker.caught_up() and worker.failing_longer_than(0.3)
+    assert time.monotonic() - started < 30  # (no timing target: without the limit this call never returns)
+
 def test_the_last_lines_are_delivered_when_the_journal_completes_after_an_empty_read(tmp_path):
     """The worker reads an empty journal; then the journal gets its last line
     and is marked complete: the next step must read once more before ending."""
