@@ -77,9 +77,19 @@ def registration_path(directory: Path, key: str) -> Path:
     return directory / RUNS / f"{key}.json"
 
 
-def registrations(directory: Path) -> dict[str, Path]:
-    """The registration files of `directory`, by key."""
-    return {path.name[: -len(".json")]: path for path in (directory / RUNS).glob("*.json") if not path.name.endswith(".state.json")}
+def registrations(directory: Path, under: Path | None = None) -> dict[str, Path]:
+    """The registration files of `directory`, by key; with `under`, only
+    those of runs whose directory is inside it (one sweep's, one script's)."""
+    found = {path.name[: -len(".json")]: path for path in (directory / RUNS).glob("*.json") if not path.name.endswith(".state.json")}
+    if under is None:
+        return found
+    root = Path(under).resolve()
+    inside = {}
+    for key, path in found.items():
+        registration = read_json(path)
+        if registration is not None and Path(registration["run_dir"]).is_relative_to(root):
+            inside[key] = path
+    return inside
 
 
 def state_path(directory: Path, key: str) -> Path:

@@ -26,7 +26,7 @@ from stand_in_tracker import received
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import rltrack
-from rltrack.agent_files import agent_dir, agent_running, ensure_running, read_json
+from rltrack.agent_files import agent_dir, agent_running, ensure_running, read_json, registration_path, registrations, write_private
 
 TRACKER = "stand_in_tracker:FileTracker"
 HELPERS = str(Path(__file__).parents[1] / "helpers")  # stand_in_tracker.py, for the writer processes
@@ -107,6 +107,16 @@ def test_one_agent_serves_the_runs_of_every_process(agent_home, tmp_path):
         assert [e.data["x"] for e in received(run_dir)] == [float(x) for x in range(300)]
         assert pd.read_csv(run_dir / "progress.csv")["collector/x"].tolist() == [float(x) for x in range(300)]
         assert (run_dir / "filetracker.status").read_text() == "finished"
+
+
+def test_registrations_under_a_root_are_that_roots_runs_alone(agent_home, tmp_path):
+    """A sweep waits for its own runs, not for another script's the same agent serves."""
+    for key, run_dir in (("a", tmp_path / "sweep" / "trial_0"), ("b", tmp_path / "sweep" / "trial_1"), ("c", tmp_path / "other" / "run")):
+        write_private(registration_path(agent_home, key), {"run_dir": str(run_dir.resolve()), "trackers": []})
+    assert sorted(registrations(agent_home)) == ["a", "b", "c"]
+    assert sorted(registrations(agent_home, under=tmp_path / "sweep")) == ["a", "b"]
+    assert sorted(registrations(agent_home, under=tmp_path / "other" / "run")) == ["c"]
+    assert registrations(agent_home, under=tmp_path / "swee") == {}  # a path prefix is not a parent directory
 
 
 RACER = textwrap.dedent(

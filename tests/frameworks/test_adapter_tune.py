@@ -478,7 +478,7 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
     )
     assert not tuner.fit().errors
     deadline = time.monotonic() + 300
-    while registrations(agent_dir()) and time.monotonic() < deadline:  # the agent finishes what close() left to it
+    while registrations(agent_dir(), under=root) and time.monotonic() < deadline:  # the agent finishes what close() left to it
         time.sleep(0.2)
     watcher_done = True
     thread.join()
@@ -527,11 +527,11 @@ RAY_CLUSTER_SWEEP = textwrap.dedent(
                        run_config=tune.RunConfig(name="cluster", storage_path=str(root / "ray_results"), callbacks=[callback], verbose=0))
     assert not tuner.fit().errors
     deadline = time.monotonic() + 120
-    while registrations(agent_dir()) and time.monotonic() < deadline:
+    while registrations(agent_dir(), under=root) and time.monotonic() < deadline:
         time.sleep(0.2)
     ray.shutdown()
     cluster.shutdown()
-    print(json.dumps({"registrations": len(registrations(agent_dir()))}))
+    print(json.dumps({"registrations": len(registrations(agent_dir(), under=root))}))
     """
 )
 
