@@ -49,7 +49,7 @@ from typing import Any, Iterator
 
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
-from rltrack.backends.mlflow_sqlite import SqliteMetricWriter
+from rltrack.backends.mlflow_sqlite import SqliteMetricWriter, sqlite_path, store_file
 from rltrack.backends.remote import RemoteBackend
 from rltrack.delivery import CURSOR_DIR, Cursor
 from rltrack.events import NUMERIC_KINDS, Event
@@ -283,18 +283,40 @@ class MlflowBackend(RemoteBackend):
         write_atomic(self._state_path, json.dumps(state))
 
 
-_CLIENTS: dict[str, Any] = {}
+_CLIENTS: dict[str, tuple[Any, Any]] = {}  # tracking URI -> (its SQLite file's identity, client)
 _CLIENTS_LOCK = threading.Lock()
 
 
 def _shared_client(tracking_uri: str) -> Any:
     """One `MlflowClient` per store for every run the agent delivers: the
-    store (and a SQLite file's schema migration) is set up once, by one thread."""
+    store (and a SQLite file's schema migration) is set up once, by one thread.
+    A SQLite store file deleted and created anew at the same path (the run
+    root removed and a run started again while the agent was still up) is
+    set up again, see `_forget_store`."""
     with _CLIENTS_LOCK:
-        client = _CLIENTS.get(tracking_uri)
-        if client is None:
-            client = _CLIENTS[tracking_uri] = require("mlflow", "mlflow", PURPOSE).MlflowClient(tracking_uri)
+        held = _CLIENTS.get(tracking_uri)
+        if held is not None and (sqlite_path(tracking_uri) is None or held[0] == store_file(tracking_uri)):
+            return held[1]
+        if held is not None:
+            _forget_store(tracking_uri)
+        client = require("mlflow", "mlflow", PURPOSE).MlflowClient(tracking_uri)  # creates the store's file
+        _CLIENTS[tracking_uri] = (store_file(tracking_uri), client)
         return client
+
+
+def _forget_store(tracking_uri: str) -> None:
+    """Drops what MLflow keeps of a SQLite store for the process: the store
+    of each URI (an `lru_cache` of `TrackingStoreRegistry`, which every client
+    of the URI asks) and its SQLAlchemy engine (`SqlAlchemyStore._engine_map`),
+    whose pooled connections still point at a deleted file ("attempt to write
+    a readonly database", and nothing in the new file). Private parts of
+    mlflow 3.17 (pinned); tests/backends/test_mlflow_sqlite.py fails if they move."""
+    registry = require("mlflow.tracking._tracking_service.registry", "mlflow", PURPOSE).TrackingStoreRegistry
+    store = require("mlflow.store.tracking.sqlalchemy_store", "mlflow", PURPOSE).SqlAlchemyStore
+    with store._engine_map_lock:
+        for uri in [uri for uri in store._engine_map if sqlite_path(uri) == sqlite_path(tracking_uri)]:
+            del store._engine_map[uri]
+    registry._get_store_with_resolved_uri.cache_clear()  # every URI's: the others are made again, from their engines
 
 
 class _Batch:

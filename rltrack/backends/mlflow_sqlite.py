@@ -54,6 +54,20 @@ def sqlite_path(tracking_uri: str) -> Path | None:
     return Path(tracking_uri[len(prefix):])
 
 
+def store_file(tracking_uri: str) -> tuple[str, int, int] | None:
+    """The identity (path, device, inode) of a `sqlite:///` store's file as
+    it is now: None for another URI or a file not (yet) there. It changes
+    when the file is deleted and created anew at the same path."""
+    path = sqlite_path(tracking_uri)
+    if path is None:
+        return None
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (str(path), info.st_dev, info.st_ino)
+
+
 class SqliteMetricWriter:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
@@ -67,14 +81,9 @@ class SqliteMetricWriter:
         as `open` gives; every call is matched by a `release`. A file
         replaced at the same path (deleted and created anew) gets a writer of
         its own."""
-        path = sqlite_path(tracking_uri)
-        if path is None:
+        key = store_file(tracking_uri)
+        if key is None:
             return None
-        try:
-            info = os.stat(path)
-        except OSError:
-            return None
-        key = (str(path), info.st_dev, info.st_ino)
         with _SHARED_LOCK:
             writer = _SHARED.get(key)
             if writer is None:

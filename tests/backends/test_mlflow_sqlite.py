@@ -104,3 +104,28 @@ def test_runs_of_one_store_share_one_connection_until_the_last_lets_go(tmp_path)
     fresh_client.create_experiment("x")
     (tmp_path / "new.db").rename(tmp_path / "mlflow.db")  # ... now at the old path
     assert SqliteMetricWriter.shared(uri) is not kept
+
+
+def test_a_store_deleted_and_made_again_while_the_agent_is_up_gets_the_new_runs(tmp_path):
+    """`rm -rf runs` and the script run again within the agent's idle time:
+    the agent made the first store's client, and MLflow keeps one engine per
+    URI whose connections still point at the deleted file. The second run
+    must land in the new file (read back with sqlite3: this process's own
+    MLflow engine for the URI has the same stale connections)."""
+    import shutil
+
+    import rltrack
+
+    root = tmp_path / "runs"
+    for attempt in (1, 2):
+        shutil.rmtree(root, ignore_errors=True)
+        settings = {"run": {"root": str(root), "name": "again", "close_timeout": 60}, "backends": {"use": ["local", "mlflow"]}}
+        with rltrack.make_logger(settings) as logger:
+            for i in range(10):
+                logger.write({"x": float(attempt * 100 + i)}, step=i)
+        assert logger.close() is True  # delivered within close_timeout (a second close returns the first's answer)
+        with sqlite3.connect(root / "mlflow.db") as db:
+            values = [v for (v,) in db.execute("SELECT value FROM metrics WHERE key = 'x' ORDER BY step")]
+            statuses = [s for (s,) in db.execute("SELECT status FROM runs")]
+        assert values == [float(attempt * 100 + i) for i in range(10)]
+        assert statuses == ["FINISHED"]
