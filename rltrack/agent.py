@@ -29,14 +29,11 @@ which finds the registrations and continues from the cursors.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import resource
 import socket
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -54,7 +51,8 @@ from rltrack.agent_files import (
 )
 from rltrack.backends import RemoteBackend, RunContext
 from rltrack.construct import build_backend
-from rltrack.delivery import POLL, DeliveryBusy, DeliveryWorker, merge_into_report_file
+from rltrack.agent_lanes import Lane, TrackerRun, import_clients
+from rltrack.delivery import DeliveryBusy, DeliveryWorker, merge_into_report_file
 from rltrack.files_delivery import FilesDelivery
 from rltrack.journal import end_torn_tail, journal_path
 from rltrack.locks import hold
@@ -74,58 +72,6 @@ STATUS_EVERY = 1.0
 #: disk), so a busy machine gives the CPU to training first. wandb-core,
 #: started by the W&B client in the agent, inherits it.
 NICENESS = 10
-
-
-class TrackerRun:
-    """One backend (one tracker run) fed by every writer of one run."""
-
-    def __init__(self, backend: RemoteBackend) -> None:
-        self.backend = backend
-        self.workers: list[DeliveryWorker] = []
-
-
-def import_clients(backend: RemoteBackend, writer: Writer) -> None:
-    """Imports `backend`'s tracker client, and numpy (which the clients
-    share, wandb lazily), on the agent's main thread before its lane starts.
-    Lanes that import clients at once, each on its own thread, can meet in
-    Python's per-module import locks, whose deadlock detection then hands one
-    of them a partially initialised module; the tracker then fails for the
-    agent's lifetime (a 64-trial sweep: "partially initialized module
-    'numpy' has no attribute 'byte'" in the W&B lane while the MLflow lane
-    imported mlflow, and no value reached W&B)."""
-    for module in ("numpy", *backend.client_modules):
-        try:
-            if importlib.util.find_spec(module) is not None:
-                importlib.import_module(module)
-        except Exception as exc:  # the lane meets it again and reports it with the deliveries
-            writer.failed(backend.name, "import", exc)
-
-
-class Lane:
-    """The thread of one tracker configuration: steps the workers of every run it serves in turn."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._workers: list[tuple[DeliveryWorker, TrackerRun]] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._loop, name=f"rltrack-agent-{name}", daemon=True).start()
-
-    def add(self, worker: DeliveryWorker, tracker_run: TrackerRun) -> None:
-        with self._lock:
-            self._workers.append((worker, tracker_run))
-
-    def _loop(self) -> None:
-        while True:
-            with self._lock:
-                workers = [pair for pair in self._workers if not pair[0].done]
-                self._workers = workers
-            busy = False
-            for worker, tracker_run in workers:
-                if worker.journal_complete:  # the last writer to end ends the tracker's run
-                    worker.close_at_end = all(other.done for other in tracker_run.workers if other is not worker)
-                busy = worker.step() or busy
-            if not busy:
-                time.sleep(POLL)
 
 
 class Writer:
@@ -279,7 +225,7 @@ class Agent:
         tracker_run.workers.append(worker)
         lane = self.lanes.get((name, identity))
         if lane is None:
-            import_clients(tracker_run.backend, writer)
+            import_clients(tracker_run.backend, writer.failed)
             lane = self.lanes[(name, identity)] = Lane(name)
         lane.add(worker, tracker_run)
 

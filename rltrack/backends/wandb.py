@@ -70,18 +70,15 @@ import functools
 import html
 import json
 import math
-import os
 import re
-import struct
-import time
 import uuid
-import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.remote import RemoteBackend, check_names, check_tags
+from rltrack.backends.wandb_files import HistoryFile, rows_in_files
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import ensure_installed, require
@@ -90,13 +87,6 @@ MODES = ("offline", "online", "disabled", "shared")
 #: `finish(exit_code=...)` per final status; "killed" and anything else get 255.
 EXIT_CODES = {"finished": 0, "failed": 1}
 KILLED_EXIT_CODE = 255
-#: Before counting the rows of a W&B run's earlier files, how long to wait for
-#: whoever still writes them: the wandb-core of a process that crashed or just
-#: finished goes on appending what it had received for a while.
-WRITER_WAIT = 60.0
-#: Where open files cannot be listed (no /proc), a file is taken as still
-#: written until it has not changed for this long.
-QUIET = 2.0
 _ARTIFACT_NAME = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 
@@ -134,7 +124,7 @@ class WandbBackend(RemoteBackend):
         self._rows: int | None = None  # history rows logged to the W&B run, earlier sessions included; None: not yet counted
         self._resume_at: int | None = None  # the position of the cursor delivery continues from
         self._skip = 0  # rows of what comes next that the W&B run already holds
-        self._file: _HistoryFile | None = None  # this session's `.wandb` file, read as W&B stores rows
+        self._file: HistoryFile | None = None  # this session's `.wandb` file, read as W&B stores rows
         self._rows_before_file = 0  # rows the W&B run held before this session's file
         self._failed_id: str | None = None  # W&B keeps this id reserved in this process
 
@@ -173,7 +163,7 @@ class WandbBackend(RemoteBackend):
 
     def position(self) -> int:
         if self._rows is None:  # before `wandb.init`: what the saved run's files hold
-            self._rows = _rows_in_files(self._files_of(self._load_state().get("id")))
+            self._rows = rows_in_files(self._files_of(self._load_state().get("id")))
         return self._rows
 
     def durable_position(self) -> int:
@@ -250,7 +240,7 @@ class WandbBackend(RemoteBackend):
         if self.settings["mode"] != "offline":
             self._rows = int(getattr(run, "starting_step", 0) or 0)
         self._rows_before_file = self._rows
-        self._file = _HistoryFile(Path(run.settings.sync_file))
+        self._file = HistoryFile(Path(run.settings.sync_file))
         self._save_state(id=run_id)
         self._skip_held()
         return run
@@ -367,92 +357,6 @@ class WandbBackend(RemoteBackend):
         artifact.add_file(str(path), name=path.name, policy="immutable")
         aliases = ["latest"] + ([f"iteration_{iteration}"] if iteration is not None else []) + (["best"] if event.data.get("best") else [])
         self._run.log_artifact(artifact, aliases=aliases)
-
-
-def _rows_in_files(paths: list[Path]) -> int:
-    """The rows a W&B run's earlier files hold, once their writers are done
-    (counting earlier would log again the rows still on their way in)."""
-    deadline = time.monotonic() + WRITER_WAIT
-    while paths and _being_written(paths) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return sum(_HistoryFile(path).count() for path in paths)
-
-
-def _being_written(paths: list[Path]) -> bool:
-    """Whether another process holds one of `paths` open (Linux's /proc), or
-    where that cannot be seen, whether one changed in the last `QUIET` seconds."""
-    targets = {str(path.resolve()) for path in paths}
-    proc = Path("/proc")
-    if not (proc / "self" / "fd").is_dir():
-        return any(time.time() - path.stat().st_mtime < QUIET for path in paths if path.is_file())
-    for pid in os.listdir(proc):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            if any(os.readlink(fd.path) in targets for fd in os.scandir(proc / pid / "fd")):
-                return True
-        except OSError:  # gone meanwhile, or another user's process (wandb-core runs as the user who ran training)
-            continue
-    return False
-
-
-class _HistoryFile:
-    """Counts the history rows of a W&B run file as W&B appends to it. The
-    file is LevelDB's log format after a 7-byte header: 32 KiB blocks of
-    `crc32 u32 | length u16 | type u8 | data` records (types full 1, first 2,
-    middle 3, last 4) holding `wandb_internal_pb2.Record` messages. A record
-    not yet complete is read again next time, and so are zeros in the last
-    block (W&B writes whole blocks and fills them in later); a damaged record
-    (a killed process) ends the count for good: W&B holds nothing after it."""
-
-    BLOCK = 32768
-    HEADER = struct.Struct("<IHB")
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.rows = 0
-        self._pos = 7  # the first byte not yet counted
-        self._payload = b""  # the fragments so far of a record split over blocks
-        self._damaged = False
-
-    def count(self) -> int:
-        """The rows the file holds now (0 while it does not exist)."""
-        if self._damaged or not self.path.is_file():
-            return self.rows
-        with self.path.open("rb") as f:
-            f.seek(self._pos)
-            data = f.read()
-        from wandb.proto import wandb_internal_pb2
-
-        at = 0
-        while True:
-            pos = self._pos + at
-            left = self.BLOCK - pos % self.BLOCK
-            if left < self.HEADER.size:  # a block's zero-filled tail
-                at += left
-                continue
-            if at + self.HEADER.size > len(data):
-                break
-            crc, length, kind = self.HEADER.unpack_from(data, at)
-            if length == 0 and kind == 0:  # zeros: padding once W&B has moved on to the next block, else not yet written
-                if at + left >= len(data):
-                    break
-                at += left
-                continue
-            body = data[at + self.HEADER.size : at + self.HEADER.size + length]
-            if len(body) < length:
-                break
-            if zlib.crc32(body, zlib.crc32(bytes([kind]))) != crc:
-                self._damaged = True
-                break
-            at += self.HEADER.size + length
-            self._payload = body if kind in (1, 2) else self._payload + body
-            if kind in (1, 4):
-                record = wandb_internal_pb2.Record()
-                record.ParseFromString(self._payload)
-                self.rows += record.WhichOneof("record_type") == "history"
-        self._pos += at
-        return self.rows
 
 
 def _list_packages_once(wandb: Any) -> None:

@@ -24,7 +24,8 @@ from mlflow.utils.validation import _validate_metric_name, _validate_param_name
 import rltrack
 from mlflow_server import history, tracker
 from rltrack.backends.base import RunContext
-from rltrack.backends.mlflow import MlflowBackend, mlflow_key
+from rltrack.backends.mlflow import MlflowBackend
+from rltrack.backends.mlflow_batch import mlflow_key
 from rltrack.delivery import Cursor
 from rltrack.events import Event
 from rltrack.report import Report

@@ -24,7 +24,8 @@ from PIL import Image
 import rltrack
 import wandb_reader
 from rltrack.backends.base import RunContext
-from rltrack.backends.wandb import WandbBackend, _HistoryFile, _rows_in_files
+from rltrack.backends.wandb import WandbBackend
+from rltrack.backends.wandb_files import HistoryFile, rows_in_files
 from rltrack.delivery import DeliveryWorker
 from rltrack.events import Event
 from rltrack.journal import JournalWriter
@@ -262,9 +263,9 @@ def test_the_wandb_file_is_counted_as_it_grows(tmp_path, wandb_file):
     copy grown in uneven pieces (records and 32 KiB blocks cut anywhere) is
     never counted past what is whole, and ends at what W&B's reader finds."""
     data, total = wandb_file
-    assert len(data) > 3 * _HistoryFile.BLOCK
+    assert len(data) > 3 * HistoryFile.BLOCK
     growing = tmp_path / "copy.wandb"
-    counter = _HistoryFile(growing)
+    counter = HistoryFile(growing)
     assert counter.count() == 0  # no file yet
     rng = np.random.default_rng(0)
     end, counts = 0, []
@@ -294,8 +295,8 @@ def test_earlier_files_are_counted_once_their_writer_lets_go(tmp_path, wandb_fil
     writer = subprocess.Popen([sys.executable, "-c", script, str(path), str(source), str(len(data) // 2)], stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout.readline() == "open\n"
-        assert _HistoryFile(path).count() < total  # what counting at once would find
-        assert _rows_in_files([path]) == total
+        assert HistoryFile(path).count() < total  # what counting at once would find
+        assert rows_in_files([path]) == total
     finally:
         writer.wait(30)
     assert writer.returncode == 0
