@@ -107,6 +107,7 @@ class Watch:
         self.forks_seen: dict[int, list[float]] = {}
         self.started = time.perf_counter()
         self.agent_cpu: dict[int, float] = {}
+        self.children_cpu: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -134,6 +135,9 @@ class Watch:
                 tree += sum(child.memory_info().rss for child in children)
                 cpu = agent.cpu_times()
                 self.agent_cpu[agent.pid] = cpu.user + cpu.system + cpu.children_user + cpu.children_system
+                for child in children:  # wandb-core: its CPU while it runs (children_* counts it once reaped)
+                    times = child.cpu_times()
+                    self.children_cpu[child.pid] = times.user + times.system
                 self.agent_children = max(self.agent_children, len(children))
             except psutil.Error:  # it ended meanwhile
                 continue
@@ -145,6 +149,17 @@ class Watch:
         self._stop.set()
         self._thread.join()
         self.sample()
+
+
+def busy_cpu() -> float:
+    """CPU seconds the whole machine has been busy (every process, all cores) since boot."""
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0) - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
+
+
+def process_cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
 
 
 def trainable(config: dict[str, Any]) -> None:
@@ -229,9 +244,10 @@ def sweep(system: str, work: Path, trials: int, results: int, num_cpus: int, mlf
     )
     directory = agent_dir()
     watch = Watch(directory)
-    t0 = time.perf_counter()
+    t0, busy0, driver0 = time.perf_counter(), busy_cpu(), process_cpu(psutil.Process())
     errors = len(tuner.fit().errors)
     fit = time.perf_counter() - t0
+    machine_cpu, driver_cpu = busy_cpu() - busy0, process_cpu(psutil.Process()) - driver0
     while system == "with" and registrations(directory):  # the agent delivers what close() left to it
         time.sleep(0.1)
     delivered = time.perf_counter() - t0
@@ -242,7 +258,8 @@ def sweep(system: str, work: Path, trials: int, results: int, num_cpus: int, mlf
            "agents_at_once": watch.agents_at_once, "agents_seen": len(watch.agent_seen), "forks_at_once": watch.forks_at_once,
            "forks_seen": watch.forks_seen, "agent_children": watch.agent_children,
            "agent_peak_mb": watch.agent_peak / MB, "agent_tree_peak_mb": watch.agent_tree_peak / MB,
-           "agent_cpu_s": sum(watch.agent_cpu.values()), "agent_seen": watch.agent_seen}  # fmt: skip
+           "agent_cpu_s": sum(watch.agent_cpu.values()), "agent_children_cpu_s": sum(watch.children_cpu.values()),
+           "machine_cpu_s": machine_cpu, "driver_cpu_s": driver_cpu, "agent_seen": watch.agent_seen}  # fmt: skip
     if system == "with":
         out["check"] = read_back(work / "runs" / "sweep", trials, results)
     for process in psutil.process_iter(["cmdline"]):  # this sweep's agent, idle by now: never left behind
@@ -351,6 +368,18 @@ def table(runs: dict[str, list[dict[str, Any]]]) -> str:
     return "\n".join(lines)
 
 
+def cpu_table(runs: dict[str, list[dict[str, Any]]]) -> str:
+    """Where the CPU went during `fit()`: on 2 cores a sweep keeps both busy, so
+    every CPU-second rltrack's processes take is wall time Tune waits."""
+    lines = ["CPU seconds during `fit()`, median (min–max): the whole machine (every process), Tune's driver, the agent, the agent's children (wandb-core).",
+             "", "| system | machine CPU s | driver CPU s | agent CPU s | agent's children CPU s |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for system, label in SYSTEMS.items():
+        r = [x for x in runs[system] if "machine_cpu_s" in x]
+        if r:
+            lines.append(f"| {label} | {spread(r, 'machine_cpu_s')} | {spread(r, 'driver_cpu_s')} | {spread(r, 'agent_cpu_s')} | {spread(r, 'agent_children_cpu_s')} |")
+    return "\n".join(lines)
+
+
 def hooks_line(runs: list[dict[str, Any]]) -> str:
     parts = [f"{hook} {statistics.median(r['hook_s'].get(hook, 0.0) for r in runs):.1f} s" for hook in ("start", "result", "end", "experiment_end")]
     return ("Tune's driver thread inside RLTrackCallback's hooks, in all (median): " + ", ".join(parts)
@@ -403,7 +432,7 @@ def main() -> None:
                 f = figures(runs)
                 rows[n] = (cpus, runs, f)
                 out += [f"### {n} trials, `ray.init(num_cpus={cpus})`: {min(n, cpus)} at once, {args.results} results × 10 metrics each", "",
-                        table(runs), "", hooks_line(runs["with"]), "", "After each sweep with rltrack (agents seen, values read back):", "", *read_back_lines(runs["with"], n), ""]  # fmt: skip
+                        table(runs), "", cpu_table(runs), "", hooks_line(runs["with"]), "", "After each sweep with rltrack (agents seen, values read back):", "", *read_back_lines(runs["with"], n), ""]  # fmt: skip
                 store = "a loopback `mlflow server`" if uri else "the default SQLite store"
                 summary += [
                     verdict(f"{n} trials, {store}: rltrack's processes (agents alive at once)", f"{f['agents']:.0f} (the agent's children: "

@@ -27,6 +27,11 @@ from rltrack.backends import backend_class
 from rltrack.delivery import merge_into_report_file, time_left
 
 POLL = 0.02
+#: Seconds between the checks that an agent runs (starting one if not), for
+#: all the loggers of a process together: a Tune driver holds one per trial,
+#: and each check takes a lock file.
+CHECK_EVERY = 1.0
+_checked_at: dict[Path, float] = {}  # agent directory -> when this process last checked it
 
 
 class AgentLink:
@@ -54,9 +59,15 @@ class AgentLink:
             "status": None,
         }
         write_private(registration_path(self.dir, self.key), self._registration)
-        self.ensure_running()
+        self._check()
 
     def ensure_running(self) -> None:
+        """Checks that an agent runs, unless a logger of this process did less than `CHECK_EVERY` ago."""
+        if time.monotonic() - _checked_at.get(self.dir, -CHECK_EVERY) >= CHECK_EVERY:
+            self._check()
+
+    def _check(self) -> None:
+        _checked_at[self.dir] = time.monotonic()
         ensure_running(self.dir)
 
     def wait_for_files(self, journal: Path, deadline: float) -> bool:
