@@ -201,8 +201,9 @@ def test_the_agent_exits_after_its_quiet_period_and_its_directory_is_private(age
         assert registrations and all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in registrations)
     assert stat.S_IMODE(agent_home.stat().st_mode) == 0o700
     assert stat.S_IMODE((agent_home / "runs").stat().st_mode) == 0o700
-    assert wait_until(lambda: not agents(agent_home), seconds=15)  # RLTRACK_AGENT_IDLE=2
-    assert not agent_running(agent_home)
+    # A process's memory (its command line in /proc) goes before its files
+    # (the lock) as it exits: both must go.
+    assert wait_until(lambda: not agents(agent_home) and not agent_running(agent_home), seconds=15)  # RLTRACK_AGENT_IDLE=2
     assert list((agent_home / "runs").iterdir()) == []  # nothing left behind
 
 
