@@ -36,6 +36,11 @@ from rltrack.redact import Redactor
 from rltrack.values import flatten, literal
 from rltrack.version import __version__
 
+#: Seconds between saves of meta.json when only the run info changed (the
+#: run's end and new hyperparameters are saved at once): a Tune driver
+#: holds a run per trial, and rewriting each trial's meta.json at every flush
+#: was most of its loggers' CPU (64 trials: ~128 files a second).
+INFO_SAVE_EVERY = 5.0
 _UNSAFE = re.compile(r"[^\w.\-]+")  # \w keeps letters of every script: "倒立摆_ppo" stays readable
 #: Bytes of a run name, leaving room for the "_yymmdd_HHMMSS_N" suffix in the
 #: 255 bytes most file systems allow per path component.
@@ -78,6 +83,7 @@ class RunFiles(Backend):
         self._hparams: dict[str, Any] = {}
         self._meta: dict[str, Any] = {}
         self._info_changed = False
+        self._saved_at = 0.0
         self._backends = backends
 
     def open(self, run: RunContext) -> None:
@@ -143,13 +149,13 @@ class RunFiles(Backend):
             self._save_config()
 
     def set_run_info(self, info: dict[str, Any]) -> None:
-        """Saved at the next flush (at least twice a second) rather than per call:
-        Tune sends its bookkeeping with every result."""
+        """Saved at a flush, at most every `INFO_SAVE_EVERY` seconds, rather
+        than per call: Tune sends its bookkeeping with every result."""
         self._meta["info"].update(literal(info))
         self._info_changed = True
 
     def flush(self) -> None:
-        if self._info_changed:
+        if self._info_changed and time.monotonic() - self._saved_at >= INFO_SAVE_EVERY:
             self._save_meta()
 
     def close(self, status: str) -> None:
@@ -162,6 +168,7 @@ class RunFiles(Backend):
         by the one that created it; each of several writers also keeps
         `workers/<worker>.json`."""
         self._info_changed = False
+        self._saved_at = time.monotonic()
         text = json.dumps(self._meta, indent=2) + "\n"
         if self.run.worker is not None:
             (self.run.run_dir / "workers").mkdir(exist_ok=True)
@@ -279,7 +286,30 @@ def _backup_code(run_dir: Path, patterns: list[str]) -> None:
             shutil.copy2(source, target)
 
 
+#: Seconds a process reuses the git information it took for an earlier run
+#: started in the same directory: a Tune driver starts a run per trial, and
+#: three `git` processes per trial held its loop ~1 s each on a busy machine
+#: (64 trials: a minute of a sweep). A run started later takes it anew.
+GIT_INFO_REUSE = 60.0
+_git_info_taken: dict[tuple[str, ...], tuple[float, str | None, str | None]] = {}
+
+
 def _save_git_info(run_dir: Path) -> None:
+    log, diff = _git_info()
+    if log is not None:
+        (run_dir / "git_log.txt").write_text(log)
+    if diff is not None:
+        (run_dir / "git_diff.txt").write_text(diff)
+
+
+def _git_info() -> tuple[str | None, str | None]:
+    """`git log` and `git diff HEAD` of the working directory's work tree
+    (None outside one), taken at most once every `GIT_INFO_REUSE` seconds per directory."""
+    key = (os.getcwd(), *(os.environ.get(name, "") for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES")))
+    taken = _git_info_taken.get(key)
+    if taken is not None and time.monotonic() - taken[0] < GIT_INFO_REUSE:
+        return taken[1], taken[2]
+
     def git(*args: str) -> str | None:
         try:
             done = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10)
@@ -287,11 +317,8 @@ def _save_git_info(run_dir: Path) -> None:
             return None
         return done.stdout if done.returncode == 0 else None
 
-    if git("rev-parse", "--is-inside-work-tree") is None:
-        return
-    log = git("log", "-n", "20", "--stat")
-    diff = git("diff", "HEAD")
-    if log is not None:
-        (run_dir / "git_log.txt").write_text(log)
-    if diff is not None:
-        (run_dir / "git_diff.txt").write_text(diff)
+    log = diff = None
+    if git("rev-parse", "--is-inside-work-tree") is not None:
+        log, diff = git("log", "-n", "20", "--stat"), git("diff", "HEAD")
+    _git_info_taken[key] = (time.monotonic(), log, diff)
+    return log, diff

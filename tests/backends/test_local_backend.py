@@ -237,6 +237,50 @@ def test_git_files_inside_a_work_tree(tmp_path: Path, monkeypatch: pytest.Monkey
     assert "-lr = 0.1" in diff and "+lr = 0.2" in diff
 
 
+def test_runs_started_together_share_one_reading_of_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Tune driver starts a run per trial: git is asked once for all of them
+    (it held a 64-trial sweep's loop for a minute), each run still gets the files."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "train.py").write_text("lr = 0.1\n")
+    _git(repo, "add", "train.py")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "sweep code")
+    calls = tmp_path / "git_calls.txt"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    real_git = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    (shim / "git").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexec {real_git} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(repo)
+    run_dirs = []
+    for trial in range(4):
+        with rltrack.make_logger(config(tmp_path, f"trial{trial}")) as logger:
+            pass
+        run_dirs.append(logger.run_dir)
+    assert len(calls.read_text().splitlines()) == 3  # rev-parse, log, diff: once
+    assert all("sweep code" in (run_dir / "git_log.txt").read_text() for run_dir in run_dirs)
+
+
+def test_run_info_is_saved_at_most_every_few_seconds_and_at_the_end(tmp_path: Path) -> None:
+    """Tune sends its bookkeeping with every result: meta.json is not rewritten
+    at every flush for it (a driver holding 64 trials rewrote 128 files a second)."""
+    from rltrack.rundir import INFO_SAVE_EVERY
+
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "info"}, "backends": {"use": ["memory"]}})
+    meta = logger.run_dir / "meta.json"
+    first = meta.stat().st_ino  # each save renames a new file over it
+    started = time.monotonic()
+    for i in range(20):
+        logger.set_run_info({"timestamp": i})
+        assert logger.flush(timeout=10)
+    assert time.monotonic() - started < INFO_SAVE_EVERY  # else the test proves nothing
+    assert meta.stat().st_ino == first and json.loads(meta.read_text())["info"] == {}
+    logger.close()
+    assert json.loads(meta.read_text())["info"] == {"timestamp": 19}
+
+
 def test_no_git_files_outside_a_work_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     outside = tmp_path / "plain"
     outside.mkdir()
