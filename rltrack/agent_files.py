@@ -164,7 +164,7 @@ def ensure_running(directory: Path) -> bool:
         with open(directory / LOG, "ab") as log:
             child = subprocess.Popen(
                 [sys.executable, "-m", "rltrack.agent", str(directory)], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                start_new_session=True, close_fds=True,
+                process_group=0, close_fds=True,  # its own process group, the starter's session (see agent._lower_priority)
             )  # fmt: skip
         deadline = time.monotonic() + SPAWN_WAIT
         while not agent_running(directory) and child.poll() is None and time.monotonic() < deadline:

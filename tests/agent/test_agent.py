@@ -223,6 +223,21 @@ UNREACHABLE = textwrap.dedent(
 )
 
 
+def test_the_agent_runs_at_the_lowest_priority_in_the_starters_session(agent_home, tmp_path):
+    """Its own process group (a Ctrl-C for training does not reach it), the
+    starter's session: where the kernel shares the CPU between sessions first,
+    an agent in a session of its own took as much CPU as a whole Tune sweep
+    (64 trials on 2 cores: 1.28x Tune's wall time, 1.09x in the starter's)."""
+    with rltrack.make_logger(config(tmp_path / "runs", "priority")) as logger:
+        logger.write({"x": 1.0}, step=0)
+        assert logger.flush(timeout=30)
+        [agent] = agents(agent_home)
+        assert os.getsid(agent.pid) == os.getsid(0) and os.getpgid(agent.pid) == agent.pid != os.getpgid(0)
+        assert agent.nice() == 19
+        if hasattr(os, "sched_getscheduler"):
+            assert os.sched_getscheduler(agent.pid) == os.SCHED_BATCH
+
+
 def test_a_script_whose_tracker_is_unreachable_exits_within_close_timeout(agent_home, tmp_path):
     done = subprocess.run([sys.executable, "-c", UNREACHABLE, str(tmp_path / "runs"), "2", "200"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
