@@ -221,13 +221,19 @@ def _git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
 
 
-def test_git_files_inside_a_work_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _repo(tmp_path: Path, message: str) -> Path:
+    """A git work tree with train.py committed (`lr = 0.1`) under `message`."""
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
     (repo / "train.py").write_text("lr = 0.1\n")
     _git(repo, "add", "train.py")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first experiment")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", message)
+    return repo
+
+
+def test_git_files_inside_a_work_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = _repo(tmp_path, "first experiment")
     (repo / "train.py").write_text("lr = 0.2\n")
     monkeypatch.chdir(repo)
     with rltrack.make_logger(config(tmp_path)) as logger:
@@ -240,12 +246,7 @@ def test_git_files_inside_a_work_tree(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_runs_started_together_share_one_reading_of_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Tune driver starts a run per trial: git is asked once for all of them
     (it held a 64-trial sweep's loop for a minute), each run still gets the files."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "train.py").write_text("lr = 0.1\n")
-    _git(repo, "add", "train.py")
-    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "sweep code")
+    repo = _repo(tmp_path, "sweep code")
     calls = tmp_path / "git_calls.txt"
     shim = tmp_path / "bin"
     shim.mkdir()
