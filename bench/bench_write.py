@@ -103,10 +103,10 @@ def burst(root: Path, n: int, name: str = "burst") -> dict[str, float]:
 
 def profile(root: Path, n: int) -> None:
     """cProfile of the pipeline thread while it drains a burst."""
-    from rltrack.pipeline import Pipeline
+    from rltrack.pipeline import PipelineThread
 
     prof = cProfile.Profile()
-    original = Pipeline.run
+    original = PipelineThread.run
 
     def profiled_loop(self: Any) -> None:  # bench-only wrapper around the pipeline thread's body
         prof.enable()
@@ -115,11 +115,11 @@ def profile(root: Path, n: int) -> None:
         finally:
             prof.disable()
 
-    Pipeline.run = profiled_loop  # type: ignore[method-assign]
+    PipelineThread.run = profiled_loop  # type: ignore[method-assign]
     try:
         result = burst(root, n, "profiled")
     finally:
-        Pipeline.run = original  # type: ignore[method-assign]
+        PipelineThread.run = original  # type: ignore[method-assign]
     stats = pstats.Stats(prof)
     total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
     by_file: dict[str, float] = {}

@@ -4,7 +4,7 @@
 its data, kind, namespace and step); that is all the training thread pays.
 Control calls (`dump`, `flush`, `close`, checkpoints, run info) go through the
 same deque, so they stay in order with writes. The logger's `Pipeline`
-(rltrack.pipeline) drains it on a daemon thread: steps, normalisation,
+(rltrack.pipeline) drains it on the process's pipeline thread: steps, normalisation,
 redaction, filters, the run's journal and the backends that live in this
 process (memory, console, meta.json).
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import threading
 import time
 import warnings
 from collections import deque
@@ -37,6 +36,7 @@ from rltrack.filters import FilterChain
 from rltrack.journal import JournalWriter, journal_path
 from rltrack.pipeline import (
     MAX_BATCH,
+    PIPELINES,
     Barrier,
     Close,
     Deferred,
@@ -89,7 +89,7 @@ class Logger:
         names = [*(b.name for b in backends), *(files or {}), *(trackers or {})]
         sinks: list[Backend] = [RunFiles(tracked, names, redactor, resumed), *backends]
         self._queue: deque[Any] = deque()
-        self._wake = threading.Event()
+        self._wake = PIPELINES.wake
         self._closed = False
         self._complete = False
         self._warned_closed = False
@@ -102,10 +102,9 @@ class Logger:
         journal = JournalWriter(self._journal_path)
         self._agent = AgentLink(run_dir, self.name, worker, config, dict(files or {}), dict(trackers or {})) if files or trackers else None
         self._pipeline = Pipeline(
-            self._queue, self._wake, run_dir, report, chain, redactor, sinks, journal, self._agent, worker, state.last_steps, state.namespace_counts
+            self._queue, run_dir, report, chain, redactor, sinks, journal, self._agent, worker, state.last_steps, state.namespace_counts
         )
-        self._thread = threading.Thread(target=self._pipeline.run, name=f"rltrack-{self.name}", daemon=True)
-        self._thread.start()
+        PIPELINES.add(self._pipeline)
         close_at_exit(self)
 
     # ---- the training thread's side -------------------------------------
@@ -240,9 +239,9 @@ class Logger:
         logs, console, progress.csv rows) are still completed at the next
         `dump`, new step or close, so that a row never holds half a step."""
         if self._closed:  # close waited for everything it could
-            return not self._thread.is_alive()
+            return self._pipeline.finished.is_set()
         deadline = time.monotonic() + (FLUSH_LIMIT if timeout is None else timeout)
-        if self._thread.is_alive():
+        if not self._pipeline.finished.is_set():
             barrier = Barrier()
             self._queue.append(barrier)
             self._wake.set()
@@ -277,8 +276,7 @@ class Logger:
         # to `write` is never lost to a short timeout), bounded by FLUSH_LIMIT
         # or by a longer `timeout`.
         drain_limit = None if timeout is None else max(FLUSH_LIMIT, float(timeout))
-        self._thread.join(drain_limit)
-        complete = not self._thread.is_alive()
+        complete = self._pipeline.finished.wait(drain_limit)
         if not complete:
             print(f"rltrack: {self.run_dir}: {len(self._queue)} records not yet in the journal after {drain_limit:.0f} s (the disk is slow or full)", file=sys.stderr)
         try:

@@ -1,8 +1,9 @@
-"""The logger's pipeline thread: what happens to each record after `Logger.write` returned.
+"""The pipeline thread: what happens to each record after `Logger.write` returned.
 
 The `Logger` (rltrack.logger) is the training thread's handle: it appends
-records and control calls to a deque and returns. Its one `Pipeline` drains
-that deque on a daemon thread: it builds the `Event`, fills in missing steps,
+records and control calls to a deque and returns. Its `Pipeline` drains that
+deque on the process's one pipeline thread (`PIPELINES`, which runs the
+pipelines of every logger of the process in turn): it builds the `Event`, fills in missing steps,
 normalises values, redacts, runs the filter chain, appends to the run's
 journal (flushed to the operating system at least every `FLUSH_EVERY`) and
 hands each batch to the sinks that live in this process (memory, console,
@@ -12,6 +13,7 @@ same deque, so they stay in order with writes.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -33,8 +35,8 @@ from rltrack.values import normalize
 #: journal and backends at least this often (so a crash loses < 0.5 s of events).
 #: A burst wakes it at once (`MAX_BATCH`), and so do `flush` and `close`. Each
 #: idle wake costs its process CPU, and a Tune driver holds a logger per trial:
-#: 64 idle loggers took 0.044 CPU-seconds a second waking every 0.05 s, 0.017
-#: every 0.25 s (on 2 cores a sweep keeps both busy, so that is Tune's wall time).
+#: one thread for them all wakes 4 times a second, where a thread per logger
+#: woke 64 threads 4 times a second, each taking the GIL from Tune's loop.
 IDLE_WAIT = 0.25
 FLUSH_EVERY = 0.5
 #: Records processed before they go to the journal and backends. Without a cap
@@ -98,12 +100,11 @@ class Record:
 class Pipeline:
     """The pipeline thread's work for one `Logger`: everything it holds is
     touched by that thread only, except `failed` (the training thread counts a
-    checkpoint it could not save there too)."""
+    checkpoint it could not save there too) and `finished`."""
 
     def __init__(
         self,
         queue: deque[Any],
-        wake: threading.Event,
         run_dir: Path,
         report: Report,
         chain: FilterChain,
@@ -119,7 +120,6 @@ class Pipeline:
         self.name = run_dir.name
         self.report = report
         self._queue = queue
-        self._wake = wake
         self._chain = chain
         self._redactor = redactor
         self._sinks = sinks
@@ -130,41 +130,46 @@ class Pipeline:
         self._namespace_counts = namespace_counts
         self._backlog: list[Event] = []  # journaled, not yet given to the in-process backends
         self._reported: set[str] = set()
+        self._last_flush = self._last_check = time.monotonic()
+        #: Set once the `Close` is done (or the pipeline broke down): the logger's `close` waits for it.
+        self.finished = threading.Event()
 
-    def run(self) -> None:
-        """The thread's body: drains the queue until a `Close`."""
-        last_flush = last_check = time.monotonic()
-        while True:
-            batch: list[Event] = []
-            while self._queue and len(batch) < MAX_BATCH:
-                item = self._queue.popleft()
-                if isinstance(item, _RECORDS):
-                    batch.extend(self._events_of(item))
-                    continue
-                self._deliver(batch)
-                self._feed_sinks()  # control items see every record written before them
-                batch = []
-                if isinstance(item, Close):
-                    self._finish(item.status)
-                    return
-                self._control(item)
-            batch.extend(self._safely("pipeline", "tick", lambda: self._chain.tick(time.time()), []))
+    @property
+    def behind(self) -> bool:
+        return bool(self._queue)
+
+    def step(self) -> bool:
+        """One turn: up to `MAX_BATCH` records (and the control calls among
+        them) to the journal and the sinks, and the flush and agent check when
+        due. True once the `Close` is done."""
+        batch: list[Event] = []
+        while self._queue and len(batch) < MAX_BATCH:
+            item = self._queue.popleft()
+            if isinstance(item, _RECORDS):
+                batch.extend(self._events_of(item))
+                continue
             self._deliver(batch)
-            caught_up = not self._queue
-            if caught_up:
-                self._safely("journal", "flush", self._journal.flush, None)
-            if caught_up or len(self._backlog) >= MAX_BACKLOG:
-                self._feed_sinks()
-            now = time.monotonic()
-            if now - last_flush >= FLUSH_EVERY:
-                self._flush_all()
-                last_flush = now
-            if self._agent is not None and now - last_check >= AGENT_CHECK:
-                self._safely("agent", "start", self._agent.ensure_running, None)
-                last_check = now
-            if not self._queue:
-                self._wake.wait(IDLE_WAIT)
-                self._wake.clear()
+            self._feed_sinks()  # control items see every record written before them
+            batch = []
+            if isinstance(item, Close):
+                self._finish(item.status)
+                return True
+            self._control(item)
+        batch.extend(self._safely("pipeline", "tick", lambda: self._chain.tick(time.time()), []))
+        self._deliver(batch)
+        caught_up = not self._queue
+        if caught_up:
+            self._safely("journal", "flush", self._journal.flush, None)
+        if caught_up or len(self._backlog) >= MAX_BACKLOG:
+            self._feed_sinks()
+        now = time.monotonic()
+        if now - self._last_flush >= FLUSH_EVERY:
+            self._flush_all()
+            self._last_flush = now
+        if self._agent is not None and now - self._last_check >= AGENT_CHECK:
+            self._safely("agent", "start", self._agent.ensure_running, None)
+            self._last_check = now
+        return False
 
     def _events_of(self, item: tuple[Any, ...] | Event | Deferred) -> list[Event]:
         """The pipeline (`_process`) applied to a record `write` queued, to an
@@ -295,6 +300,71 @@ class Pipeline:
         if who not in self._reported:
             self._reported.add(who)
             print(f"rltrack: {reason} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
+
+
+class PipelineThread:
+    """The one daemon thread of a process that runs the `Pipeline` of every
+    open logger, a turn each (at most `MAX_BATCH` records), until each is
+    closed; it ends when no logger is open and starts again with the next.
+    One thread, not one per logger: a Tune driver holds a logger per trial,
+    and 64 threads waking 4 times a second each took the GIL from Tune's loop."""
+
+    def __init__(self) -> None:
+        self.wake = threading.Event()
+        self._lock = threading.Lock()
+        self._pipelines: list[Pipeline] = []
+        self._thread: threading.Thread | None = None
+
+    def add(self, pipeline: Pipeline) -> None:
+        with self._lock:
+            self._pipelines.append(pipeline)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self.run, name="rltrack-pipeline", daemon=True)
+                self._thread.start()
+
+    def run(self) -> None:
+        """The thread's body."""
+        while True:
+            with self._lock:
+                if not self._pipelines:
+                    self._thread = None
+                    return
+                pipelines = list(self._pipelines)
+            behind = False
+            for pipeline in pipelines:
+                if self._turn(pipeline):
+                    with self._lock:
+                        self._pipelines.remove(pipeline)
+                    pipeline.finished.set()
+                else:
+                    behind = behind or pipeline.behind
+            if not behind:
+                self.wake.wait(IDLE_WAIT)
+                self.wake.clear()
+
+    @staticmethod
+    def _turn(pipeline: Pipeline) -> bool:
+        """`pipeline.step()`; True if it is done, or broke down (counted): one
+        logger's fault must not stop the others'."""
+        try:
+            return pipeline.step()
+        except Exception as exc:
+            pipeline.failed("pipeline", "step", exc)
+            return True
+
+    def forget(self) -> None:
+        """In a forked child: the parent's loggers are the parent's (their
+        journals too), its thread did not come along, and its lock and event may have been held."""
+        self.wake = threading.Event()
+        self._lock = threading.Lock()
+        self._pipelines = []
+        self._thread = None
+
+
+#: The process's pipeline thread.
+PIPELINES = PipelineThread()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=PIPELINES.forget)
 
 
 def as_steps(step: int | Mapping[str, int]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -144,8 +145,6 @@ def test_write_rejects_an_unknown_kind(tmp_path: Path) -> None:
 
 
 def test_deferred_events_are_built_on_the_pipeline_thread_in_order(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    import threading
-
     built_on = []
 
     def build(value: float) -> list[Event]:
@@ -160,7 +159,7 @@ def test_deferred_events_are_built_on_the_pipeline_thread_in_order(tmp_path: Pat
             logger.emit_deferred(lambda i=i: build(float(i)))
     values = [e.data["x"] for e in journal(logger, "scalars")]
     assert values == [100.0, 0.0, 101.0, 1.0, 102.0, 2.0, 103.0, 104.0, 4.0]  # in order; the failing build lost only its own
-    assert set(built_on) == {f"rltrack-{logger.name}"}
+    assert set(built_on) == {"rltrack-pipeline"}
     errors = json.loads((logger.run_dir / "report.json").read_text())["counts"]["core.errors"]
     assert list(errors) == ["pipeline.deferred: RuntimeError: bad route"]
 
@@ -255,6 +254,57 @@ def test_close_drains_everything(tmp_path: Path) -> None:
     assert (df["env_steps"].to_numpy() == np.arange(n)).all()
     assert (df["loss"].to_numpy() == -np.arange(n)).all()
     assert meta(logger.run_dir)["status"] == "finished"
+
+
+def pipeline_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("rltrack-") and not t.name.startswith("rltrack-agent")]
+
+
+def test_the_loggers_of_a_process_share_one_pipeline_thread(tmp_path: Path) -> None:
+    """A Tune driver holds a logger per trial: one thread runs them all (a
+    thread each, 64 waking 4 times a second, took the GIL from Tune's loop),
+    and it ends with the last of them."""
+    loggers = [rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": f"trial{i}"}, "backends": {"use": ["memory"]}})
+               for i in range(16)]  # fmt: skip
+    for i, logger in enumerate(loggers):
+        for step in range(300):
+            logger.write({"x": float(i * 1000 + step)}, step=step)
+    assert len(pipeline_threads()) == 1
+    for logger in loggers[::2]:  # closing some leaves the others served
+        assert logger.close() is True
+    for i, logger in enumerate(loggers[1::2]):
+        logger.write({"x": -1.0}, step=300)
+        assert logger.close() is True
+    for i, logger in enumerate(loggers):
+        extra = [-1.0] if i % 2 else []
+        assert [e.data["x"] for e in journal(logger, "scalars")] == [float(i * 1000 + step) for step in range(300)] + extra
+    deadline = time.monotonic() + 5
+    while pipeline_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert pipeline_threads() == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+def test_a_logger_made_in_a_forked_child_gets_a_pipeline_thread_of_its_own(tmp_path: Path) -> None:
+    parent = make(tmp_path)
+    parent.write({"x": 1.0}, step=0)
+    assert parent.flush(timeout=10)
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's thread did not come along
+        code = 1
+        try:
+            child = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "child"}, "backends": {"use": ["memory"]}})
+            for step in range(100):
+                child.write({"y": float(step)}, step=step)
+            ok = child.close(timeout=10) and [e.data["y"] for e in journal(child, "scalars")] == [float(s) for s in range(100)]
+            code = 0 if ok else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    parent.write({"x": 2.0}, step=1)
+    assert parent.close() is True
+    assert [e.data["x"] for e in journal(parent, "scalars")] == [1.0, 2.0]
 
 
 def test_flush_close_and_idempotency(tmp_path: Path) -> None:
