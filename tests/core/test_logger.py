@@ -272,7 +272,7 @@ def test_the_loggers_of_a_process_share_one_pipeline_thread(tmp_path: Path) -> N
     assert len(pipeline_threads()) == 1
     for logger in loggers[::2]:  # closing some leaves the others served
         assert logger.close() is True
-    for i, logger in enumerate(loggers[1::2]):
+    for logger in loggers[1::2]:
         logger.write({"x": -1.0}, step=300)
         assert logger.close() is True
     for i, logger in enumerate(loggers):
