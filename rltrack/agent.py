@@ -59,7 +59,10 @@ from rltrack.locks import hold
 from rltrack.report import Report
 from rltrack.rundir import mark_ended
 
+#: Seconds between looks at the registrations: a new run, or a run's end, is seen within that.
 SCAN_EVERY = 0.1
+#: Seconds between checks that the process of each open run is alive: a crashed run is seen within that.
+ALIVE_EVERY = 1.0
 #: Seconds without any run to serve before the agent exits.
 IDLE_EXIT = float(os.environ.get("RLTRACK_AGENT_IDLE", "30"))
 #: Seconds a failing tracker is retried after its run ended; then the rest waits for `rltrack sync`.
@@ -81,6 +84,8 @@ class Writer:
     def __init__(self, key: str, registration: dict[str, Any], report: Report) -> None:
         self.key = key
         self.registration = registration
+        #: (inode, mtime, size) of the registration file when it was last read: it is read again only when that changes.
+        self.stamp: tuple[int, int, int] | None = None
         self.run_dir = Path(registration["run_dir"])
         self.writer: str | None = registration.get("writer")
         self.report = report
@@ -131,6 +136,7 @@ class Agent:
         self.host = socket.gethostname()
         self._status_at = 0.0
         self._scanned_at = 0.0
+        self._alive_checked_at = 0.0
 
     def run(self) -> None:
         idle_since = time.monotonic()
@@ -158,19 +164,30 @@ class Agent:
         if now - self._scanned_at < SCAN_EVERY:
             return
         self._scanned_at = now
+        check_alive = now - self._alive_checked_at >= ALIVE_EVERY
+        if check_alive:
+            self._alive_checked_at = now
         for key, path in registrations(self.dir).items():
-            registration = read_json(path)
-            if registration is None:
-                continue
             writer = self.writers.get(key)
+            try:
+                info = path.stat()
+            except OSError:  # removed meanwhile
+                continue
+            stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
+            if writer is not None and writer.stamp == stamp:
+                registration = writer.registration  # unchanged since it was read
+            else:
+                registration = read_json(path)
+                if registration is None:
+                    continue
             if writer is None:
                 writer = self._pick_up(key, registration)
                 if writer is None:
                     continue
-            writer.registration = registration
+            writer.registration, writer.stamp = registration, stamp
             if writer.status is None and registration.get("status"):
                 self._end(writer, registration["status"])
-            elif writer.status is None and not process_alive(int(registration["pid"]), registration.get("pid_start")):
+            elif writer.status is None and check_alive and not process_alive(int(registration["pid"]), registration.get("pid_start")):
                 self._crashed(writer)
             for name in list(writer.waiting):
                 self._add_tracker(writer, name)

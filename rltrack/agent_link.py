@@ -12,7 +12,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from rltrack.agent_files import (
     agent_dir,
@@ -26,7 +26,10 @@ from rltrack.agent_files import (
 from rltrack.backends import backend_class
 from rltrack.delivery import merge_into_report_file, time_left
 
-POLL = 0.02
+#: The waits on the agent look at the writer's state first after `POLL`
+#: seconds, then less and less often, up to every `POLL_MAX`: a Tune driver
+#: has a closing logger waiting per trial that ended, on its own process's GIL.
+POLL, POLL_MAX = 0.02, 0.2
 #: Seconds between the checks that an agent runs (starting one if not), for
 #: all the loggers of a process together: a Tune driver holds one per trial,
 #: and each check takes a lock file.
@@ -74,6 +77,7 @@ class AgentLink:
         """Until the agent has written the local files up to the journal's
         current end; False if `deadline` passed first."""
         target = journal.stat().st_size if journal.is_file() else 0
+        pauses = _pauses()
         while True:
             state = read_state(self.dir, self.key)
             if state is not None and (state.get("done") or (state.get("files_offset") or 0) >= target):
@@ -81,7 +85,7 @@ class AgentLink:
             if time.monotonic() >= deadline:
                 return False
             self.ensure_running()
-            time.sleep(POLL)
+            time.sleep(min(next(pauses), time_left(deadline) or POLL))
 
     def finish(self, status: str, deadline: float | None, journal: Path) -> bool:
         """Tells the agent the run ended with `status` (the journal is
@@ -90,6 +94,7 @@ class AgentLink:
         says what is behind, and report.json counts it as pending."""
         write_private(registration_path(self.dir, self.key), {**self._registration, "status": status})
         state: dict[str, Any] | None = None
+        pauses = _pauses()
         while True:
             state = read_state(self.dir, self.key)
             if state is not None and state.get("done"):
@@ -97,7 +102,8 @@ class AgentLink:
             if deadline is not None and time.monotonic() >= deadline:
                 break
             self.ensure_running()
-            time.sleep(POLL if deadline is None else min(POLL, time_left(deadline) or POLL))
+            pause = next(pauses)
+            time.sleep(pause if deadline is None else min(pause, time_left(deadline) or POLL))
         done = bool(state and state.get("done"))
         for error in (state or {}).get("errors", []):
             print(f"rltrack: {error} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
@@ -127,3 +133,11 @@ class AgentLink:
             if not info.get("done"):
                 behind[name] = info.get("last_error")
         return behind
+
+
+def _pauses() -> Iterator[float]:
+    """The pauses between looks at the agent's state: `POLL`, growing by half each time up to `POLL_MAX`, for ever."""
+    pause = POLL
+    while True:
+        yield pause
+        pause = min(POLL_MAX, pause * 1.5)

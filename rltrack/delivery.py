@@ -265,6 +265,7 @@ class DeliveryWorker:
         """The journal is delivered: end the tracker's run (unless more writers
         follow into it), then wait a while for the tracker to store what it
         took (W&B may still be writing after `finish` returns)."""
+        self.backend.store_now()  # if it fails, the next step comes back here
         if self.close_at_end:
             try:
                 self.backend.close(self.status)

@@ -99,6 +99,7 @@ class MlflowBackend(RemoteBackend):
         self._renamed: set[str] = set()
         self._last_ms: int | None = None  # capture time of the last event delivered by this process
         self._bulk: SqliteMetricWriter | None = None  # opened with the run: the store's file exists then
+        self._ticket = 0  # the bulk writer's ticket for the last batch of metrics
 
     # ---- delivery ------------------------------------------------------------
 
@@ -111,7 +112,7 @@ class MlflowBackend(RemoteBackend):
             self._bulk = SqliteMetricWriter.shared(self.tracking_uri) if self.bulk_sqlite else None
         batch = MlflowBatch(events, self.run.run_dir, self._params, self._axes, self._stamps)
         if self._bulk is not None:
-            self._bulk.write(run_id, batch.metrics)
+            self._ticket = self._bulk.write(run_id, batch.metrics)
             batch.metrics = []
         entities = require("mlflow.entities", "mlflow", PURPOSE)
         for request in batch.requests(entities):
@@ -136,6 +137,7 @@ class MlflowBackend(RemoteBackend):
         no run was ever created, or when a resumed session delivered nothing
         and the run already ended with this status."""
         if self._bulk is not None:
+            self.store_now()  # if it fails, the status waits; `durable_position` tries the rows again
             self._bulk.release()
             self._bulk = None
         if self._run_id is None:
@@ -145,6 +147,21 @@ class MlflowBackend(RemoteBackend):
             self._run_id = state["run_id"]
         self._mlflow_client().set_terminated(self._run_id, STATUSES.get(status, "FAILED"), end_time=self._last_ms)
         self._save_state(status=status)
+
+    def position(self) -> int | None:
+        """With the bulk SQLite writer: the ticket of this run's last batch
+        (a count of the writer's, for this process only; `continue_from`
+        has nothing to skip, the store ignores a row it holds)."""
+        return self._ticket if self._bulk is not None else None
+
+    def store_now(self) -> None:
+        if self._bulk is not None:
+            self._bulk.commit(force=True)
+
+    def durable_position(self) -> int | None:
+        """The writer's last stored ticket, committing its staged rows of
+        every run first when they are due (see rltrack.backends.mlflow_sqlite)."""
+        return self._bulk.commit() if self._bulk is not None else None
 
     # ---- the MLflow run ------------------------------------------------------------
 

@@ -8,11 +8,13 @@ repeat (MLflow: timestamps fixed at capture make the store ignore duplicates).
 The tracker's run is created on first delivery, not in the constructor.
 
 A tracker that takes a batch before it is safely stored (W&B hands rows to
-its own writer process) says how far it has got with `position` and how far
+its own writer process; MLflow's bulk SQLite writer stages the rows of every
+run for one transaction, rltrack.backends.mlflow_sqlite) says how far it has got with `position` and how far
 is stored with `durable_position`: the cursor advances only over what is
 stored, together with the position it stands for, and `continue_from` tells
 the backend that position when delivery resumes from the cursor, so that it
-skips what the tracker already holds beyond it.
+skips what the tracker already holds beyond it. At the end of a journal,
+`store_now` asks it not to wait any longer.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ class RemoteBackend:
         """The `position` up to which the tracker has stored what it took;
         None: everything is stored once `deliver` returns."""
         return None
+
+    def store_now(self) -> None:
+        """Stores what the tracker took without waiting any longer (the end of a journal)."""
 
     def continue_from(self, position: int | None) -> None:
         """Delivery (re)starts at a cursor saved at `position`: whatever the

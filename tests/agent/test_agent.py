@@ -189,6 +189,45 @@ def test_a_killed_training_process_is_delivered_and_marked_crashed(agent_home, t
     assert pd.read_csv(run_dir / "progress.csv")["collector/x"].tolist() == [float(i) for i in range(400)]
 
 
+def test_the_agent_reads_a_registration_again_only_when_it_changed(tmp_path, monkeypatch):
+    """A sweep's agent looked at each of 64 registrations ten times a second
+    (read and parse it, read the process's /proc entry): now an unchanged
+    file is not read again, and whether the process lives is checked every
+    ALIVE_EVERY seconds, so a crash is still seen within that."""
+    from rltrack import agent as agent_module
+
+    directory = tmp_path / "agents"
+    (directory / "runs").mkdir(parents=True)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "meta.json").write_text("{}")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    registration = {"run_dir": str(run_dir), "name": "run", "writer": None, "pid": os.getpid(), "config": {}, "files": {}, "trackers": {}, "status": None}
+    write_private(registration_path(directory, "k"), registration)
+    reads = []
+    monkeypatch.setattr(agent_module, "read_json", lambda path: reads.append(path) or read_json(path))
+    agent = agent_module.Agent(directory)
+
+    def scan() -> None:
+        agent._scanned_at = 0.0
+        agent._scan()
+
+    for _ in range(5):
+        scan()
+    assert len(reads) == 1 and agent.writers["k"].status is None
+    write_private(registration_path(directory, "k"), {**registration, "status": "finished"})
+    scan()
+    assert len(reads) == 2 and agent.writers["k"].status == "finished"
+
+    write_private(registration_path(directory, "gone"), {**registration, "pid": dead.pid})
+    scan()
+    assert agent.writers["gone"].status is None  # the last liveness check was less than ALIVE_EVERY ago
+    agent._alive_checked_at -= agent_module.ALIVE_EVERY
+    scan()
+    assert agent.writers["gone"].status == "crashed"
+
+
 def test_the_agent_exits_after_its_quiet_period_and_its_directory_is_private(agent_home, tmp_path):
     with rltrack.make_logger(config(tmp_path / "runs", "quiet")) as logger:
         logger.write({"x": 1.0}, step=0)

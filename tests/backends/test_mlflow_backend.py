@@ -188,6 +188,51 @@ def test_a_second_delivery_continues_the_same_run_and_doubles_nothing(embedded_r
     assert report.total("converted", section="mlflow") == 1
 
 
+def test_the_cursor_waits_for_the_stores_shared_transaction(tmp_path, monkeypatch):
+    """The bulk writer stores the metrics of every run together, once due:
+    until then a killed agent would lose what it staged, so each run's cursor
+    stays before them, and moves over them once stored; the end of the
+    journal stores them at once."""
+    from rltrack.backends import mlflow_sqlite
+    from rltrack.delivery import DeliveryWorker
+
+    monkeypatch.setattr(mlflow_sqlite, "COMMIT_EVERY", 3600.0)
+    workers, journals = [], []
+    for name in ("a", "b"):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        (run_dir / "meta.json").write_text("{}")
+        journals.append(run_dir / "journal.jsonl")
+        journals[-1].write_text("".join(Event(1.0 + i, {"x": float(i)}, steps={"step": i}).to_json() + "\n" for i in range(5)))
+        backend = MlflowBackend(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+        backend.open(RunContext(run_dir, name, {}, Report()))
+        workers.append(DeliveryWorker(backend, run_dir, close_at_end=False))
+    for worker in workers:
+        assert worker.step()
+    (client, _), run_ids = tracker(tmp_path / "a"), [tracker(tmp_path / name)[1] for name in ("a", "b")]
+    assert [w.cursor.offset for w in workers] == [0, 0]
+    assert [client.get_metric_history(run_id, "x") for run_id in run_ids] == [[], []]
+
+    monkeypatch.setattr(mlflow_sqlite, "COMMIT_EVERY", 0.0)
+    assert not workers[0].step()  # nothing more to read: the staged rows of both runs are due and stored
+    assert [len(client.get_metric_history(run_id, "x")) for run_id in run_ids] == [5, 5]
+    assert workers[0].cursor.offset == journals[0].stat().st_size
+    workers[1].step()
+    assert workers[1].cursor.offset == journals[1].stat().st_size
+
+    monkeypatch.setattr(mlflow_sqlite, "COMMIT_EVERY", 3600.0)
+    with journals[0].open("a") as f:
+        f.write(Event(9.0, {"x": 9.0}, steps={"step": 9}).to_json() + "\n")
+    assert workers[0].step()
+    workers[0].journal_complete = True
+    workers[0].step()  # the end of the journal: stored now
+    assert [m.value for m in client.get_metric_history(run_ids[0], "x")][-1] == 9.0
+    assert workers[0].cursor.offset == journals[0].stat().st_size and workers[0].done
+    for worker in workers:
+        worker.give_up()
+        worker.backend.close("finished")
+
+
 def test_batches_are_split_to_mlflows_request_limits(mlflow_server, tmp_path):
     """The server refuses requests over 1 MB, 100 params or 1000 metrics."""
     logger = make(Store(tmp_path, {"tracking_uri": mlflow_server.uri}), "limits")

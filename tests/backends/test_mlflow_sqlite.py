@@ -17,6 +17,7 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
+from rltrack.backends import mlflow_sqlite
 from rltrack.backends.mlflow_sqlite import SqliteMetricWriter, sqlite_path
 
 
@@ -59,7 +60,7 @@ def test_bulk_rows_read_back_as_mlflows_own(tmp_path, seed):
     writer.write(by_bulk, rows[:300])
     writer.write(by_bulk, rows[300:])
     writer.write(by_bulk, rows[:40])  # re-sent again: ignored, as MLflow ignores it
-    writer.close()
+    writer.close()  # stores what is staged
 
     for key in ("loss", "reward/mean", "a b.c-d:e"):
         assert same(history(client, by_bulk, key), history(client, by_mlflow, key)), key
@@ -93,9 +94,10 @@ def test_runs_of_one_store_share_one_connection_until_the_last_lets_go(tmp_path)
     for writer in writers[:-1]:
         writer.release()
     writers[-1].write(runs[0], [("loss", 9.0, 1_700_000_000_001, 1)])  # still open for the last user
-    writers[-1].release()
+    writers[-1].release()  # stores the staged rows of every run
+    writers[-1].write(runs[0], [("loss", 1.0, 1_700_000_000_002, 2)])
     with pytest.raises(sqlite3.ProgrammingError):  # the last release closed it
-        writers[-1].write(runs[0], [("loss", 1.0, 1_700_000_000_002, 2)])
+        writers[-1].commit(force=True)
     assert [m.value for m in client.get_metric_history(runs[0], "loss")] == [0.0, 9.0]
     assert [[m.value for m in client.get_metric_history(r, "loss")] for r in runs[1:]] == [[1.0], [2.0]]
     kept = SqliteMetricWriter.shared(uri)
@@ -104,6 +106,41 @@ def test_runs_of_one_store_share_one_connection_until_the_last_lets_go(tmp_path)
     fresh_client.create_experiment("x")
     (tmp_path / "new.db").rename(tmp_path / "mlflow.db")  # ... now at the old path
     assert SqliteMetricWriter.shared(uri) is not kept
+
+
+def test_the_rows_of_every_run_are_stored_together_once_due(tmp_path, monkeypatch):
+    """A transaction per run and batch was most of the agent's CPU in a
+    64-trial sweep: the writer stages the rows of every run and stores them
+    in one transaction once the oldest has waited COMMIT_EVERY seconds (or
+    when asked to now); a ticket is stored once `committed` reaches it, and
+    rows whose transaction failed stay staged for the next try."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    experiment = client.create_experiment("staged")
+    runs = [client.create_run(experiment).info.run_id for _ in range(4)]
+    writer = SqliteMetricWriter.open(uri)
+    assert writer is not None
+    tickets = [writer.write(run_id, [("loss", float(i), 1_700_000_000_000 + i, i)]) for i, run_id in enumerate(runs)]
+    assert tickets == [1, 2, 3, 4]
+    assert writer.commit() == 0  # not due yet: nothing stored
+    assert all(client.get_metric_history(run_id, "loss") == [] for run_id in runs)
+    monkeypatch.setattr(mlflow_sqlite, "COMMIT_EVERY", 0.0)
+    assert writer.commit() == 4
+    assert [[m.value for m in client.get_metric_history(r, "loss")] for r in runs] == [[0.0], [1.0], [2.0], [3.0]]
+    assert client.get_run(runs[3]).data.metrics == {"loss": 3.0}
+
+    writer.write(runs[0], [("loss", 5.0, 1_700_000_000_005, 5)])
+    blocker = sqlite3.connect(tmp_path / "mlflow.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer holds the store
+    writer._db.execute("PRAGMA busy_timeout = 0")
+    with pytest.raises(sqlite3.OperationalError):
+        writer.commit()
+    assert writer.committed == 4
+    blocker.execute("ROLLBACK")
+    assert writer.commit() == 5  # the staged row was kept for this try
+    assert [m.value for m in client.get_metric_history(runs[0], "loss")] == [0.0, 5.0]
+    assert writer.write(runs[1], []) == 6 and writer.committed == 6  # nothing to store: stored at once
+    writer.close()
 
 
 def test_a_store_deleted_and_made_again_while_the_agent_is_up_gets_the_new_runs(tmp_path):
