@@ -9,12 +9,13 @@ The tracker's run is created on first delivery, not in the constructor.
 
 A tracker that takes a batch before it is safely stored (W&B hands rows to
 its own writer process; MLflow's bulk SQLite writer stages the rows of every
-run for one transaction, rltrack.backends.mlflow_sqlite) says how far it has got with `position` and how far
-is stored with `durable_position`: the cursor advances only over what is
-stored, together with the position it stands for, and `continue_from` tells
-the backend that position when delivery resumes from the cursor, so that it
-skips what the tracker already holds beyond it. At the end of a journal,
-`store_now` asks it not to wait any longer.
+run for one transaction, see rltrack.backends.mlflow_sqlite) says how far it
+has got with `position` and how far is stored with `durable_position`: the
+cursor advances only over what is stored, together with the position it
+stands for, and `continue_from` tells the backend that position when
+delivery resumes from the cursor, so that it skips what the tracker already
+holds beyond it. At the end of a journal, `store_now` asks it not to wait
+any longer.
 """
 
 from __future__ import annotations
