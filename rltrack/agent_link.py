@@ -12,7 +12,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from rltrack.agent_files import (
     agent_dir,
@@ -77,15 +77,7 @@ class AgentLink:
         """Until the agent has written the local files up to the journal's
         current end; False if `deadline` passed first."""
         target = journal.stat().st_size if journal.is_file() else 0
-        pauses = _pauses()
-        while True:
-            state = read_state(self.dir, self.key)
-            if state is not None and (state.get("done") or (state.get("files_offset") or 0) >= target):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            self.ensure_running()
-            time.sleep(min(next(pauses), time_left(deadline) or POLL))
+        return self._wait(lambda state: bool(state.get("done") or (state.get("files_offset") or 0) >= target), deadline)[1]
 
     def finish(self, status: str, deadline: float | None, journal: Path) -> bool:
         """Tells the agent the run ended with `status` (the journal is
@@ -93,18 +85,7 @@ class AgentLink:
         (None: as long as it takes). If it has not by then, one line on stderr
         says what is behind, and report.json counts it as pending."""
         write_private(registration_path(self.dir, self.key), {**self._registration, "status": status})
-        state: dict[str, Any] | None = None
-        pauses = _pauses()
-        while True:
-            state = read_state(self.dir, self.key)
-            if state is not None and state.get("done"):
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            self.ensure_running()
-            pause = next(pauses)
-            time.sleep(pause if deadline is None else min(pause, time_left(deadline) or POLL))
-        done = bool(state and state.get("done"))
+        state, done = self._wait(lambda state: bool(state.get("done")), deadline)
         for error in (state or {}).get("errors", []):
             print(f"rltrack: {error} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
         behind = state.get("pending", {}) if done and state else self._behind(state, journal)
@@ -120,6 +101,21 @@ class AgentLink:
                 file=sys.stderr,
             )
         return done and not behind
+
+    def _wait(self, reached: Callable[[dict[str, Any]], bool], deadline: float | None) -> tuple[dict[str, Any] | None, bool]:
+        """Looks at the writer's state (after `POLL` seconds, then less and
+        less often) until `reached(state)` or `deadline` (None: no limit),
+        keeping an agent running; returns the last state and whether it was reached."""
+        pauses = _pauses()
+        while True:
+            state = read_state(self.dir, self.key)
+            if state is not None and reached(state):
+                return state, True
+            if deadline is not None and time.monotonic() >= deadline:
+                return state, False
+            self.ensure_running()
+            pause = next(pauses)
+            time.sleep(pause if deadline is None else min(pause, time_left(deadline) or POLL))
 
     def _behind(self, state: dict[str, Any] | None, journal: Path) -> dict[str, str | None]:
         """What the agent had not finished when the logger stopped waiting."""

@@ -4,9 +4,9 @@
 its data, kind, namespace and step); that is all the training thread pays.
 Control calls (`dump`, `flush`, `close`, checkpoints, run info) go through the
 same deque, so they stay in order with writes. The logger's `Pipeline`
-(rltrack.pipeline) drains it on the process's pipeline thread: steps, normalisation,
-redaction, filters, the run's journal and the backends that live in this
-process (memory, console, meta.json).
+(rltrack.pipeline) drains it on the process's pipeline thread: steps,
+normalisation, redaction, filters, the run's journal and the backends that
+live in this process (memory, console, meta.json).
 
 Everything else happens in the agent (rltrack.agent), one process per machine
 that reads the journal: the local files and every tracker. The logger

@@ -3,12 +3,12 @@
 The `Logger` (rltrack.logger) is the training thread's handle: it appends
 records and control calls to a deque and returns. Its `Pipeline` drains that
 deque on the process's one pipeline thread (`PIPELINES`, which runs the
-pipelines of every logger of the process in turn): it builds the `Event`, fills in missing steps,
-normalises values, redacts, runs the filter chain, appends to the run's
-journal (flushed to the operating system at least every `FLUSH_EVERY`) and
-hands each batch to the sinks that live in this process (memory, console,
-meta.json). Control calls (`Dump`, `Barrier`, `Close`, ...) travel through the
-same deque, so they stay in order with writes.
+pipelines of every logger of the process in turn): it builds the `Event`,
+fills in missing steps, normalises values, redacts, runs the filter chain,
+appends to the run's journal (flushed to the operating system at least every
+`FLUSH_EVERY`) and hands each batch to the sinks that live in this process
+(memory, console, meta.json). Control calls (`Dump`, `Barrier`, `Close`,
+...) travel through the same deque, so they stay in order with writes.
 """
 
 from __future__ import annotations

@@ -154,11 +154,10 @@ class SqliteMetricWriter:
                 if held is None or candidate[:3] > held[:3]:
                     self._latest[(run_id, key)] = candidate
             self._tickets += 1
-            if self._staged_at is None:
-                self._staged_at = time.monotonic()
             if not self._rows:  # nothing to store: stored already
                 self.committed = self._tickets
-                self._staged_at = None
+            elif self._staged_at is None:
+                self._staged_at = time.monotonic()
             return self._tickets
 
     def commit(self, force: bool = False) -> int:
