@@ -26,7 +26,6 @@ rltrack.agent.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -36,8 +35,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rltrack import posix
 from rltrack.atomic_file import write_atomic
 from rltrack.locks import hold
+from rltrack.posix import fcntl
 
 AGENT_DIR_ENV = "RLTRACK_AGENT_DIR"
 RUNS = "runs"
@@ -116,9 +117,10 @@ def read_state(directory: Path, key: str) -> dict[str, Any] | None:
 
 def process_start(pid: int) -> int | None:
     """The start time of process `pid` in clock ticks since boot (Linux), so
-    that a pid reused by another process is not taken for the run's."""
+    that a pid reused by another process is not taken for the run's; None
+    without /proc (macOS), where a live pid is taken for the run's."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(posix.PROC / str(pid) / "stat", "rb") as f:
             return int(f.read().rsplit(b")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
         return None

@@ -7,10 +7,11 @@ leaves a stale lock behind.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from pathlib import Path
+
+from rltrack.posix import fcntl
 
 POLL = 0.01
 

@@ -17,6 +17,8 @@ import time
 import zlib
 from pathlib import Path
 
+from rltrack import posix
+
 #: Before counting the rows of a W&B run's earlier files, how long to wait for
 #: whoever still writes them: the wandb-core of a process that crashed or just
 #: finished goes on appending what it had received for a while.
@@ -39,7 +41,7 @@ def being_written(paths: list[Path]) -> bool:
     """Whether another process holds one of `paths` open (Linux's /proc), or
     where that cannot be seen, whether one changed in the last `QUIET` seconds."""
     targets = {str(path.resolve()) for path in paths}
-    proc = Path("/proc")
+    proc = posix.PROC
     if not (proc / "self" / "fd").is_dir():
         return any(time.time() - path.stat().st_mtime < QUIET for path in paths if path.is_file())
     for pid in os.listdir(proc):

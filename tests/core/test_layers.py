@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "rltrack.atomic_file": 0,
     "rltrack.locks": 0,
     "rltrack.optional": 0,
+    "rltrack.posix": 0,
     # 1: what rltrack knows about each framework, as data and pure functions
     "rltrack.canonical": 1,
     "rltrack.stages": 1,
