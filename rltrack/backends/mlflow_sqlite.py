@@ -13,9 +13,13 @@ and `search_runs` read them as they read MLflow's own. An exact duplicate (a
 re-sent batch, timestamps fixed at capture) is ignored by the primary key, as
 MLflow's store ignores it.
 
-Only used for `sqlite:///` tracking URIs whose two tables have exactly the
-columns written here (checked when opened); anything else goes through
-`MlflowClient.log_batch`. Params, tags, artifacts and run status always do.
+Only used for `sqlite:///` stores whose schema revision (alembic's
+`version_num`) is one this module was tested with, `TESTED_SCHEMAS`, and whose
+two tables have exactly the columns written here (both checked when opened):
+a user's MLflow of another release may change what these tables mean (a new
+column, an index, another rule for `latest_metrics`), so any other store goes
+through `MlflowClient.log_batch`, slower but MLflow's own code. Params, tags,
+artifacts and run status always do.
 
 Every run of one store file shares one writer (`shared` / `release`): a
 SQLite connection keeps a page cache of up to 2 MB, so a connection per run
@@ -48,6 +52,16 @@ SQL_MAX = 1.7976931348623157e308
 COMMIT_EVERY = 1.0
 #: Staged rows that are committed at once, however young.
 COMMIT_ROWS = 20_000
+
+#: MLflow schema revisions (alembic `version_num`) the bulk writer was tested on,
+#: with the MLflow release that creates each: the oldest and newest supported
+#: (requirements/constraints-oldest.txt, requirements/constraints.txt). A new
+#: MLflow in the constraints fails tests/backends/test_mlflow_sqlite.py until its
+#: revision is added here, after the bulk tests pass on it.
+TESTED_SCHEMAS = {
+    "4465047574b1": "mlflow 2.16.2",
+    "dc11669786a5": "mlflow 3.17.2",
+}
 
 METRIC_COLUMNS = ("key", "value", "timestamp", "run_uuid", "step", "is_nan")
 LATEST_COLUMNS = ("key", "value", "timestamp", "step", "is_nan", "run_uuid")
@@ -126,20 +140,20 @@ class SqliteMetricWriter:
 
     @classmethod
     def open(cls, tracking_uri: str) -> SqliteMetricWriter | None:
-        """A writer for the store, or None when it is not a SQLite file whose
-        tables have the layout this module writes (then use log_batch)."""
+        """A writer for the store, or None when it is not a SQLite file of a
+        tested schema revision whose tables have the layout this module
+        writes (then use log_batch)."""
         path = sqlite_path(tracking_uri)
         if path is None or not path.is_file():
             return None
         db = sqlite3.connect(path, timeout=60.0, isolation_level=None, check_same_thread=False)
         try:
-            if _columns(db, "metrics") != set(METRIC_COLUMNS) or _columns(db, "latest_metrics") != set(LATEST_COLUMNS):
-                db.close()
-                return None
+            if schema_revision(db) in TESTED_SCHEMAS and _columns(db, "metrics") == set(METRIC_COLUMNS) and _columns(db, "latest_metrics") == set(LATEST_COLUMNS):
+                return cls(db)
         except sqlite3.Error:
-            db.close()
-            return None
-        return cls(db)
+            pass
+        db.close()
+        return None
 
     def write(self, run_id: str, metrics: Iterable[tuple[str, float, int, int]]) -> int:
         """Stages `(key, value, timestamp_ms, step)` rows of run `run_id`;
@@ -189,6 +203,12 @@ class SqliteMetricWriter:
 
 _SHARED: dict[tuple[str, int, int], SqliteMetricWriter] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+def schema_revision(db: sqlite3.Connection) -> str | None:
+    """The store's MLflow schema revision (None: not an MLflow store)."""
+    row = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    return str(row[0]) if row else None
 
 
 def _columns(db: sqlite3.Connection, table: str) -> set[str]:

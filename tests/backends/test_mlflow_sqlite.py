@@ -166,3 +166,53 @@ def test_a_store_deleted_and_made_again_while_the_agent_is_up_gets_the_new_runs(
             statuses = [s for (s,) in db.execute("SELECT status FROM runs")]
         assert values == [float(attempt * 100 + i) for i in range(10)]
         assert statuses == ["FINISHED"]
+
+
+def test_the_store_mlflow_makes_here_has_a_schema_the_writer_was_tested_on(tmp_path):
+    """The MLflow installed here (the newest in requirements/constraints.txt,
+    the oldest in constraints-oldest.txt) makes a store the bulk writer takes:
+    a new MLflow in the constraints fails here until its schema is checked
+    and added to TESTED_SCHEMAS."""
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).search_experiments()  # creates the store at MLflow's own head revision
+    with sqlite3.connect(sqlite_path(uri)) as db:
+        revision = mlflow_sqlite.schema_revision(db)
+    assert mlflow_sqlite.TESTED_SCHEMAS.get(revision) == f"mlflow {mlflow.__version__}", revision
+    writer = SqliteMetricWriter.open(uri)
+    assert writer is not None
+    writer.close()
+
+
+def test_a_store_of_an_untested_schema_gets_its_metrics_through_mlflows_client(tmp_path, monkeypatch):
+    """A store of another MLflow release (here: the writer told it knows no
+    revision) is never written directly: the backend delivers through
+    `MlflowClient.log_batch`, at once, every value."""
+    from rltrack.backends.base import RunContext
+    from rltrack.backends.mlflow import MlflowBackend
+    from rltrack.delivery import DeliveryWorker
+    from rltrack.events import Event
+    from rltrack.report import Report
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).search_experiments()
+    assert SqliteMetricWriter.open(uri) is not None  # the tested revision: bulk
+    monkeypatch.setattr(mlflow_sqlite, "TESTED_SCHEMAS", {})
+    assert SqliteMetricWriter.open(uri) is None
+    monkeypatch.setattr(mlflow_sqlite, "COMMIT_EVERY", 3600.0)  # a bulk writer would still hold the rows
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "meta.json").write_text("{}")
+    (run_dir / "journal.jsonl").write_text("".join(Event(1.0 + i, {"x": float(i), "y": -float(i)}, steps={"step": i}).to_json() + "\n" for i in range(50)))
+    backend = MlflowBackend(tracking_uri=uri)
+    backend.open(RunContext(run_dir, "untested", {}, Report()))
+    worker = DeliveryWorker(backend, run_dir, close_at_end=False)
+    worker.step()
+    assert backend._bulk is None
+    (run,) = MlflowClient(uri).search_runs([e.experiment_id for e in MlflowClient(uri).search_experiments()])
+    for key, sign in (("x", 1.0), ("y", -1.0)):
+        assert [(m.step, m.value) for m in MlflowClient(uri).get_metric_history(run.info.run_id, key)] == [(i, sign * i) for i in range(50)]
+    assert worker.cursor.offset == (run_dir / "journal.jsonl").stat().st_size
+    worker.give_up()
+    backend.close("finished")
