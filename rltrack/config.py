@@ -97,10 +97,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
     try:
         suffix = path.suffix.lower()
         if suffix == ".toml":
-            if sys.version_info >= (3, 11):
-                import tomllib
-            else:
-                import tomli as tomllib
+            import tomllib
+
             data = tomllib.loads(text)
         elif suffix in (".yaml", ".yml"):
             import yaml
