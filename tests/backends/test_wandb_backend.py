@@ -168,7 +168,7 @@ def test_media_hparams_checkpoint_and_exit_code(full_run):
 def test_nothing_is_written_outside_the_run_directory_and_wandb_dirs(full_run, wandb_env):
     assert not (Path.cwd() / "wandb").exists()
     assert (full_run.run_dir / "wandb").is_dir()
-    assert not (wandb_env / "home").exists() or not any((wandb_env / "home").rglob("*"))
+    assert not any(path.is_file() for path in (wandb_env / "home").rglob("*"))  # W&B 0.19 makes an empty ~/.config/wandb
 
 
 def test_a_second_writer_with_lower_steps_resumes_the_same_run_and_keeps_every_row(tmp_path):
