@@ -22,8 +22,9 @@ register the run in the agent directory (rltrack.agent_files). The agent:
   the registration;
 * exits once it has served nothing for `IDLE_EXIT` seconds.
 
-Killed at any moment, the next logger (or `rltrack sync`) starts another,
-which finds the registrations and continues from the cursors.
+Killed at any moment, or dead of an exception, its keeper (rltrack.agent_keeper)
+or else the next logger starts another, which finds the registrations and
+continues from the cursors.
 `rltrack agent` runs it in the foreground.
 """
 
@@ -35,6 +36,7 @@ import resource
 import socket
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -327,8 +329,9 @@ class Agent:
 def _lower_priority() -> None:
     """The lowest niceness and Linux's SCHED_BATCH (waking up never preempts
     training). The agent stays in the session of the process that started it
-    (a process group of its own, so a Ctrl-C meant for training does not reach
-    it): where the kernel shares the CPU between sessions first (autogroups),
+    (out of its process tree and in a process group of its own, so neither a
+    reaper of that tree nor a Ctrl-C meant for training reaches it; see
+    rltrack.agent_keeper): where the kernel shares the CPU between sessions first (autogroups),
     an agent in a session of its own took an equal share against the whole of
     training however niced, and a Tune driver's loop is the sweep's critical
     path. 64 Tune trials on 2 cores: 1.28x Tune's wall time with the agent in
@@ -367,7 +370,12 @@ def main(foreground: bool = False, directory: Path | None = None) -> int:
     _more_files()
     write_private(directory / "agent.json", {"pid": os.getpid(), "started": time.time()})
     print(f"rltrack agent {os.getpid()}: serving {directory}", file=sys.stderr, flush=True)
-    Agent(directory).run()
+    try:
+        Agent(directory).run()
+    except Exception as exc:  # its keeper starts another, which continues from the cursors
+        traceback.print_exc()
+        print(f"rltrack agent {os.getpid()}: died: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        os._exit(1)
     print(f"rltrack agent {os.getpid()}: idle for {IDLE_EXIT:.0f} s, exiting", file=sys.stderr, flush=True)
     sys.stderr.flush()
     os._exit(0)  # a tracker client's thread stuck in a call must not hold the exit

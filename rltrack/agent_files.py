@@ -10,6 +10,8 @@ environment of the process that started it, so processes that differ there
 get agents of their own. It holds:
 
     agent.lock             held (flock) by the live agent; free means none runs
+    death.json             the last death of an agent with work left (rltrack.agent_keeper), until a logger tells it
+    death.told.json        ... and once told
     spawn.lock             held by a process starting an agent, until it runs
     agent.json             the live agent's pid and start time
     agent.log              what agents printed (errors, warnings of tracker clients)
@@ -48,6 +50,7 @@ SPAWN_LOCK = "spawn.lock"
 SPAWN_WAIT = 15.0
 LOG = "agent.log"
 STATUS = "status.json"
+DEATH, DEATH_TOLD = "death.json", "death.told.json"
 
 
 #: Prefixes of the environment variables tracker clients (and the stores they
@@ -160,15 +163,42 @@ def ensure_running(directory: Path) -> bool:
         if agent_running(directory):
             return False
         source_root = str(Path(__file__).resolve().parents[1])  # the agent imports this rltrack, installed or not
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))}
+        python_path = [os.path.abspath(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([source_root, *python_path])}
         with open(directory / LOG, "ab") as log:
             child = subprocess.Popen(
-                [sys.executable, "-m", "rltrack.agent", str(directory)], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                process_group=0, close_fds=True,  # its own process group, the starter's session (see agent._lower_priority)
+                [sys.executable, "-m", "rltrack.agent_keeper", str(directory)], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                process_group=0, close_fds=True, cwd="/",  # leaves the starter's process tree, not its session: see rltrack.agent_keeper
             )  # fmt: skip
-        deadline = time.monotonic() + SPAWN_WAIT
-        while not agent_running(directory) and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        try:
+            child.wait(SPAWN_WAIT + 5)  # it returns once the agent holds its lock
+        except subprocess.TimeoutExpired:
+            pass
         return True
     finally:
         os.close(fd)
+
+
+def death_untold(directory: Path) -> dict[str, Any] | None:
+    """The last death of the agent (see rltrack.agent_keeper) if no logger has
+    told it yet; this call claims it (one process among many gets it)."""
+    try:
+        os.rename(directory / DEATH, directory / DEATH_TOLD)
+    except OSError:
+        return None
+    return read_json(directory / DEATH_TOLD)
+
+
+def last_death(directory: Path) -> dict[str, Any] | None:
+    """The last death of the agent, told or not, for `rltrack status`."""
+    deaths = [death for death in (read_json(directory / name) for name in (DEATH, DEATH_TOLD)) if death]
+    return max(deaths, key=lambda death: death.get("at", 0), default=None)
+
+
+def describe_death(death: dict[str, Any]) -> str:
+    """One line: when and how the agent died, what it said, and what followed."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(death.get("at", 0)))
+    said = f" ({death['error']})" if death.get("error") else ""
+    then = (f"another was started {death['restart_in']:.0f} s later" if death.get("restart_in") is not None
+            else "none was started again until a logger needed one")  # fmt: skip
+    return f"the delivery agent {death.get('pid')} died at {when}, {death.get('how')}{said}, with {death.get('registrations')} run writer(s) to serve; {then}"

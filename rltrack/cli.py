@@ -56,17 +56,21 @@ def show(run_dir: Path) -> int:
 
 def status(as_json: bool) -> int:
     """The agent of this environment: pid, uptime, and per run it serves, each tracker's backlog and last error."""
-    from rltrack.agent_files import STATUS, agent_dir, agent_running, read_json
+    from rltrack.agent_files import STATUS, agent_dir, agent_running, describe_death, last_death, read_json
 
     directory = agent_dir()
     running = agent_running(directory)
     saved = read_json(directory / STATUS) or {}
     agent = read_json(directory / "agent.json") or {}
     runs = saved.get("runs", []) if running else []
+    death = last_death(directory)
     if as_json:
         print(json.dumps({"running": running, "directory": str(directory), "pid": agent.get("pid") if running else None,
-                          "uptime": time.time() - agent["started"] if running and "started" in agent else None, "runs": runs}, indent=2))
+                          "uptime": time.time() - agent["started"] if running and "started" in agent else None, "runs": runs,
+                          "last_death": death}, indent=2))
         return 0
+    if death is not None:
+        print(f"last death: {describe_death(death)} (see {directory / 'agent.log'})")
     if not running:
         print(f"no agent runs for {directory} (the first logger that needs one starts it)")
         return 0

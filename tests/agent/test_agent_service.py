@@ -1,0 +1,109 @@
+"""The agent as a machine service: it outlives whoever started it (a Ray
+trial, a removed working directory), it is replaced and its death is told
+when it dies with work left, it works within the descriptor limit, and it
+refuses an agent directory another user owns.
+
+Each test has an agent directory of its own; the trackers are real (MLflow
+on a SQLite file) or the stand-in `stand_in_tracker.FileTracker`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from reliability_helpers import mlflow_history
+from stand_in_tracker import received
+
+from rltrack.agent_files import read_json
+
+TRACKER = "stand_in_tracker:FileTracker"
+HELPERS = str(Path(__file__).parents[1] / "helpers")
+
+
+def wait_for(condition, seconds: float, what: str):
+    """Polls `condition` until it returns something true, at most `seconds`; fails saying `what` was awaited."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value or time.monotonic() >= deadline:
+            assert value, f"{what}: not within {seconds:.0f} s"
+            return value
+        time.sleep(0.1)
+
+
+def kill_agents(directory: Path) -> None:
+    """Ends the keepers, then the agents, of `directory` (their command lines name it)."""
+    for module in ("rltrack.agent_keeper", "rltrack.agent"):
+        for process in psutil.process_iter(["cmdline"]):
+            if (process.info["cmdline"] or [])[-3:] == ["-m", module, str(directory)]:
+                process.kill()
+
+
+@pytest.fixture
+def agents_of_test(tmp_path, monkeypatch):
+    directory = tmp_path / "agents"
+    monkeypatch.setenv("RLTRACK_AGENT_DIR", str(directory))
+    monkeypatch.setenv("RLTRACK_AGENT_IDLE", "5")
+    yield directory
+    for path in directory.glob("*/agent.lock"):
+        kill_agents(path.parent)
+
+
+def history_length(run_dir: Path, key: str) -> int:
+    try:
+        return len(mlflow_history(run_dir, key))
+    except (OSError, ValueError, KeyError):  # the run not yet made
+        return 0
+
+
+def test_an_agent_started_inside_a_ray_trial_outlives_it_and_delivers_everything(tmp_path, agents_of_test, ray_cluster):
+    """Ray kills a worker's children when the worker exits: the agent,
+    started by the trial's logger, left the trial's process tree, so the
+    3,000 values of a trial closed with `close_timeout = 0` still reach the
+    trackers after `tune.run` returned. The stand-in tracker hangs until the
+    trial's worker is gone, so that the agent has work left when Ray reaps
+    (before: the agent died with the worker, the stand-in never got a value)."""
+    from ray import tune
+
+    hold = tmp_path / "hold"
+    hold.touch()
+
+    def trainable(config):
+        import os
+        import sys
+
+        sys.path.insert(0, config["helpers"])  # stand_in_tracker, for the agent too (the registration carries sys.path)
+        import rltrack
+
+        os.environ["RLTRACK_AGENT_DIR"] = config["agents"]
+        os.environ["RLTRACK_AGENT_IDLE"] = "5"
+        backends = {"use": ["local", "mlflow", TRACKER], TRACKER: {"hang_while": config["hold"]}}
+        with rltrack.make_logger({"run": {"root": config["root"], "name": "trial", "close_timeout": 0}, "backends": backends}) as logger:
+            for i in range(3000):
+                logger.write({"x": float(i)}, step=i, namespace="collector")
+        tune.report({"done": 1, "run_dir": str(logger.run_dir), "pid": os.getpid()})
+
+    config = {"root": str(tmp_path / "runs"), "agents": str(agents_of_test), "hold": str(hold), "helpers": HELPERS}
+    analysis = tune.run(trainable, config=config, storage_path=str(tmp_path / "ray_results"), name="outlive", verbose=0)
+    [trial] = analysis.trials
+    run_dir, trial_pid = Path(trial.last_result["run_dir"]), trial.last_result["pid"]
+    [directory] = [path.parent for path in agents_of_test.glob("*/agent.lock")]
+    agent = read_json(directory / "agent.json")["pid"]
+    wait_for(lambda: not psutil.pid_exists(trial_pid), 60, "the trial's worker exits")  # Ray kills its children as it does
+    time.sleep(1.0)  # Ray reaps right after the exit
+    assert psutil.pid_exists(agent), "the agent died with the trial's worker"
+    hold.unlink()
+    wait_for(lambda: len(received(run_dir)) == 3000, 180, "the stand-in tracker holds the trial's 3,000 values")
+    assert [event.data["x"] for event in received(run_dir)] == [float(i) for i in range(3000)]
+    wait_for(lambda: history_length(run_dir, "collector/x") == 3000, 180, "MLflow holds the trial's 3,000 values")
+    assert mlflow_history(run_dir, "collector/x") == [(i, float(i)) for i in range(3000)]
+    wait_for(lambda: (run_dir / "progress.csv").is_file() and (run_dir / "progress.csv").read_text().count("\n") == 3001, 60,
+             "progress.csv holds the 3,000 rows")  # fmt: skip
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "finished"
+    assert read_json(directory / "agent.json")["pid"] == agent  # the agent the trial started did it all
+    assert "died" not in (directory / "agent.log").read_text()
