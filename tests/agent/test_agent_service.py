@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import textwrap
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from reliability_helpers import mlflow_history
+from reliability_helpers import PYTHON, child_env, mlflow_history, read_run_dir, wandb_files, wandb_history
 from stand_in_tracker import received
 
 from rltrack.agent_files import read_json
@@ -107,3 +110,41 @@ def test_an_agent_started_inside_a_ray_trial_outlives_it_and_delivers_everything
     assert json.loads((run_dir / "meta.json").read_text())["status"] == "finished"
     assert read_json(directory / "agent.json")["pid"] == agent  # the agent the trial started did it all
     assert "died" not in (directory / "agent.log").read_text()
+
+
+IN_EXP = textwrap.dedent(
+    """
+    import rltrack
+    config = {"run": {"root": "runs", "name": "again", "close_timeout": 120},
+              "backends": {"use": ["local", "mlflow", "wandb"], "wandb": {"project": "exp"}}}
+    logger = rltrack.make_logger(config)
+    for i in range(200):
+        logger.write({"x": float(i)}, step=i)
+    print("RUN_DIR=" + str(logger.run_dir.resolve()), flush=True)
+    print("CLOSED=" + str(logger.close()), flush=True)
+    """
+)
+
+
+def test_the_agent_does_not_need_its_starters_working_directory(tmp_path, agents_of_test):
+    """A script run in `exp/`, then `rm -rf exp; mkdir exp` and the script run
+    again while the first agent is still up: both runs reach MLflow and W&B
+    (before: the agent kept the removed directory as its own, and both
+    trackers failed with FileNotFoundError)."""
+    exp = tmp_path / "exp"
+    run_dirs = []
+    for attempt in range(2):
+        shutil.rmtree(exp, ignore_errors=True)
+        exp.mkdir()
+        env = child_env(tmp_path / "home", RLTRACK_AGENT_DIR=str(agents_of_test), RLTRACK_AGENT_IDLE="60")
+        done = subprocess.run([PYTHON, "-c", IN_EXP], capture_output=True, text=True, env=env, timeout=300, cwd=exp)
+        assert done.returncode == 0, done.stderr
+        assert "CLOSED=True" in done.stdout, done.stderr  # every tracker has everything
+        run_dirs.append(read_run_dir(done.stdout.splitlines()))
+        assert "Error" not in done.stderr, done.stderr
+    [agent] = {path.parent for path in agents_of_test.glob("*/agent.lock")}
+    assert (agent / "agent.log").read_text().count("serving") == 1  # one agent served both
+    run_dir = run_dirs[1]
+    assert mlflow_history(run_dir, "x") == [(i, float(i)) for i in range(200)]
+    [wandb_file] = wandb_files(run_dir)
+    assert [row["x"] for row in wandb_history(wandb_file)] == [float(i) for i in range(200)]
