@@ -32,6 +32,7 @@ import fcntl
 import hashlib
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -58,16 +59,46 @@ DEATH, DEATH_TOLD = "death.json", "death.told.json"
 TRACKER_ENVIRONMENT = ("MLFLOW_", "WANDB_", "NEPTUNE_", "TRACKIO_", "HF_", "AWS_", "GOOGLE_", "AZURE_")
 
 
+class ForeignAgentDir(PermissionError):
+    """The agent directory belongs to another user."""
+
+
 def agent_dir() -> Path:
-    """This process's agent directory (created, 0700): see the module docstring."""
+    """This process's agent directory (created, 0700): see the module docstring.
+    One that another user owns is refused (`ForeignAgentDir`): its owner could
+    read the trackers' settings in the registrations, and plant registrations
+    whose backends (`module:Class`, with their `sys.path`) this user's agent would run."""
     base = Path(os.environ.get(AGENT_DIR_ENV) or Path.home() / ".cache" / "rltrack" / "agent").expanduser()
     tracker_environment = sorted((k, v) for k, v in os.environ.items() if k.startswith(TRACKER_ENVIRONMENT))
     identity = json.dumps([os.path.realpath(sys.prefix), tracker_environment])
     directory = base / hashlib.sha1(identity.encode()).hexdigest()[:12]
+    for path in (base, directory, directory / RUNS):
+        _refuse_foreign(path)
     (directory / RUNS).mkdir(parents=True, exist_ok=True, mode=0o700)
     for path in (base, directory, directory / RUNS):
+        _refuse_foreign(path)  # made meanwhile by another user
         os.chmod(path, 0o700)
     return directory
+
+
+def _refuse_foreign(path: Path) -> None:
+    try:
+        owner = path.stat().st_uid
+    except FileNotFoundError:
+        return
+    if owner != os.getuid():
+        raise ForeignAgentDir(
+            f"rltrack: the agent directory {path} belongs to {_user(owner)}, not to you ({_user(os.getuid())}); an agent directory "
+            f"holds the trackers' settings and says what the agent runs, so it is never shared between users: set {AGENT_DIR_ENV} "
+            f"to a directory of your own (default ~/.cache/rltrack/agent)"
+        )
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
 
 
 def registration_key(run_dir: Path, writer: str | None) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 import textwrap
 import time
@@ -22,6 +23,7 @@ import pytest
 from reliability_helpers import PYTHON, child_env, mlflow_history, read_run_dir, wandb_files, wandb_history
 from stand_in_tracker import received
 
+import rltrack
 from rltrack.agent_files import read_json
 
 TRACKER = "stand_in_tracker:FileTracker"
@@ -148,3 +150,41 @@ def test_the_agent_does_not_need_its_starters_working_directory(tmp_path, agents
     assert mlflow_history(run_dir, "x") == [(i, float(i)) for i in range(200)]
     [wandb_file] = wandb_files(run_dir)
     assert [row["x"] for row in wandb_history(wandb_file)] == [float(i) for i in range(200)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a directory to another user needs root")
+@pytest.mark.parametrize("foreign", ["base", "key directory"])
+def test_an_agent_directory_another_user_owns_is_refused(tmp_path, monkeypatch, foreign):
+    """A shared RLTRACK_AGENT_DIR (or the agent directory inside it) that
+    another user owns is refused at `make_logger`, naming the owner and what
+    to do, and left as it was (before: made 0700 and used, whoever owned it)."""
+    base = tmp_path / "shared"
+    monkeypatch.setenv("RLTRACK_AGENT_DIR", str(base))
+    base.mkdir(mode=0o777)
+    os.chmod(base, 0o777)
+    other = 4242  # a uid no test runs as
+    if foreign == "base":
+        os.chown(base, other, other)
+        theirs = base
+    else:
+        theirs = base / agent_dir_name()
+        theirs.mkdir(mode=0o755)
+        os.chown(theirs, other, other)
+    mode = stat.S_IMODE(theirs.stat().st_mode)
+    config = {"run": {"root": str(tmp_path / "runs"), "name": "shared"}, "backends": {"use": ["local"]}}
+    with pytest.raises(PermissionError, match=rf"{theirs} belongs to uid {other}.*RLTRACK_AGENT_DIR") as refused:
+        rltrack.make_logger(config)
+    assert "not to you" in str(refused.value)
+    assert stat.S_IMODE(theirs.stat().st_mode) == mode and theirs.stat().st_uid == other  # untouched
+    assert not (theirs / "runs").exists() if foreign == "key directory" else not any(base.iterdir())
+    assert not list(base.rglob("*.json"))  # nothing registered
+
+
+def agent_dir_name() -> str:
+    """The name `agent_dir` gives this process's agent directory inside the base (made once, to learn it)."""
+    from rltrack.agent_files import agent_dir
+
+    with pytest.MonkeyPatch.context() as patch:
+        probe = Path(os.environ["RLTRACK_AGENT_DIR"]).parent / "probe"
+        patch.setenv("RLTRACK_AGENT_DIR", str(probe))
+        return agent_dir().name
