@@ -67,7 +67,7 @@ def status(as_json: bool) -> int:
     if as_json:
         print(json.dumps({"running": running, "directory": str(directory), "pid": agent.get("pid") if running else None,
                           "uptime": time.time() - agent["started"] if running and "started" in agent else None, "runs": runs,
-                          "last_death": death}, indent=2))
+                          "queued": saved.get("queued", 0) if running else 0, "last_death": death}, indent=2))
         return 0
     if death is not None:
         print(f"last death: {describe_death(death)} (see {directory / 'agent.log'})")
@@ -75,6 +75,8 @@ def status(as_json: bool) -> int:
         print(f"no agent runs for {directory} (the first logger that needs one starts it)")
         return 0
     print(f"agent pid {agent.get('pid')}, up {time.time() - agent.get('started', time.time()):.0f} s, serving {len(runs)} writer(s) ({directory})")
+    if saved.get("queued"):
+        print(f"{saved['queued']} more writer(s) wait their turn: the agent serves {saved.get('budget')} at once (its descriptor limit, `ulimit -n`)")
     rows = [("run", "writer", "status", "tracker", "pending bytes", "last error")]
     for run in runs:
         trackers = run.get("trackers") or {"-": {}}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import stat
 import subprocess
 import textwrap
@@ -188,3 +189,59 @@ def agent_dir_name() -> str:
         probe = Path(os.environ["RLTRACK_AGENT_DIR"]).parent / "probe"
         patch.setenv("RLTRACK_AGENT_DIR", str(probe))
         return agent_dir().name
+
+
+MANY_RUNS = textwrap.dedent(
+    """
+    import resource, sys
+    runs, limit = int(sys.argv[2]), int(sys.argv[3])
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))  # the agent it starts inherits it
+    import rltrack
+    backends = {"use": ["local", "mlflow"]}
+    loggers = [rltrack.make_logger({"run": {"root": sys.argv[1], "name": f"run{i}", "close_timeout": 0}, "backends": backends})
+               for i in range(runs)]
+    for step in range(20):
+        for i, logger in enumerate(loggers):
+            logger.write({"x": float(1000 * i + step)}, step=step, namespace="collector")
+    for logger in loggers:
+        logger.close()
+    print("closed", flush=True)
+    """
+)
+
+
+def test_the_agent_serves_more_runs_than_its_descriptor_limit_holds_at_once(tmp_path, agents_of_test):
+    """300 runs open at once (local + MLflow, `close_timeout = 0`) under a
+    descriptor limit of 512: the agent serves as many writers at once as its
+    limit allows, the others wait their turn, and every value of every run
+    reaches MLflow and progress.csv (before: the agent died of `Too many open
+    files` and, the loggers closed, nothing started another: 0 runs in MLflow)."""
+    runs, limit = 300, 512
+    root = tmp_path / "runs"
+    env = child_env(tmp_path / "home", RLTRACK_AGENT_DIR=str(agents_of_test), RLTRACK_AGENT_IDLE="5")
+    done = subprocess.run([PYTHON, "-c", MANY_RUNS, str(root), str(runs), str(limit)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0 and "closed" in done.stdout, done.stderr
+    database = root / "mlflow.db"
+
+    def delivered() -> dict[str, list[float]]:
+        try:
+            with sqlite3.connect(database) as db:
+                rows = db.execute("SELECT runs.name, metrics.value FROM metrics JOIN runs ON runs.run_uuid = metrics.run_uuid "
+                                  "WHERE metrics.key = 'collector/x' ORDER BY metrics.step").fetchall()  # fmt: skip
+        except sqlite3.Error:  # not made yet
+            return {}
+        found: dict[str, list[float]] = {}
+        for name, value in rows:
+            found.setdefault(name, []).append(value)
+        return found
+
+    closed = time.monotonic()
+    wait_for(lambda: sum(len(values) for values in delivered().values()) == runs * 20, 600, f"MLflow holds the {runs * 20} values")
+    print(f"{runs} runs under a limit of {limit} descriptors: every value in MLflow {time.monotonic() - closed:.1f} s after the script ended")
+    assert delivered() == {f"run{i}": [float(1000 * i + step) for step in range(20)] for i in range(runs)}
+    for i in range(runs):
+        progress = root / f"run{i}" / "progress.csv"
+        wait_for(lambda: progress.is_file() and progress.read_text().count("\n") == 21, 60, f"{progress} holds 20 rows")
+    [directory] = [path.parent for path in agents_of_test.glob("*/agent.lock")]
+    log = (directory / "agent.log").read_text()
+    assert log.count("serving") == 1 and "died" not in log, log[-3000:]
