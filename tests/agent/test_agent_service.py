@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -245,3 +246,50 @@ def test_the_agent_serves_more_runs_than_its_descriptor_limit_holds_at_once(tmp_
     [directory] = [path.parent for path in agents_of_test.glob("*/agent.lock")]
     log = (directory / "agent.log").read_text()
     assert log.count("serving") == 1 and "died" not in log, log[-3000:]
+
+
+CLOSED_WITH_WORK_LEFT = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, sys.argv[3])
+    import rltrack
+    backends = {"use": ["local", "stand_in_tracker:FileTracker"], "stand_in_tracker:FileTracker": {"hang_while": sys.argv[2]}}
+    with rltrack.make_logger({"run": {"root": sys.argv[1], "name": "left", "close_timeout": 0}, "backends": backends}) as logger:
+        for i in range(500):
+            logger.write({"x": float(i)}, step=i)
+    print("RUN_DIR=" + str(logger.run_dir), flush=True)
+    """
+)
+
+
+def test_an_agent_killed_with_work_left_is_replaced_without_a_logger_and_its_death_is_told(tmp_path, agents_of_test):
+    """The run's logger is gone, the tracker still owes 500 values, the agent
+    is SIGKILLed: its keeper starts another (no logger is left to do it), which
+    delivers everything; `rltrack status` shows the death, and the next
+    logger says it on stderr, once (before: nothing started another agent,
+    nothing was said)."""
+    hold = tmp_path / "hold"
+    hold.touch()
+    env = child_env(tmp_path / "home", RLTRACK_AGENT_DIR=str(agents_of_test), RLTRACK_AGENT_IDLE="5")
+    done = subprocess.run([PYTHON, "-c", CLOSED_WITH_WORK_LEFT, str(tmp_path / "runs"), str(hold), HELPERS], capture_output=True,
+                          text=True, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_dir = read_run_dir(done.stdout.splitlines())
+    [directory] = [path.parent for path in agents_of_test.glob("*/agent.lock")]
+    killed = read_json(directory / "agent.json")["pid"]
+    os.kill(killed, signal.SIGKILL)
+    wait_for(lambda: (read_json(directory / "agent.json") or {}).get("pid") not in (None, killed), 60, "another agent serves")
+    hold.unlink()
+    wait_for(lambda: len(received(run_dir)) == 500, 120, "the stand-in tracker holds the 500 values")
+    assert [event.data["x"] for event in received(run_dir)] == [float(i) for i in range(500)]
+    status = json.loads(subprocess.run([PYTHON, "-m", "rltrack.cli", "status", "--json"], capture_output=True, text=True,
+                                       env=env, check=True).stdout)  # fmt: skip
+    assert status["last_death"]["pid"] == killed and status["last_death"]["how"] == "killed by SIGKILL"
+    assert status["last_death"]["restart_in"] == 1.0
+    told = []
+    for _ in range(2):
+        logger = subprocess.run([PYTHON, "-c", CLOSED_WITH_WORK_LEFT, str(tmp_path / "more"), str(hold), HELPERS], capture_output=True,
+                                text=True, env=env, timeout=120)  # fmt: skip
+        told.append([line for line in logger.stderr.splitlines() if "died" in line])
+    assert len(told[0]) == 1 and f"the delivery agent {killed} died" in told[0][0] and "killed by SIGKILL" in told[0][0], told
+    assert told[1] == []  # told once
