@@ -1,7 +1,7 @@
 """The `rltrack` command: run directories from a shell.
 
     rltrack show RUN_DIR                                  status and last values
-    rltrack status [--json]                               the agent: pid, uptime, each run it serves and its backlog
+    rltrack status [--json]                               the agent: pid, uptime, each run it serves and its backlog, its last death
     rltrack agent                                         run the agent in the foreground (containers, debugging)
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
