@@ -180,6 +180,7 @@ def test_an_agent_directory_another_user_owns_is_refused(tmp_path, monkeypatch, 
     assert stat.S_IMODE(theirs.stat().st_mode) == mode and theirs.stat().st_uid == other  # untouched
     assert not (theirs / "runs").exists() if foreign == "key directory" else not any(base.iterdir())
     assert not list(base.rglob("*.json"))  # nothing registered
+    assert not (tmp_path / "runs").exists()  # and no run directory left saying `running`
 
 
 def agent_dir_name() -> str:
