@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from rltrack.agent_files import (
     agent_dir,
+    death_untold,
+    describe_death,
     ensure_running,
     process_start,
     read_state,
@@ -63,6 +65,9 @@ class AgentLink:
         }
         write_private(registration_path(self.dir, self.key), self._registration)
         self._check()
+        death = death_untold(self.dir)
+        if death is not None:
+            print(f"rltrack: {describe_death(death)} (`rltrack status`, {self.dir / 'agent.log'})", file=sys.stderr)
 
     def ensure_running(self) -> None:
         """Checks that an agent runs, unless a logger of this process did less than `CHECK_EVERY` ago."""

@@ -1,7 +1,7 @@
 """The `rltrack` command: run directories from a shell.
 
     rltrack show RUN_DIR                                  status and last values
-    rltrack status [--json]                               the agent: pid, uptime, each run it serves and its backlog
+    rltrack status [--json]                               the agent: pid, uptime, each run it serves and its backlog, its last death
     rltrack agent                                         run the agent in the foreground (containers, debugging)
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
@@ -56,21 +56,27 @@ def show(run_dir: Path) -> int:
 
 def status(as_json: bool) -> int:
     """The agent of this environment: pid, uptime, and per run it serves, each tracker's backlog and last error."""
-    from rltrack.agent_files import STATUS, agent_dir, agent_running, read_json
+    from rltrack.agent_files import STATUS, agent_dir, agent_running, describe_death, last_death, read_json
 
     directory = agent_dir()
     running = agent_running(directory)
     saved = read_json(directory / STATUS) or {}
     agent = read_json(directory / "agent.json") or {}
     runs = saved.get("runs", []) if running else []
+    death = last_death(directory)
     if as_json:
         print(json.dumps({"running": running, "directory": str(directory), "pid": agent.get("pid") if running else None,
-                          "uptime": time.time() - agent["started"] if running and "started" in agent else None, "runs": runs}, indent=2))
+                          "uptime": time.time() - agent["started"] if running and "started" in agent else None, "runs": runs,
+                          "queued": saved.get("queued", 0) if running else 0, "last_death": death}, indent=2))
         return 0
+    if death is not None:
+        print(f"last death: {describe_death(death)} (see {directory / 'agent.log'})")
     if not running:
         print(f"no agent runs for {directory} (the first logger that needs one starts it)")
         return 0
     print(f"agent pid {agent.get('pid')}, up {time.time() - agent.get('started', time.time()):.0f} s, serving {len(runs)} writer(s) ({directory})")
+    if saved.get("queued"):
+        print(f"{saved['queued']} more writer(s) wait their turn: the agent serves {saved.get('budget')} at once (its descriptor limit, `ulimit -n`)")
     rows = [("run", "writer", "status", "tracker", "pending bytes", "last error")]
     for run in runs:
         trackers = run.get("trackers") or {"-": {}}

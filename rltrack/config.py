@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from rltrack.agent_files import agent_dir
 from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, is_backend_name
 from rltrack.canonical import NAME_MODES
 from rltrack.construct import ConfigError, build_backend, build_chain, build_filter, check_keys, choices
@@ -207,6 +208,8 @@ def make_logger(
             in_process.append(backend)
         else:
             files[name] = _paths_resolved(settings)
+    if files or trackers:
+        agent_dir()  # an agent directory another user owns is refused before a run directory is made
     root = Path(run["root"]).expanduser()
     if run["worker"] is not None:
         run_dir = root / safe_filename(run["name"])

@@ -48,6 +48,7 @@ LAYERS: dict[str, int] = {
     "rltrack.agent_files": 5,
     "rltrack.agent_link": 5,
     "rltrack.agent_lanes": 5,
+    "rltrack.agent_keeper": 5,
     "rltrack.agent": 5,
     # 6: the run database (reads run directories; `make_logger(resume=<run id>)` looks runs up in it)
     "rltrack.runs": 6,
