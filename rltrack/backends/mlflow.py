@@ -14,6 +14,9 @@ Why it looks the way it does:
   for the report are kept aside and added only once a batch is acknowledged.
 * The MLflow run is created on the first delivery and its id kept in
   `cursors/mlflow_run.json`, so `rltrack sync` continues the same run.
+* The MLflow experiment is `experiment`, by default the run's task (its
+  experiment in rltrack, `RunContext.task`): seeds and trials of one
+  experiment are runs of one MLflow experiment, named after their run.
 * With no `tracking_uri` the store is `sqlite:///<run root>/mlflow.db` with
   artifacts in `<run root>/mlartifacts`: it works without a server.
 
@@ -51,7 +54,6 @@ from rltrack.events import Event
 from rltrack.optional import ensure_installed, require
 
 STATUSES = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
-DEFAULT_EXPERIMENT = "rltrack"
 PURPOSE = "The MLflow backend"
 
 
@@ -65,15 +67,15 @@ class MlflowBackend(RemoteBackend):
     def __init__(
         self,
         tracking_uri: str | None = None,
-        experiment: str = DEFAULT_EXPERIMENT,
+        experiment: str | None = None,
         run_name: str | None = None,
         tags: dict[str, Any] | None = None,
         bulk_sqlite: bool = True,
     ) -> None:
         if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri):
             raise ValueError(f"tracking_uri = {tracking_uri!r} must be a URI such as 'http://127.0.0.1:5000' or 'sqlite:///mlflow.db'")
-        if not isinstance(experiment, str) or not experiment:
-            raise ValueError(f"experiment = {experiment!r} must be a non-empty experiment name")
+        if experiment is not None and (not isinstance(experiment, str) or not experiment):
+            raise ValueError(f"experiment = {experiment!r} must be a non-empty experiment name (or left out: the run's task)")
         if run_name is not None and (not isinstance(run_name, str) or not run_name):
             raise ValueError(f"run_name = {run_name!r} must be a non-empty string (or left out: the run directory's name)")
         if tags is not None and not isinstance(tags, dict):
@@ -89,7 +91,8 @@ class MlflowBackend(RemoteBackend):
 
     def open(self, run: RunContext) -> None:
         super().open(run)
-        self.tracking_uri = self._tracking_uri or f"sqlite:///{run.run_dir.parent.resolve() / 'mlflow.db'}"
+        self.tracking_uri = self._tracking_uri or f"sqlite:///{run.stores / 'mlflow.db'}"
+        self.experiment_name = self.experiment or run.task
         self._state_path = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
         self._client: Any = None
         self._run_id: str | None = None
@@ -225,13 +228,13 @@ class MlflowBackend(RemoteBackend):
 
     def _experiment_id(self) -> str:
         client = self._mlflow_client()
-        found = client.get_experiment_by_name(self.experiment)
+        found = client.get_experiment_by_name(self.experiment_name)
         if found is not None:
             return str(found.experiment_id)
         try:
-            return str(client.create_experiment(self.experiment, artifact_location=self._artifact_location()))
+            return str(client.create_experiment(self.experiment_name, artifact_location=self._artifact_location()))
         except Exception:  # another process may have created it meanwhile
-            found = client.get_experiment_by_name(self.experiment)
+            found = client.get_experiment_by_name(self.experiment_name)
             if found is None:
                 raise
             return str(found.experiment_id)

@@ -14,6 +14,10 @@ Why it is built this way:
   traceback hook, hardware monitoring), and so are git and source-file
   capture: the Neptune run may be created long after training (`rltrack sync`
   replays journals), when they would describe the sync, not the training.
+* **Grouping**: Neptune 1.x has no groups below a project (which names a
+  workspace, so it is never derived): the run's task (its experiment,
+  `RunContext.task`) is one of its tags, beside `tags`; the run is named
+  after the rltrack run.
 * **Series**: each value goes to `run["<namespace>/<key>"]` at the event's
   primary step with the event's wall time as timestamp; the other step axes
   of scalar records are series of their own (`<namespace>/<axis>`). One
@@ -179,7 +183,7 @@ class NeptuneBackend(RemoteBackend):
                 project=self.project,
                 mode=self.mode,
                 name=self.run_name or self.run.name,
-                tags=self.tags,
+                tags=list(dict.fromkeys([*self.tags, self.run.task])),  # the experiment: Neptune 1.x groups runs by tags
                 capture_stdout=False,
                 capture_stderr=False,
                 capture_hardware_metrics=False,
