@@ -14,8 +14,9 @@ What a format does not record is said plainly rather than guessed: host
 "unknown", status "unknown" (Tune: the trial's status in the experiment's
 `experiment_state-*.json`, or "failed" when the trial left `error.txt`; its
 tracked hyperparameters are the state's `evaluated_params`, what the search
-varied). Task: the config's `exp_name`, else the directory's name (Tune: the
-experiment's). The start time is the first
+varied). Task: the config's `exp_name` without a trailing `seed<N>`
+(DI-engine names seeds `cartpole_dqn_seed0`), else the directory's name (Tune:
+the experiment's). The start time is the first
 recorded time, else the time the first file was written.
 """
 
@@ -46,10 +47,15 @@ def _namespace_and_key(tag: str) -> tuple[str, str]:
     return (namespace, key) if key else ("", tag)
 
 
+#: The seed at the end of an experiment's name: DI-engine's `cartpole_dqn_seed0`, `..._seed_1`.
+_SEED_SUFFIX = re.compile(r"[_\-.]?seed[_\-]?\d+$", re.IGNORECASE)
+
+
 def _task(path: Path, config: dict[str, Any]) -> str:
-    """The config's `exp_name`, else the run directory's own name."""
+    """The config's `exp_name` without a trailing seed (its seeds are one
+    experiment), else the run directory's own name."""
     name = config.get("exp_name")
-    return name if isinstance(name, str) and name else path.name
+    return (_SEED_SUFFIX.sub("", name) or name) if isinstance(name, str) and name else path.name
 
 
 def _json_dict(path: Path) -> dict[str, Any]:

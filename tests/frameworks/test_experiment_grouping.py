@@ -20,6 +20,7 @@ import wandb_reader
 from reliability_helpers import PYTHON, REPO, child_env, sync_run
 
 import rltrack.runs as runs
+from rltrack.runs.plot import plot_runs
 
 TRACKERS = "local,mlflow,wandb,trackio"
 
@@ -100,7 +101,14 @@ def test_two_seeds_of_the_spinup_example_are_one_experiment_named_by_exp_name(tm
     root = tmp_path / "runs"
     for seed in (0, 1):
         _run_example("spinup_style_vpg.py", tmp_path, "--epochs", "2", "--steps", "300", "--seed", str(seed), "--root", str(root))
-    _assert_one_experiment(root, _synced(root, tmp_path), "vpg", ["vpg_s0", "vpg_s1"])
+    run_dirs = _synced(root, tmp_path)
+    _assert_one_experiment(root, run_dirs, "vpg", ["vpg_s0", "vpg_s1"])
+    # save_config(locals()) holds the logger and the per-seed output_dir: neither is a hyperparameter
+    columns = list(runs.query(root).columns)
+    assert "seed" in columns and "pi_lr" in columns
+    assert not [c for c in columns if "0x" in c or "output_dir" in c or c.split("/")[0] in ("logger", "logger_kwargs")], columns
+    (curve,) = plot_runs([runs.load(d) for d in run_dirs], "collector/reward_mean").curves
+    assert curve.label == "all runs" and len(curve.runs) == 2  # the two seeds: one mean, one band
 
 
 @pytest.mark.slow
