@@ -89,11 +89,17 @@ class MlflowBackend(RemoteBackend):
             raise ValueError(f"bulk_sqlite = {bulk_sqlite!r} must be true or false")
         self.bulk_sqlite = bulk_sqlite  # metrics into a SQLite store in bulk (rltrack.backends.mlflow_sqlite)
 
+    def target(self, run: RunContext) -> str:
+        return f"{self._store_uri(run)} experiment {self.experiment or run.task}"
+
+    def _store_uri(self, run: RunContext) -> str:
+        return self._tracking_uri or f"sqlite:///{run.stores / 'mlflow.db'}"
+
     def open(self, run: RunContext) -> None:
         super().open(run)
-        self.tracking_uri = self._tracking_uri or f"sqlite:///{run.stores / 'mlflow.db'}"
+        self.tracking_uri = self._store_uri(run)
         self.experiment_name = self.experiment or run.task
-        self._state_path = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        self._state_path = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
         self._client: Any = None
         self._run_id: str | None = None
         self._params: dict[str, str] = {}  # what the MLflow run holds
@@ -211,11 +217,11 @@ class MlflowBackend(RemoteBackend):
         )
         self._run_id = created.info.run_id
         self._save_state()
-        if Cursor(self.run.run_dir, self.name).offset > 0:  # the cursor belongs to a run in another store, or a deleted one
+        if Cursor(self.run.run_dir, self.cursor_name).offset > 0:  # the MLflow run was deleted
             self.run.report.count(
                 "incomplete",
                 f"MLflow run {self._run_id} starts where an earlier {self.name} delivery stopped; to give it the "
-                f"whole run, delete {CURSOR_DIR}/{self.name}.json and run rltrack sync again",
+                f"whole run, delete {CURSOR_DIR}/{self.cursor_name}.json and run rltrack sync again",
                 section=self.name,
             )
         return created.info.run_id

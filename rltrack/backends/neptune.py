@@ -107,6 +107,10 @@ class NeptuneBackend(RemoteBackend):
         self._counts: Counter[tuple[str, str]] = Counter()  # this batch's, reported once it is written
         self._earlier: dict[str, int] = {}  # series path -> last step held by earlier sessions' folders
 
+    def target(self, run: RunContext) -> str:
+        where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"
+        return f"{self.mode} {self.project or ''} in {where}"
+
     def open(self, run: RunContext) -> None:
         super().open(run)
         self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
@@ -136,7 +140,7 @@ class NeptuneBackend(RemoteBackend):
         started (a crashed one, synced with nothing left to send) is opened
         again to be marked failed, as the MLflow backend ends it FAILED."""
         if self._run is None:
-            started_before = (self.run.run_dir / CURSOR_DIR / f"{self.name}_run.json").is_file()
+            started_before = (self.run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json").is_file()
             if status == "finished" or not started_before:
                 return
             self._run = self._init()
@@ -148,7 +152,7 @@ class NeptuneBackend(RemoteBackend):
 
     def _init(self) -> Any:
         self._neptune = neptune = require("neptune", "neptune", "The neptune backend")
-        state_path = self.run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        state_path = self.run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
         folders: list[str] = json.loads(state_path.read_text())["folders"] if state_path.is_file() else []
         if self.mode == "offline":
             self._resume_from([self.data_dir / "offline" / name for name in folders])

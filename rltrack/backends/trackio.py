@@ -115,14 +115,17 @@ class TrackioBackend(RemoteBackend):
             None  # the trackio run: project, name, id, config
         )
 
+    def target(self, run: RunContext) -> str:
+        where = self.space_id or self.server_url or str(self._store_dir(run))
+        return f"{where} project {self.project or run.task}"
+
+    def _store_dir(self, run: RunContext) -> Path:
+        return Path(self.dir).expanduser().resolve() if self.dir else run.stores / "trackio"
+
     def open(self, run: RunContext) -> None:
         super().open(run)
-        self.store = (
-            Path(self.dir).expanduser().resolve()
-            if self.dir
-            else run.stores / "trackio"
-        )
-        self._state_path = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        self.store = self._store_dir(run)
+        self._state_path = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
 
     def deliver(self, events: list[Event]) -> None:
         with _STORE_LOCK, self._at_store():

@@ -141,10 +141,15 @@ class WandbBackend(RemoteBackend):
         self._rows_before_file = 0  # rows the W&B run held before this session's file
         self._failed_id: str | None = None  # W&B keeps this id reserved in this process
 
+    def target(self, run: RunContext) -> str:
+        where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"
+        project = self.settings["project"] or wandb_project(run.task)
+        return f"{self.settings['mode']} {self.settings['entity'] or ''}/{project} group {self.settings['group'] or run.task} in {where}"
+
     def open(self, run: RunContext) -> None:
         super().open(run)
         self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
-        self._state = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        self._state = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
 
     def deliver(self, events: list[Event]) -> None:
         if self._run is None:
