@@ -24,7 +24,6 @@ from pathlib import Path
 
 from rltrack.backends.tables import format_table
 from rltrack.config import ConfigError
-from rltrack.events import NUMERIC_KINDS
 from rltrack.journal import read_journal
 from rltrack.report import Report
 from rltrack.sync import DEFAULT_TIMEOUT, SyncError
@@ -33,24 +32,25 @@ from rltrack.version import __version__
 
 
 def show(run_dir: Path) -> int:
-    """Status from meta.json, then the last value of every scalar in the journal."""
-    meta_path = run_dir / "meta.json"
-    if not meta_path.is_file():
-        print(f"rltrack: {run_dir} is not a run directory (no meta.json)", file=sys.stderr)
+    """Status and the last value of every metric, for every directory `rltrack
+    runs show` reads (rltrack's own, SB3, Tune, SpinningUp, DI-engine); for
+    rltrack's own also the journal's size and report.json."""
+    from rltrack.runs.run import open_run
+
+    try:
+        run = open_run(run_dir)
+    except ValueError as exc:
+        print(f"rltrack: {exc}", file=sys.stderr)
         return 2
-    meta = json.loads(meta_path.read_text())
-    print(f"{meta['name']}: {meta['status']}, started {meta['start_time']} on {meta['host']} (pid {meta['pid']})")
-    last: dict[str, object] = {}
-    events = 0
-    for event in read_journal(run_dir):
-        events += 1
-        if event.kind in NUMERIC_KINDS:
-            last.update({event.tag(k): v for k, v in event.data.items()})
-    print(f"{events} events in the journal")
+    print(f"{run_dir.name}: {run.status}, started {run.start_time.isoformat(timespec='seconds')} on {run.host} ({run.writer} format)")
+    if run.writer == "rltrack":
+        print(f"{sum(1 for _ in read_journal(run_dir))} events in the journal")
+    last = {key: summary["final"] for key, summary in run.summary.items()}
     if last:
         print(format_table("last values", last))
-    summary = Report.load(run_dir / "report.json").summary()
-    print(f"report.json:\n{summary}" if summary else "report.json: nothing renamed, converted or dropped")
+    if run.writer == "rltrack":
+        summary = Report.load(run_dir / "report.json").summary()
+        print(f"report.json:\n{summary}" if summary else "report.json: nothing renamed, converted or dropped")
     return 0
 
 
@@ -187,7 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     add_figure_commands(commands)  # plot, report
     args = parser.parse_args(dash_values(sys.argv[1:] if argv is None else argv))
     if hasattr(args, "handler"):
-        return int(args.handler(args))
+        from rltrack.runs.index import RootError
+
+        try:
+            return int(args.handler(args))
+        except RootError as exc:
+            print(f"rltrack {args.command}: {exc}", file=sys.stderr)
+            return 2
     if args.command == "sync":
         return sync(args.run_dir, args.to, args.config, args.force, args.timeout)
     if args.command == "import":

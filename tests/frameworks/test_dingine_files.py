@@ -17,6 +17,7 @@ DI-engine is not needed: the fixture is static files.
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import runpy
 import shutil
@@ -68,7 +69,7 @@ def test_runs_ls_indexes_the_di_engine_directory_with_its_config_and_metrics(roo
     (row,) = json.loads(done.stdout)
     exp_config = runpy.run_path(str(FIXTURE / "total_config.py"))["exp_config"]  # the fixture's own reading of its config
     scalars = read_tfevents(FIXTURE / "log" / "serial")
-    assert (row["writer"], row["source"], row["status"]) == ("di-engine", "di-engine", "unknown")
+    assert (row["writer"], row["source"], row["status"]) == ("di-engine", "di-engine", "killed")  # no result.pkl
     assert exp_config["exp_name"] == "cartpole_dqn_seed0" and row["task"] == "cartpole_dqn"  # the seeds' experiment
     assert row["host"] == next((FIXTURE / "log" / "serial").glob("events.*")).name.split(".", 4)[4]
     assert row["policy/learn/learning_rate"] == exp_config["policy"]["learn"]["learning_rate"]
@@ -80,6 +81,15 @@ def test_runs_ls_indexes_the_di_engine_directory_with_its_config_and_metrics(roo
     where = rltrack_cli("runs", "ls", "--root", str(root), "--json", "--where", "policy/learn/learning_rate==0.001 and seed==0")
     assert [r["path"] for r in json.loads(where.stdout)] == ["cartpole_dqn_seed0"]
     assert json.loads(rltrack_cli("runs", "ls", "--root", str(root), "--json", "--where", "seed==1").stdout) == []
+
+
+def test_status_is_finished_once_the_pipeline_wrote_result_pkl(root: Path) -> None:
+    """DI-engine writes result.pkl when its pipeline ends; a run stopped before has none."""
+    from rltrack.runs import query
+
+    assert list(query(root)["status"]) == ["killed"]
+    (root / "cartpole_dqn_seed0" / "result.pkl").write_bytes(pickle.dumps({"stop": True, "env_step": 2000, "train_iter": 200}))
+    assert list(query(root)["status"]) == ["finished"]  # the index notices the new file
 
 
 def test_two_seeds_are_one_experiment_and_one_plot_group(root: Path) -> None:
