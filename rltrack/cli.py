@@ -6,7 +6,7 @@
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
-    rltrack report RUN -o report.html                     one run as a self-contained HTML page
+    rltrack report RUN... [--task T] [--where Q] -o p.html  one run as a page, or several compared on one
 
 This module only parses arguments; the work is done in `rltrack.sync` and
 `rltrack.importers`.
@@ -146,12 +146,15 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     plot_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
     plot_cmd.set_defaults(handler=figure_command("rltrack.runs.plot_command", "plot_command"))
     report_cmd = commands.add_parser(
-        "report", help="one run as a self-contained HTML page: config, summary, plots per metric group, timings, checkpoints"
+        "report", help="a self-contained HTML page: one run (config, summary, plots, timings, checkpoints), or several "
+        "compared (groups, mean over seeds with a band, the hyperparameters that differ, a summary table)"
     )
-    report_cmd.add_argument("run", help="a run directory or run id (or its unique beginning)")
+    report_cmd.add_argument("runs", nargs="*", metavar="RUN", help="a run directory, or a regex searched in the run ids under --root")
+    report_cmd.add_argument("--task", help="the runs of a task (glob patterns such as 'cartpole*' work)")
+    report_cmd.add_argument("--where", metavar="EXPR", help="the runs a query selects, as `rltrack runs ls --where`")
     report_cmd.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
     report_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
-    report_cmd.set_defaults(handler=figure_command("rltrack.runs.report", "report_command"))
+    report_cmd.set_defaults(handler=figure_command("rltrack.runs.report_command", "report_command"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""A run as one self-contained HTML page (`rltrack report RUN -o report.html`).
+"""A run as one self-contained HTML page (what `rltrack report RUN -o report.html` writes for one run).
 
 The page holds the run's identity, its hyperparameters and config, a summary
 table (final, best and mean of every metric), one figure per metric group
@@ -11,13 +11,11 @@ base64 PNG, no scripts and no external URL. Everything that came from the run
 
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import io
 import math
 import pprint
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -175,12 +173,17 @@ def render_report(run: Run) -> str:
         section("timings", "Stage timings", timings(run)),
         section("checkpoints", "Checkpoints", checkpoints(run)),
     ]
-    title = html.escape(f"rltrack run {run.id}")
+    return page(f"rltrack run {run.id}", sections)
+
+
+def page(title: str, sections: Sequence[str]) -> str:
+    """A whole page: `title` (escaped here) as its title and heading, then the sections."""
+    heading = html.escape(title)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{heading}</title>'
         f'<link rel="icon" href="data:,"><style>{STYLE}</style></head>'
-        f"<body><h1>{title}</h1>{''.join(sections)}</body></html>\n"
+        f"<body><h1>{heading}</h1>{''.join(sections)}</body></html>\n"
     )
 
 
@@ -189,20 +192,3 @@ def write_report(run: Run, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_report(run), encoding="utf-8")
     return path
-
-
-def report_command(args: argparse.Namespace) -> int:
-    """`rltrack report RUN -o report.html`."""
-    from rltrack.runs.index import load
-
-    try:
-        run = load(args.run, args.root)
-        write_report(run, args.output)
-    except (LookupError, ValueError, OSError) as exc:
-        print(f"rltrack report: {exc}", file=sys.stderr)
-        return 2
-    except ImportError as exc:
-        print(f"rltrack report: a package is missing ({exc}); install the extra: pip install 'rltrack[runs]'", file=sys.stderr)
-        return 2
-    print(args.output)
-    return 0
