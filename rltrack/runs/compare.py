@@ -24,58 +24,13 @@ from rltrack.runs.plot import (
     group_values,
     plot_runs,
 )
-from rltrack.runs.records import native_to_canonical
-from rltrack.runs.report import page, png_data_uri, section, table
+from rltrack.runs.report import AXIS_UNITS, page, png_data_uri, primary_axis, section, table, value_panels, value_unit
 from rltrack.runs.run import MAIN_METRICS, Run
 
 #: Most panels on a page (the rest are named under the figures).
 MAX_PANELS = 12
 #: Size of one panel, in pixels.
 PANEL_SIZE = (760, 470)
-#: Step axes and what they count: the x axis's unit.
-AXIS_UNITS = {
-    "env_steps": "environment steps",
-    "train_iter": "training iterations",
-    "epoch": "epochs",
-    "step": "records",
-}
-
-
-def panels(runs: Sequence[Run]) -> list[tuple[str, list[str]]]:
-    """(metric, the other names of the same values) per panel: keys whose series
-    are equal in every run (a native key and its canonical twin) share a panel,
-    named by the canonical name; main metrics first, then by how many runs
-    have the metric, then by name."""
-    canonical = set(native_to_canonical().values())
-    same: dict[tuple, list[str]] = {}
-    for key in sorted({key for run in runs for key in run.metrics}):
-        series = tuple(tuple(run.metrics.get(key, ())) for run in runs)
-        same.setdefault(series, []).append(key)
-    chosen = []
-    for keys in same.values():
-        keys.sort(key=lambda k: (k not in canonical, k))
-        chosen.append((keys[0], keys[1:]))
-    having = {key: sum(key in run.metrics for run in runs) for key, _ in chosen}
-    main = list(MAIN_METRICS)
-    return sorted(chosen, key=lambda c: (main.index(c[0]) if c[0] in main else len(main), -having[c[0]], c[0]))
-
-
-def primary_axis(runs: Sequence[Run], metric: str) -> str:
-    """The name of the step axis the metric's points are at (the first axis of its
-    samples), when the runs agree; else "step"."""
-    names = set()
-    for run in runs:
-        sample = next((s for s in run.samples if s.tag == metric and s.kind == "scalars"), None)
-        if sample is not None:
-            names.add(next(iter(sample.steps), "step"))
-    return names.pop() if len(names) == 1 else "step"
-
-
-def value_unit(metric: str) -> str:
-    """The y axis's label: the metric, with seconds for durations."""
-    leaf = metric.rsplit("/", 1)[-1]
-    seconds = leaf.endswith(("_time", "_s", "_sec", "_seconds", "duration")) or "time_" in leaf
-    return f"{metric} (s)" if seconds else metric
 
 
 def figures(runs: Sequence[Run], chosen: list[tuple[str, list[str]]], keys: list[str]) -> str:
@@ -125,7 +80,7 @@ def render_comparison(runs: Sequence[Run], title: str) -> str:
     for run in runs:
         groups.setdefault(group_values(run, keys), []).append(run)
     groups = dict(sorted(groups.items()))
-    chosen = panels(runs)
+    chosen = value_panels(runs)
     main = [metric for metric, _ in chosen if metric in MAIN_METRICS] or [metric for metric, _ in chosen[:3]]
     differing = table(
         ["group", *keys, "runs", "run ids"],

@@ -363,9 +363,11 @@ def add_legend(figure: Figure, axes: Any, width_px: int) -> None:
     figure.legend(handles, [shortened(label, limit) for label in labels], loc="outside lower center", ncols=columns, fontsize="small")
 
 
-def plot_metrics(run: PlottedRun, keys: Sequence[str] | None = None) -> Figure:
-    """One subplot per metric key (default: all of the run's metrics), against the primary step axis."""
+def plot_metrics(run: PlottedRun, keys: Sequence[str] | None = None, labels: Sequence[tuple[str, str]] | None = None) -> Figure:
+    """One subplot per metric key (default: all of the run's metrics), against the
+    primary step axis; `labels`: (x, y) axis labels per key (default: "step", the key)."""
     chosen = list(keys) if keys is not None else sorted(run.metrics)
+    labels = list(labels) if labels is not None else [("step", key) for key in chosen]
     rows = max(1, math.ceil(len(chosen) / COLUMNS))
     figure = new_figure(320 * min(max(len(chosen), 1), COLUMNS), 240 * rows)
     for index, key in enumerate(chosen, start=1):
@@ -373,6 +375,8 @@ def plot_metrics(run: PlottedRun, keys: Sequence[str] | None = None) -> Figure:
         points = run.metrics.get(key, [])
         axes.plot([step for step, _ in points], [value for _, value in points], linewidth=1)
         axes.set_title(key, fontsize="small")
+        axes.set_xlabel(labels[index - 1][0], fontsize="x-small")
+        axes.set_ylabel(labels[index - 1][1], fontsize="x-small")
         axes.tick_params(labelsize="x-small")
         axes.grid(alpha=0.3)
     if not chosen:

@@ -253,6 +253,9 @@ def test_a_directory_written_by_sb3s_own_logger_gets_a_page_too(tmp_path):
     rows = {row[0]: row[1:] for row in page.rows["summary"][1:]}
     assert rows["collector/reward_mean"] == rows["rollout/ep_rew_mean"] == ["5", "50", "50", "30"]
     assert "no stage timings" in text and "no checkpoints" in text
+    # one chart per value: the canonical twin of SB3's key is drawn once, in the collector group
+    assert re.findall(r'<h3 class="metric-group">([^<]*)</h3>', text) == ["collector"]  # time/total_timesteps is collector/total_envstep_count
+    assert "Same values under another name: collector/reward_mean = rollout/ep_rew_mean" in text
 
 
 def test_report_help_and_a_run_that_does_not_exist(tmp_path, capsys):
@@ -309,14 +312,14 @@ def test_the_comparison_page_has_the_groups_their_sizes_and_one_panel_per_value(
     assert "<script" not in text and "http" not in " ".join(page.urls)
 
 
-def test_the_comparison_charts_name_their_axes_with_units(tmp_path):
-    from rltrack.runs.compare import panels, primary_axis, value_unit
+def test_the_charts_name_their_axes_with_units(tmp_path):
+    from rltrack.runs.report import primary_axis, value_panels, value_unit
 
     with rltrack.make_logger({"run": {"root": str(tmp_path), "name": "axes", "task": "axes"}}) as logger:
         logger.write({"reward_mean": 1.0}, step={"env_steps": 10, "train_iter": 1}, namespace="collector")
         logger.write({"collect_time": 0.5}, step={"env_steps": 10, "train_iter": 1}, namespace="collector")
     run = load(logger.run_dir)
-    assert [metric for metric, _ in panels([run])] == ["collector/reward_mean", "collector/collect_time"]
+    assert [metric for metric, _ in value_panels([run])] == ["collector/reward_mean", "collector/collect_time"]
     assert primary_axis([run], "collector/reward_mean") == "env_steps"
     assert value_unit("collector/collect_time") == "collector/collect_time (s)" and value_unit("collector/reward_mean") == "collector/reward_mean"
 
