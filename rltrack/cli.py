@@ -139,7 +139,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     plot_cmd.add_argument("--metric", required=True, help="the metric's key, e.g. collector/reward_mean (canonical names work across frameworks)")
     plot_cmd.add_argument("--x", metavar="AXIS", help="x axis: a step axis such as env_steps or train_iter, or 'time' (default: each run's primary step)")
     plot_cmd.add_argument("--group-by", metavar="KEYS", help="comma-separated hyperparameters (or source, task, host) defining groups "
-                          "(default: the hyperparameters that differ between the runs, seeds excepted)")
+                          "(default: the hyperparameters every run has that differ between them, seeds excepted; source across frameworks)")
     plot_cmd.add_argument("--smooth", type=int, default=1, metavar="N", help="trailing moving average over N points of each run first (default 1: none)")
     plot_cmd.add_argument("--size", default="960x600", metavar="WxH", help="image size in pixels (default 960x600)")
     plot_cmd.add_argument("-o", "--output", type=Path, required=True, help="the PNG file to write")
