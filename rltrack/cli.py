@@ -6,7 +6,7 @@
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
-    rltrack report RUN -o report.html                     one run as a self-contained HTML page
+    rltrack report RUN... [--task T] [--where Q] -o p.html  one run as a page, or several compared on one
 
 This module only parses arguments; the work is done in `rltrack.sync` and
 `rltrack.importers`.
@@ -24,7 +24,6 @@ from pathlib import Path
 
 from rltrack.backends.tables import format_table
 from rltrack.config import ConfigError
-from rltrack.events import NUMERIC_KINDS
 from rltrack.journal import read_journal
 from rltrack.report import Report
 from rltrack.sync import DEFAULT_TIMEOUT, SyncError
@@ -33,24 +32,25 @@ from rltrack.version import __version__
 
 
 def show(run_dir: Path) -> int:
-    """Status from meta.json, then the last value of every scalar in the journal."""
-    meta_path = run_dir / "meta.json"
-    if not meta_path.is_file():
-        print(f"rltrack: {run_dir} is not a run directory (no meta.json)", file=sys.stderr)
+    """Status and the last value of every metric, for every directory `rltrack
+    runs show` reads (rltrack's own, SB3, Tune, SpinningUp, DI-engine); for
+    rltrack's own also the journal's size and report.json."""
+    from rltrack.runs.run import open_run
+
+    try:
+        run = open_run(run_dir)
+    except ValueError as exc:
+        print(f"rltrack: {exc}", file=sys.stderr)
         return 2
-    meta = json.loads(meta_path.read_text())
-    print(f"{meta['name']}: {meta['status']}, started {meta['start_time']} on {meta['host']} (pid {meta['pid']})")
-    last: dict[str, object] = {}
-    events = 0
-    for event in read_journal(run_dir):
-        events += 1
-        if event.kind in NUMERIC_KINDS:
-            last.update({event.tag(k): v for k, v in event.data.items()})
-    print(f"{events} events in the journal")
+    print(f"{run_dir.name}: {run.status}, started {run.start_time.isoformat(timespec='seconds')} on {run.host} ({run.writer} format)")
+    if run.writer == "rltrack":
+        print(f"{sum(1 for _ in read_journal(run_dir))} events in the journal")
+    last = {key: summary["final"] for key, summary in run.summary.items()}
     if last:
         print(format_table("last values", last))
-    summary = Report.load(run_dir / "report.json").summary()
-    print(f"report.json:\n{summary}" if summary else "report.json: nothing renamed, converted or dropped")
+    if run.writer == "rltrack":
+        summary = Report.load(run_dir / "report.json").summary()
+        print(f"report.json:\n{summary}" if summary else "report.json: nothing renamed, converted or dropped")
     return 0
 
 
@@ -145,19 +145,22 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     plot_cmd.add_argument("--metric", required=True, help="the metric's key, e.g. collector/reward_mean (canonical names work across frameworks)")
     plot_cmd.add_argument("--x", metavar="AXIS", help="x axis: a step axis such as env_steps or train_iter, or 'time' (default: each run's primary step)")
     plot_cmd.add_argument("--group-by", metavar="KEYS", help="comma-separated hyperparameters (or source, task, host) defining groups "
-                          "(default: the hyperparameters that differ between the runs, seeds excepted)")
+                          "(default: the hyperparameters every run has that differ between them, seeds excepted; source across frameworks)")
     plot_cmd.add_argument("--smooth", type=int, default=1, metavar="N", help="trailing moving average over N points of each run first (default 1: none)")
     plot_cmd.add_argument("--size", default="960x600", metavar="WxH", help="image size in pixels (default 960x600)")
     plot_cmd.add_argument("-o", "--output", type=Path, required=True, help="the PNG file to write")
     plot_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
     plot_cmd.set_defaults(handler=figure_command("rltrack.runs.plot_command", "plot_command"))
     report_cmd = commands.add_parser(
-        "report", help="one run as a self-contained HTML page: config, summary, plots per metric group, timings, checkpoints"
+        "report", help="a self-contained HTML page: one run (config, summary, plots, timings, checkpoints), or several "
+        "compared (groups, mean over seeds with a band, the hyperparameters that differ, a summary table)"
     )
-    report_cmd.add_argument("run", help="a run directory or run id (or its unique beginning)")
+    report_cmd.add_argument("runs", nargs="*", metavar="RUN", help="a run directory, or a regex searched in the run ids under --root")
+    report_cmd.add_argument("--task", help="the runs of a task (glob patterns such as 'cartpole*' work)")
+    report_cmd.add_argument("--where", metavar="EXPR", help="the runs a query selects, as `rltrack runs ls --where`")
     report_cmd.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
     report_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
-    report_cmd.set_defaults(handler=figure_command("rltrack.runs.report", "report_command"))
+    report_cmd.set_defaults(handler=figure_command("rltrack.runs.report_command", "report_command"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -193,7 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     add_figure_commands(commands)  # plot, report
     args = parser.parse_args(dash_values(sys.argv[1:] if argv is None else argv))
     if hasattr(args, "handler"):
-        return int(args.handler(args))
+        from rltrack.runs.index import RootError
+
+        try:
+            return int(args.handler(args))
+        except RootError as exc:
+            print(f"rltrack {args.command}: {exc}", file=sys.stderr)
+            return 2
     if args.command == "sync":
         return sync(args.run_dir, args.to, args.config, args.force, args.timeout)
     if args.command == "import":

@@ -76,6 +76,8 @@ class Cursor:
         self.offset: int = saved.get("offset", 0)
         self.delivered: int = saved.get("delivered", 0)
         self.position: int | None = saved.get("position")
+        #: The store the tracker's deliveries went to (`RemoteBackend.target`); "" when not known.
+        self.target: str = saved.get("target", "")
         self.report = Report()
         self.report.add(saved.get("report", {}))
 
@@ -89,6 +91,8 @@ class Cursor:
         saved: dict[str, Any] = {"offset": self.offset, "delivered": self.delivered, "report": self.report.as_dict()}
         if self.position is not None:
             saved["position"] = self.position
+        if self.target:
+            saved["target"] = self.target
         self.path.parent.mkdir(exist_ok=True)
         write_atomic(self.path, json.dumps(saved))
 
@@ -135,8 +139,9 @@ class DeliveryWorker:
         self.run_dir = run_dir
         self.writer = writer
         self.journal = journal_path(run_dir, writer)
-        self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.name, writer).with_suffix(".lock"), LOCK_WAIT if lock_wait is None else lock_wait)
-        self.cursor = Cursor(run_dir, backend.name, writer)  # read once locked: a process that held the lock may have moved it
+        self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.cursor_name, writer).with_suffix(".lock"), LOCK_WAIT if lock_wait is None else lock_wait)
+        self.cursor = Cursor(run_dir, backend.cursor_name, writer)  # read once locked: a process that held the lock may have moved it
+        self.cursor.target = self.cursor.target or backend.target(backend.run)
         self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0

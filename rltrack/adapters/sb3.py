@@ -31,9 +31,9 @@ What arrives in rltrack, per `Logger.dump(step)` of SB3:
 * Namespaces from SB3's prefixes: `rollout/` -> `collector`, `eval/` ->
   `evaluator`, `train/` -> `learner`, `time/` -> `time`; other prefixes are
   kept as they are, keys without a prefix get namespace `""`. Under `time/`,
-  durations (`time_elapsed`, and keys named like `*_time`, `*elapsed*`,
-  `*duration*`, `*_sec`, `*_seconds`) are sent as kind `timing`; `fps`,
-  `iterations`, `total_timesteps`, `episodes` stay `scalars`.
+  durations (keys named like `*_time`, `*elapsed*`, `*duration*`, `*_sec`,
+  `*_seconds`) are sent as kind `timing`; `time_elapsed` (a running clock,
+  not a duration), `fps`, `iterations`, `total_timesteps`, `episodes` stay `scalars`.
 * `rollout/` values are SB3's moving means over the last `stats_window_size`
   episodes, so `collector` events holding them carry `preaggregated=True`.
 * Canonical names (`CANONICAL`, rltrack.frameworks.sb3) per `run.names` in the config: "both"

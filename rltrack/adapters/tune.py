@@ -21,9 +21,15 @@ own Logger, made when the trial starts and closed when it ends:
 * directory: `<run.root>/<experiment>/<trial name>_<experiment tag>`, where
   `<experiment>` is Tune's experiment directory name (`tune.run(name=...)`,
   `RunConfig(name=...)`, or Tune's generated one) unless `run.name` is set in
-  the config, in which case `run.name` names that folder instead. A trial
-  resumed by `Tuner.restore` gets a new directory beside the first (the core's
-  rule for taken names);
+  the config, in which case `run.name` names that folder instead;
+* task (the experiment in the run index and in every tracker: MLflow
+  experiment, W&B project and group, trackio project, Neptune tag): Tune's
+  experiment name, unless `run.task` is set; the run is named after the
+  trial, so the trials of a sweep are runs of one experiment everywhere;
+* a trial restarted by `Tuner.restore` continues its own run (the directory
+  whose `meta.json` holds its trial id, resumed as `make_logger(resume=...)`
+  does: the same tracker runs, steps and journal), instead of starting a
+  second one;
 * hyperparameters: the trial's config (`log_hparams`), again if a scheduler
   such as PBT changes it;
 * `meta.json` "info": `framework`, `trial_id`, `trial_name`, `experiment`,
@@ -70,6 +76,7 @@ The behaviour lives in the plain class `TrialLoggers`, which needs no Ray.
 from __future__ import annotations
 
 import copy
+import json
 import sys
 import threading
 import time
@@ -194,6 +201,8 @@ class TrialLoggers:
         self.run_dirs: dict[str, Path] = {}
         #: Loggers closing on threads of their own (see `_close_id`), joined at the experiment's end.
         self._closing: list[threading.Thread] = []
+        #: Per experiment folder, the runs of trials from before this callback (see `_earlier_run`).
+        self._earlier: dict[Path, dict[str, Path]] = {}
 
     @property
     def loggers(self) -> dict[str, Logger]:
@@ -231,6 +240,7 @@ class TrialLoggers:
         state = self.__dict__.copy()
         state["_trials"] = {}
         state["_closing"] = []
+        state["_earlier"] = {}
         return state
 
     # -- the work --
@@ -244,9 +254,13 @@ class TrialLoggers:
         experiment = str(getattr(trial, "experiment_dir_name", None) or "tune")
         cfg = copy.deepcopy(self._config)
         group = cfg["run"]["name"] or experiment
+        cfg["run"]["stores"] = str(Path(cfg["run"]["stores"] or self._root).expanduser().resolve())  # one store for every experiment
         cfg["run"]["root"] = str(self._root / group)
         cfg["run"]["name"] = _run_name(trial)
-        logger = make_logger(cfg)
+        cfg["run"]["task"] = cfg["run"]["task"] or experiment
+        folder = self._root / group
+        logger = make_logger(cfg, resume=self._earlier_run(folder, trial.trial_id))
+        self._earlier[folder][trial.trial_id] = logger.run_dir  # a trial Tune retries after a failure continues it too
         entry = self._trials[trial.trial_id] = _Trial(logger, _state_for(logger), trial.config)
         self.run_dirs[trial.trial_id] = logger.run_dir
         info = {
@@ -263,6 +277,22 @@ class TrialLoggers:
         logger.log_hparams(trial.config or {})
         entry.state.hparams_logged = True
         return entry
+
+    def _earlier_run(self, folder: Path, trial_id: str) -> Path | None:
+        """This trial's run from before, when `Tuner.restore` restarts an
+        interrupted or failed trial (under its trial id, not always under
+        its name): the run directory in `folder` whose meta.json holds the
+        trial id. The folder is read once per callback."""
+        if folder not in self._earlier:
+            self._earlier[folder] = found = {}
+            for meta in sorted(folder.glob("*/meta.json")):
+                try:
+                    info = json.loads(meta.read_text(encoding="utf-8")).get("info") or {}
+                except (OSError, ValueError):
+                    continue
+                if isinstance(info, dict) and isinstance(info.get("trial_id"), str):
+                    found.setdefault(info["trial_id"], meta.parent)
+        return self._earlier[folder].get(trial_id)
 
     def _result(self, trial: Any, result: dict[str, Any]) -> None:
         entry = self._trials.get(trial.trial_id) or self._open(trial)

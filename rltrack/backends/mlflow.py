@@ -14,6 +14,9 @@ Why it looks the way it does:
   for the report are kept aside and added only once a batch is acknowledged.
 * The MLflow run is created on the first delivery and its id kept in
   `cursors/mlflow_run.json`, so `rltrack sync` continues the same run.
+* The MLflow experiment is `experiment`, by default the run's task (its
+  experiment in rltrack, `RunContext.task`): seeds and trials of one
+  experiment are runs of one MLflow experiment, named after their run.
 * With no `tracking_uri` the store is `sqlite:///<run root>/mlflow.db` with
   artifacts in `<run root>/mlartifacts`: it works without a server.
 
@@ -51,7 +54,6 @@ from rltrack.events import Event
 from rltrack.optional import ensure_installed, require
 
 STATUSES = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
-DEFAULT_EXPERIMENT = "rltrack"
 PURPOSE = "The MLflow backend"
 
 
@@ -65,15 +67,15 @@ class MlflowBackend(RemoteBackend):
     def __init__(
         self,
         tracking_uri: str | None = None,
-        experiment: str = DEFAULT_EXPERIMENT,
+        experiment: str | None = None,
         run_name: str | None = None,
         tags: dict[str, Any] | None = None,
         bulk_sqlite: bool = True,
     ) -> None:
         if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri):
             raise ValueError(f"tracking_uri = {tracking_uri!r} must be a URI such as 'http://127.0.0.1:5000' or 'sqlite:///mlflow.db'")
-        if not isinstance(experiment, str) or not experiment:
-            raise ValueError(f"experiment = {experiment!r} must be a non-empty experiment name")
+        if experiment is not None and (not isinstance(experiment, str) or not experiment):
+            raise ValueError(f"experiment = {experiment!r} must be a non-empty experiment name (or left out: the run's task)")
         if run_name is not None and (not isinstance(run_name, str) or not run_name):
             raise ValueError(f"run_name = {run_name!r} must be a non-empty string (or left out: the run directory's name)")
         if tags is not None and not isinstance(tags, dict):
@@ -87,10 +89,17 @@ class MlflowBackend(RemoteBackend):
             raise ValueError(f"bulk_sqlite = {bulk_sqlite!r} must be true or false")
         self.bulk_sqlite = bulk_sqlite  # metrics into a SQLite store in bulk (rltrack.backends.mlflow_sqlite)
 
+    def target(self, run: RunContext) -> str:
+        return f"{self._store_uri(run)} experiment {self.experiment or run.task}"
+
+    def _store_uri(self, run: RunContext) -> str:
+        return self._tracking_uri or f"sqlite:///{run.stores / 'mlflow.db'}"
+
     def open(self, run: RunContext) -> None:
         super().open(run)
-        self.tracking_uri = self._tracking_uri or f"sqlite:///{run.run_dir.parent.resolve() / 'mlflow.db'}"
-        self._state_path = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        self.tracking_uri = self._store_uri(run)
+        self.experiment_name = self.experiment or run.task
+        self._state_path = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
         self._client: Any = None
         self._run_id: str | None = None
         self._params: dict[str, str] = {}  # what the MLflow run holds
@@ -208,11 +217,11 @@ class MlflowBackend(RemoteBackend):
         )
         self._run_id = created.info.run_id
         self._save_state()
-        if Cursor(self.run.run_dir, self.name).offset > 0:  # the cursor belongs to a run in another store, or a deleted one
+        if Cursor(self.run.run_dir, self.cursor_name).offset > 0:  # the MLflow run was deleted
             self.run.report.count(
                 "incomplete",
                 f"MLflow run {self._run_id} starts where an earlier {self.name} delivery stopped; to give it the "
-                f"whole run, delete {CURSOR_DIR}/{self.name}.json and run rltrack sync again",
+                f"whole run, delete {CURSOR_DIR}/{self.cursor_name}.json and run rltrack sync again",
                 section=self.name,
             )
         return created.info.run_id
@@ -225,13 +234,13 @@ class MlflowBackend(RemoteBackend):
 
     def _experiment_id(self) -> str:
         client = self._mlflow_client()
-        found = client.get_experiment_by_name(self.experiment)
+        found = client.get_experiment_by_name(self.experiment_name)
         if found is not None:
             return str(found.experiment_id)
         try:
-            return str(client.create_experiment(self.experiment, artifact_location=self._artifact_location()))
+            return str(client.create_experiment(self.experiment_name, artifact_location=self._artifact_location()))
         except Exception:  # another process may have created it meanwhile
-            found = client.get_experiment_by_name(self.experiment)
+            found = client.get_experiment_by_name(self.experiment_name)
             if found is None:
                 raise
             return str(found.experiment_id)

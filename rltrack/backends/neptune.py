@@ -14,6 +14,10 @@ Why it is built this way:
   traceback hook, hardware monitoring), and so are git and source-file
   capture: the Neptune run may be created long after training (`rltrack sync`
   replays journals), when they would describe the sync, not the training.
+* **Grouping**: Neptune 1.x has no groups below a project (which names a
+  workspace, so it is never derived): the run's task (its experiment,
+  `RunContext.task`) is one of its tags, beside `tags`; the run is named
+  after the rltrack run.
 * **Series**: each value goes to `run["<namespace>/<key>"]` at the event's
   primary step with the event's wall time as timestamp; the other step axes
   of scalar records are series of their own (`<namespace>/<axis>`). One
@@ -103,6 +107,10 @@ class NeptuneBackend(RemoteBackend):
         self._counts: Counter[tuple[str, str]] = Counter()  # this batch's, reported once it is written
         self._earlier: dict[str, int] = {}  # series path -> last step held by earlier sessions' folders
 
+    def target(self, run: RunContext) -> str:
+        where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"
+        return f"{self.mode} {self.project or ''} in {where}"
+
     def open(self, run: RunContext) -> None:
         super().open(run)
         self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
@@ -132,7 +140,7 @@ class NeptuneBackend(RemoteBackend):
         started (a crashed one, synced with nothing left to send) is opened
         again to be marked failed, as the MLflow backend ends it FAILED."""
         if self._run is None:
-            started_before = (self.run.run_dir / CURSOR_DIR / f"{self.name}_run.json").is_file()
+            started_before = (self.run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json").is_file()
             if status == "finished" or not started_before:
                 return
             self._run = self._init()
@@ -144,7 +152,7 @@ class NeptuneBackend(RemoteBackend):
 
     def _init(self) -> Any:
         self._neptune = neptune = require("neptune", "neptune", "The neptune backend")
-        state_path = self.run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        state_path = self.run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
         folders: list[str] = json.loads(state_path.read_text())["folders"] if state_path.is_file() else []
         if self.mode == "offline":
             self._resume_from([self.data_dir / "offline" / name for name in folders])
@@ -179,7 +187,7 @@ class NeptuneBackend(RemoteBackend):
                 project=self.project,
                 mode=self.mode,
                 name=self.run_name or self.run.name,
-                tags=self.tags,
+                tags=list(dict.fromkeys([*self.tags, self.run.task])),  # the experiment: Neptune 1.x groups runs by tags
                 capture_stdout=False,
                 capture_stderr=False,
                 capture_hardware_metrics=False,

@@ -40,10 +40,25 @@ def check_tags(tags: Sequence[str]) -> None:
 
 class RemoteBackend:
     name = ""
+    #: What the tracker's files in the run's `cursors/` folder (its cursor, its
+    #: run's state) are named after when not `name`: `rltrack sync` sets it
+    #: before `open` for a store other than the one the run was delivered to.
+    cursor_key = ""
     #: Events per `deliver` call; each backend splits further to its tracker's limits.
     max_batch = 1000
     #: The tracker client's modules, imported by the agent on its main thread before this tracker's lane starts.
     client_modules: tuple[str, ...] = ()
+
+    @property
+    def cursor_name(self) -> str:
+        return self.cursor_key or self.name
+
+    def target(self, run: RunContext) -> str:
+        """Which store and grouping this tracker's settings deliver `run` to
+        (its URI or directory, and project or experiment), as text: a cursor
+        records it, so that delivering to another store starts afresh; "": not
+        known (then every delivery counts as the same store)."""
+        return ""
 
     def open(self, run: RunContext) -> None:
         self.run = run

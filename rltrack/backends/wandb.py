@@ -35,6 +35,11 @@ Why it is built this way:
   `wandb.Html` (escaped, in `<pre>`), hyperparameters as the run's config
   (`config.update(..., allow_val_change=True)` when they change), checkpoints
   as `model` artifacts with aliases `latest`, `iteration_<N>` and `best`.
+* **Grouping**: the W&B project is `project`, by default the run's task
+  (its experiment in rltrack, `RunContext.task`, with the characters W&B
+  refuses in project names replaced by `_`), and the W&B group is `group`, by
+  default the task too, so that the experiment stays a group when several
+  share one project; the W&B run is named after the rltrack run.
 * **Offline by default.** This is the mode that works everywhere (no account,
   no network; hosted and self-hosted W&B both take the files later with
   `wandb sync <run_dir>/wandb/offline-run-*`). `mode = "online"` needs an
@@ -88,6 +93,14 @@ MODES = ("offline", "online", "disabled", "shared")
 EXIT_CODES = {"finished": 0, "failed": 1}
 KILLED_EXIT_CODE = 255
 _ARTIFACT_NAME = re.compile(r"[^A-Za-z0-9_.\-]+")
+#: Characters W&B refuses in a project name, and its longest.
+_PROJECT_UNSAFE = re.compile(r"[/\\#?%:]")
+MAX_PROJECT = 128
+
+
+def wandb_project(task: str) -> str:
+    """A task as a W&B project name."""
+    return _PROJECT_UNSAFE.sub("_", task)[:MAX_PROJECT]
 
 
 class WandbBackend(RemoteBackend):
@@ -128,10 +141,15 @@ class WandbBackend(RemoteBackend):
         self._rows_before_file = 0  # rows the W&B run held before this session's file
         self._failed_id: str | None = None  # W&B keeps this id reserved in this process
 
+    def target(self, run: RunContext) -> str:
+        where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"
+        project = self.settings["project"] or wandb_project(run.task)
+        return f"{self.settings['mode']} {self.settings['entity'] or ''}/{project} group {self.settings['group'] or run.task} in {where}"
+
     def open(self, run: RunContext) -> None:
         super().open(run)
         self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
-        self._state = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        self._state = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
 
     def deliver(self, events: list[Event]) -> None:
         if self._run is None:
@@ -225,7 +243,9 @@ class WandbBackend(RemoteBackend):
             self.position()
         try:
             run = wandb.init(
-                **{k: v for k, v in self.settings.items() if k != "name"},
+                **{k: v for k, v in self.settings.items() if k not in ("name", "project", "group")},
+                project=self.settings["project"] or wandb_project(self.run.task),
+                group=self.settings["group"] or self.run.task,
                 name=self.settings["name"] or self.run.name,
                 id=run_id,
                 resume=resume,

@@ -20,8 +20,8 @@ What one result dict becomes (the same for both ways in):
   (`env_runners/num_env_steps_sampled_lifetime` for RLlib's new API stack,
   `timesteps_total` for Tune trainables that report it), the primary axis
   when known; those keys stay metrics too;
-* Tune's own durations `time_this_iter_s`, `time_total_s`, `time_since_restore`
-  are `timing` events; so are RLlib keys with a `timers` path component or a
+* Tune's own duration of each iteration, `time_this_iter_s`, is a `timing`
+  event (its running clocks `time_total_s`, `time_since_restore` are metrics); so are RLlib keys with a `timers` path component or a
   last component ending in `_timer` (`timers/training_iteration`,
   `env_runners/env_step_timer`);
 * every other key is a metric under its native name: namespace = its first

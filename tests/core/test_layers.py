@@ -66,6 +66,7 @@ LAYERS: dict[str, int] = {
     "rltrack.sync": 9,
     "rltrack.runs.cli": 9,
     "rltrack.runs.plot_command": 9,
+    "rltrack.runs.report_command": 9,
     # 10: the public facade, `rltrack/__init__.py`
     "rltrack": 10,
 }

@@ -107,10 +107,10 @@ def test_namespaces_kinds_and_step_axes(tmp_path):
     assert scalars["collector"][1].data["ep_rew_mean"] == 22.0
     assert scalars["collector"][1].data["reward_mean"] == 22.0
     assert scalars["collector"][1].data["total_envstep_count"] == 512  # canonical twin of time/total_timesteps
-    assert set(scalars["time"][0].data) == {"fps", "iterations", "total_timesteps"}
+    assert set(scalars["time"][0].data) == {"fps", "iterations", "time_elapsed", "total_timesteps"}  # a running clock, not a duration
     assert scalars["learner"][0].data["approx_kl"] == pytest.approx(0.01)
     timing = by_namespace(events, "timing")
-    assert [e.data for e in timing["time"]] == [{"time_elapsed": 3}, {"time_elapsed": 3}]
+    assert "time" not in timing
     assert by_namespace(events, "text")["custom"][0].data == {"note": "hello"}
     for event in events:
         assert event.source == "sb3" and event.run == logger.name
@@ -224,7 +224,7 @@ def test_routing_happens_on_the_pipeline_thread(tmp_path):
     ppo_like_dump(sb3_logger, 1)
     logger.close()
     assert {(e.namespace, e.kind) for e in sb3_events(logger)} == {
-        ("collector", "scalars"), ("time", "scalars"), ("time", "timing"), ("learner", "scalars"), ("custom", "text")
+        ("collector", "scalars"), ("time", "scalars"), ("learner", "scalars"), ("custom", "text")
     }
 
 

@@ -132,6 +132,7 @@ def test_plain_tune_result_non_numeric_values_and_late_keys_in_progress_csv(tmp_
     events = logger.backends["memory"].events
     assert {e.source for e in events if e.kind != "hparams"} == {"tune"}
     assert not any(e.preaggregated for e in events)
+    assert not [e for e in events if e.kind == "timing"]  # time_total_s is a running clock, not a stage's duration
     texts = [e.data for e in events if e.kind == "text"]
     assert [t["phase"] for t in texts] == ["it1", "it2", "it3"] and texts[0]["thing"] == "opaque-object"
     assert [e.data["weights"] for e in events if e.kind == "histogram"] == [[0.1, 0.2], [0.1, 0.4], [0.1, 0.6000000000000001]]
@@ -483,7 +484,7 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
     watcher_done = True
     thread.join()
     assert most_at_once == 1  # (an agent left idle by an earlier test may end meanwhile and another take over)
-    client = MlflowClient(f"sqlite:///{root.resolve() / 'sweep' / 'mlflow.db'}")  # beside the experiment's run directories
+    client = MlflowClient(f"sqlite:///{root.resolve() / 'mlflow.db'}")  # the root's store, shared by every experiment
     run_dirs = sorted(path for path in (root / "sweep").iterdir() if path.is_dir())
     assert len(run_dirs) == 8
     for run_dir in run_dirs:
@@ -550,7 +551,7 @@ def test_a_two_node_ray_cluster_delivers_the_driver_callback_and_the_trials_own_
     driver_runs = sorted(path for path in (tmp_path / "driver" / "cluster").iterdir() if path.is_dir())
     inner_runs = sorted((tmp_path / "inner").iterdir())
     assert len(driver_runs) == len(inner_runs) == 4
-    driver = MlflowClient(f"sqlite:///{tmp_path / 'driver' / 'cluster' / 'mlflow.db'}")
+    driver = MlflowClient(f"sqlite:///{tmp_path / 'driver' / 'mlflow.db'}")
     inner = MlflowClient(f"sqlite:///{tmp_path / 'inner.db'}")
     for client, run_dirs in ((driver, driver_runs), (inner, inner_runs)):
         values = []

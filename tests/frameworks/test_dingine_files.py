@@ -17,6 +17,7 @@ DI-engine is not needed: the fixture is static files.
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import runpy
 import shutil
@@ -68,8 +69,8 @@ def test_runs_ls_indexes_the_di_engine_directory_with_its_config_and_metrics(roo
     (row,) = json.loads(done.stdout)
     exp_config = runpy.run_path(str(FIXTURE / "total_config.py"))["exp_config"]  # the fixture's own reading of its config
     scalars = read_tfevents(FIXTURE / "log" / "serial")
-    assert (row["writer"], row["source"], row["status"]) == ("di-engine", "di-engine", "unknown")
-    assert row["task"] == exp_config["exp_name"] == "cartpole_dqn_seed0"
+    assert (row["writer"], row["source"], row["status"]) == ("di-engine", "di-engine", "killed")  # no result.pkl
+    assert exp_config["exp_name"] == "cartpole_dqn_seed0" and row["task"] == "cartpole_dqn"  # the seeds' experiment
     assert row["host"] == next((FIXTURE / "log" / "serial").glob("events.*")).name.split(".", 4)[4]
     assert row["policy/learn/learning_rate"] == exp_config["policy"]["learn"]["learning_rate"]
     assert row["policy/eval/evaluator/eval_freq"] == exp_config["policy"]["eval"]["evaluator"]["eval_freq"] == 100
@@ -80,6 +81,34 @@ def test_runs_ls_indexes_the_di_engine_directory_with_its_config_and_metrics(roo
     where = rltrack_cli("runs", "ls", "--root", str(root), "--json", "--where", "policy/learn/learning_rate==0.001 and seed==0")
     assert [r["path"] for r in json.loads(where.stdout)] == ["cartpole_dqn_seed0"]
     assert json.loads(rltrack_cli("runs", "ls", "--root", str(root), "--json", "--where", "seed==1").stdout) == []
+
+
+def test_status_is_finished_once_the_pipeline_wrote_result_pkl(root: Path) -> None:
+    """DI-engine writes result.pkl when its pipeline ends; a run stopped before has none."""
+    from rltrack.runs import query
+
+    assert list(query(root)["status"]) == ["killed"]
+    (root / "cartpole_dqn_seed0" / "result.pkl").write_bytes(pickle.dumps({"stop": True, "env_step": 2000, "train_iter": 200}))
+    assert list(query(root)["status"]) == ["finished"]  # the index notices the new file
+
+
+def test_two_seeds_are_one_experiment_and_one_plot_group(root: Path) -> None:
+    """DI-engine names each seed's experiment (`cartpole_dqn_seed0`, `..._seed1`):
+    `exp_name` is not a hyperparameter, the seed is not a grouping key."""
+    from rltrack.runs import query
+    from rltrack.runs.plot import plot_runs
+    from rltrack.runs.plot_command import select_runs
+
+    second = root / "cartpole_dqn_seed1"
+    shutil.copytree(FIXTURE, second)
+    config = second / "total_config.py"
+    config.write_text(config.read_text().replace("'exp_name': 'cartpole_dqn_seed0'", "'exp_name': 'cartpole_dqn_seed1'").replace("'seed': 0", "'seed': 1"))
+    table = query(root)
+    assert list(table["task"]) == ["cartpole_dqn", "cartpole_dqn"] and sorted(table["seed"]) == [0, 1]
+    assert "exp_name" not in table.columns
+    runs, _ = select_runs(["^cartpole_dqn/"], root)
+    (curve,) = plot_runs(runs, "evaluator/reward_mean").curves
+    assert curve.label == "all runs" and len(curve.runs) == 2 and set(curve.count) == {2}
 
 
 # ---- rltrack plot -------------------------------------------------------------------
@@ -99,14 +128,14 @@ def test_plot_draws_the_values_of_the_tensorboard_file(root: Path, tmp_path: Pat
     from rltrack.runs.plot_command import select_runs
 
     points = sorted(read_tfevents(FIXTURE / "log" / "serial")[tag].items())
-    runs, unmatched = select_runs(["cartpole_dqn_seed0"], root)
+    runs, unmatched = select_runs(["^cartpole_dqn/"], root)
     assert unmatched == [] and len(runs) == 1
     x, y = plot_runs(runs, metric, x_axis=axis).figure.axes[0].get_lines()[0].get_data()
     assert list(x) == [step for step, _ in points]
     assert list(y) == [values[0] for _, values in points]  # one value a step, as written
 
     out = tmp_path / "plot.png"
-    done = rltrack_cli("plot", "--root", str(root), "--metric", metric, "--x", axis, "cartpole_dqn_seed0", "-o", str(out))
+    done = rltrack_cli("plot", "--root", str(root), "--metric", metric, "--x", axis, "^cartpole_dqn/", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"all runs: 1 run(s), {len(points)} points", str(out)]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -117,7 +146,7 @@ def test_plotted_evaluations_equal_the_evaluator_text_log(root: Path) -> None:
     from rltrack.runs.plot_command import select_runs
 
     tables = read_blocks(FIXTURE / "log" / "evaluator" / "evaluator_logger.txt")
-    runs, _ = select_runs(["cartpole_dqn_seed0"], root)
+    runs, _ = select_runs(["^cartpole_dqn/"], root)
     for key in ("reward_mean", "reward_max", "avg_envstep_per_sec"):
         x, y = plot_runs(runs, f"evaluator/{key}", x_axis="train_iter").figure.axes[0].get_lines()[0].get_data()
         assert list(x) == [b.values["train_iter"] for b in tables]
