@@ -55,10 +55,18 @@ class WriterBody:
     untouched. Its format name for `exclude=` is "rltrack". See the module
     docstring of rltrack.adapters.sb3 for what is sent and how."""
 
-    def __init__(self, logger: Logger, *, names: str | None = None, train_iter_key: str | None = None, close_logger: bool = False) -> None:
+    def __init__(
+        self, logger: Logger, *, names: str | None = None, train_iter_key: str | None = None, rollout_steps: int | None = None,
+        close_logger: bool = False,
+    ) -> None:  # fmt: skip
         """`logger`: an rltrack Logger. `names` overrides the config's `run.names`
         ("both", "canonical", "native"). `train_iter_key`: the SB3 key giving
         the `train_iter` axis (default: see the module docstring).
+        `rollout_steps`: for an on-policy model, the env steps of one
+        rollout-and-update round (`n_steps * n_envs`); `train_iter` is then
+        `env_steps // rollout_steps` (the rounds completed) at every dump,
+        which counts on across `learn()` calls and `PPO.load` as SB3's
+        `num_timesteps` does (SB3's `time/iterations` restarts at 1 in every call).
         `close_logger=True` makes `close()` (called by SB3's `Logger.close()`)
         close the rltrack logger too; by default it stays open, since whoever
         made it closes it."""
@@ -66,6 +74,7 @@ class WriterBody:
         self.mode = names or logger.config.get("run", {}).get("names", "both")
         self.close_logger = close_logger
         self.train_iter: int | None = None
+        self.rollout_steps = rollout_steps
         #: The key `train_iter` is read from; None: the first of TRAIN_ITER_KEYS seen in a dump.
         self.train_iter_key: str | None = train_iter_key
         #: Pipeline thread only: the route of each native key, per set of namespaces the stage blocks cover.
@@ -93,7 +102,9 @@ class WriterBody:
                 if candidate in key_values:
                     iter_key = self.train_iter_key = candidate
                     break
-        if iter_key is not None:
+        if self.rollout_steps:
+            self.train_iter = step // self.rollout_steps
+        elif iter_key is not None:
             value = key_values.get(iter_key)
             if value is not None:
                 self.train_iter = value

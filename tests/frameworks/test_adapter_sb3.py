@@ -11,7 +11,6 @@ import json
 import math
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -363,21 +362,23 @@ def test_attach_keeps_a_set_logger_and_is_idempotent(tmp_path):
     logger.close()
 
 
-def test_attach_configures_the_logger_sb3_would(tmp_path):
+def test_attach_joins_the_logger_sb3_builds_in_learn(tmp_path):
     logger = make_logger(tmp_path)
     model = PPO("MlpPolicy", cartpole(), verbose=1, tensorboard_log=str(tmp_path / "tb"), **PPO_KWARGS)
     writer = attach(model, logger)
+    assert model._custom_logger is False  # SB3 still builds its default logger per learn()
+    model.learn(ROLLOUT)
     names = [type(f).__name__ for f in model.logger.output_formats]
     assert names == ["HumanOutputFormat", "TensorBoardOutputFormat", "RLTrackWriter"]
     assert model.logger.get_dir() == str(tmp_path / "tb" / "PPO_1")
-    assert writer.logger is logger and writer.train_iter_key == "time/iterations"
+    assert writer.logger is logger and writer.train_iter_key == "time/iterations" and writer.rollout_steps == ROLLOUT
     from stable_baselines3 import DQN
 
     dqn_writer = attach(DQN("MlpPolicy", "CartPole-v1", buffer_size=1000, device="cpu"), logger)
-    assert dqn_writer.train_iter_key == "train/n_updates"  # off-policy: gradient steps
-    quiet = PPO("MlpPolicy", cartpole(), verbose=0, **PPO_KWARGS)
-    attach(quiet, logger)
-    assert [type(f).__name__ for f in quiet.logger.output_formats] == ["RLTrackWriter"]  # SB3 would print nothing
+    assert dqn_writer.train_iter_key == "train/n_updates" and dqn_writer.rollout_steps is None  # off-policy: gradient steps
+    model.save(tmp_path / "saved.zip")
+    with pytest.raises(ValueError, match="no env yet"):  # loaded without env: nothing to follow SB3's logger through
+        attach(PPO.load(tmp_path / "saved.zip", device="cpu"), logger)
     logger.close()
 
 
@@ -426,8 +427,42 @@ def test_callback_after_eval_checkpoints_only_improvements(tmp_path):
     assert not staging.exists()
     logger.close()
     checkpoints = [e.data for e in logger.backends["memory"].events if e.kind == "artifact"]
-    assert [(c["iteration"], c["metric"], c["best"]) for c in checkpoints] == [(100, 1.0, True), (300, 2.5, True)]
-    assert PPO.load(logger.run_dir / "ckpt" / "ckpt_best.pth.tar", device="cpu").n_steps == model.n_steps
+    # named by train_iter, as DI-engine names them by its learner iteration: 100 and 300 timesteps are rounds 0 and 1
+    assert [(c["iteration"], c["metric"], c["best"]) for c in checkpoints] == [(0, 1.0, True), (1, 2.5, True)]
+    ckpt = logger.run_dir / "ckpt"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["ckpt_best.pth.tar", "ckpt_best.zip", "iteration_0.pth.tar", "iteration_0.zip", "iteration_1.pth.tar", "iteration_1.zip"]
+    assert PPO.load(ckpt / "ckpt_best.zip", device="cpu").n_steps == model.n_steps
+    assert (ckpt / "ckpt_best.zip").read_bytes() == (ckpt / "iteration_1.zip").read_bytes()
+
+
+def test_checkpoints_load_with_torch_as_di_engines_do(tmp_path):
+    """DI-engine's learner saves `{model, optimizer, last_iter, last_step}` with
+    `torch.save`; DI-style tooling reads it with `torch.load` and
+    `load_state_dict`. SB3's own zip lies beside it."""
+    from stable_baselines3 import SAC
+
+    logger = make_logger(tmp_path)
+    model = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
+    model.learn(2 * ROLLOUT, callback=RLTrackCallback(logger, save_freq=ROLLOUT // N_ENVS, log_hparams=False))
+    sac = SAC("MlpPolicy", "Pendulum-v1", learning_starts=10, device="cpu", policy_kwargs={"net_arch": [16]})
+    sac_logger = make_logger(tmp_path, name="sac")
+    sac.learn(30, callback=RLTrackCallback(sac_logger, save_freq=30, log_hparams=False))
+    logger.close()
+    sac_logger.close()
+    ckpt = logger.run_dir / "ckpt"
+    state = torch.load(ckpt / "iteration_2.pth.tar", weights_only=False)
+    assert set(state) == {"model", "optimizer", "last_iter", "last_step"}
+    assert (state["last_iter"], state["last_step"]) == (2, 2 * ROLLOUT)
+    fresh = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
+    fresh.policy.load_state_dict(state["model"])
+    fresh.policy.optimizer.load_state_dict(state["optimizer"])
+    saved = PPO.load(ckpt / "iteration_2.zip", device="cpu")  # SB3's zip of the same moment
+    assert saved.num_timesteps == 2 * ROLLOUT
+    for name, tensor in saved.policy.state_dict().items():
+        assert torch.equal(fresh.policy.state_dict()[name], tensor)
+    sac_state = torch.load(sac_logger.run_dir / "ckpt" / "iteration_19.pth.tar", weights_only=False)
+    assert set(sac_state) == {"model", "optimizer_actor", "optimizer_critic", "optimizer_ent_coef", "last_iter", "last_step"}
+    assert (sac_state["last_iter"], sac_state["last_step"]) == (19, 30) == (sac._n_updates - 1, sac.num_timesteps)  # saved before the last train()
 
 
 def test_model_hparams_are_json_friendly():
@@ -542,22 +577,22 @@ def test_eval_callback_gives_evaluator_metrics_and_best_checkpoint(ppo_runs):
     evaluator = [e for e in events if e.namespace == "evaluator" and e.kind == "scalars"]
     assert [(e.steps["env_steps"], e.data["reward_mean"]) for e in evaluator] == evals
     assert all({"mean_reward", "mean_ep_length", "reward_mean", "avg_envstep_per_episode"} <= set(e.data) for e in evaluator)
-    # EvalCallback's dumps (mid-rollout, no time/iterations) keep PPO's iteration count as train_iter
+    # EvalCallback's dumps (no time/iterations) have PPO's rounds collected so far as train_iter, as the collector's have
     collector = [e for e in events if e.namespace == "collector" and "reward_mean" in e.data]
     for e in evaluator:
-        assert e.steps["train_iter"] == max(c.steps["train_iter"] for c in collector if c.steps["env_steps"] < e.steps["env_steps"])
+        assert e.steps["train_iter"] == max(c.steps["train_iter"] for c in collector if c.steps["env_steps"] <= e.steps["env_steps"])
 
     checkpoints = [e.data for e in events if e.kind == "artifact" and e.namespace == "ckpt"]
     best_rewards = [m for i, (_, m) in enumerate(evals) if m > max([-math.inf] + [r for _, r in evals[:i]])]
     assert [c["metric"] for c in checkpoints if c["metric"] is not None] == best_rewards
     assert all(c["best"] for c in checkpoints if c["metric"] is not None)
     periodic = [c["iteration"] for c in checkpoints if c["metric"] is None]
-    assert periodic == [EVAL_FREQ * 2, EVAL_FREQ * 4]
+    assert periodic == [EVAL_FREQ * 2 // ROLLOUT, EVAL_FREQ * 4 // ROLLOUT]  # named by train_iter, as DI-engine
     for c in checkpoints:
         assert (logger.run_dir / c["path"]).is_file()
     best = logger.run_dir / "ckpt" / "ckpt_best.pth.tar"
-    assert zipfile.is_zipfile(best)
-    loaded = PPO.load(best, device="cpu")
+    assert torch.load(best, weights_only=False)["last_step"] in [s for s, _ in evals]
+    loaded = PPO.load(best.with_name("ckpt_best.zip"), device="cpu")
     assert loaded.n_steps == ROLLOUT // N_ENVS
     [best_iteration] = [c["iteration"] for c in checkpoints if c["metric"] == best_rewards[-1]]
     assert best.read_bytes() == (logger.run_dir / "ckpt" / f"iteration_{best_iteration}.pth.tar").read_bytes()

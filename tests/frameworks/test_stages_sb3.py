@@ -13,8 +13,9 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from stable_baselines3 import DQN, PPO
-from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
+from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.monitor import Monitor
 
 import rltrack
@@ -22,18 +23,6 @@ from rltrack.adapters.sb3 import RLTrackCallback, attach
 from stage_reader import Block, holds, read_blocks, read_info_lines, read_tfevents
 
 EVAL_EPISODES = 3
-
-
-class BufferSizes(BaseCallback):
-    """The test's own record of `replay_buffer.size()` at every step (after rltrack's callback)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sizes: dict[int, int] = {}
-
-    def _on_step(self) -> bool:
-        self.sizes[self.num_timesteps] = self.model.replay_buffer.size()
-        return True
 
 
 def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, *, attached: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -46,18 +35,17 @@ def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, *, atta
     eval_env = Monitor(gym.make("CartPole-v1"), str(tmp_path / "eval"))
     model = algo("MlpPolicy", env, seed=0, device="cpu", **kwargs)
     evaluation = EvalCallback(eval_env, eval_freq=timesteps // 4, n_eval_episodes=EVAL_EPISODES, callback_on_new_best=RLTrackCallback(logger), verbose=0)
-    sizes = BufferSizes()
-    callbacks = [RLTrackCallback(logger, buffer_seconds=0.05), evaluation] + ([sizes] if algo is DQN else [])
+    callbacks = [RLTrackCallback(logger, buffer_seconds=0.05), evaluation]
     if attached:
         attach(model, logger)
     if attached == "alone":
-        callbacks = [sizes] if algo is DQN else []
+        callbacks = []
     model.learn(timesteps, callback=callbacks, log_interval=log_interval)
     logger.close()
     env.close()
     eval_env.close()
     monitor = {name: pd.read_csv(tmp_path / f"{name}.monitor.csv", skiprows=1) for name in ("train", "eval")}
-    return {"run_dir": logger.run_dir, "monitor": monitor, "model": model, "sizes": sizes.sizes}
+    return {"run_dir": logger.run_dir, "monitor": monitor, "model": model}
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +122,9 @@ def test_evaluator_blocks_equal_the_eval_monitor_episodes(algo: str, request: py
     assert finals == pytest.approx(episodes["r"].tolist(), abs=1e-4)
     named = [b.values["ckpt_name"] for b in evaluator if "ckpt_name" in b.values]
     assert named and all(re.fullmatch(r"iteration_\d+\.pth\.tar", name) and (run["run_dir"] / "ckpt" / name).is_file() for name in named)
+    for block in (b for b in evaluator if "ckpt_name" in b.values):  # named as DI-engine names it: by the evaluated train_iter
+        assert block.values["ckpt_name"] == f"iteration_{int(block.values['train_iter'])}.pth.tar"
+        assert torch.load(run["run_dir"] / "ckpt" / block.values["ckpt_name"], weights_only=False)["last_step"] == block.steps["env_steps"]
     best = max((b for b in evaluator if "ckpt_name" in b.values), key=lambda b: b.values["reward_mean"])
     assert (run["run_dir"] / "ckpt" / "ckpt_best.pth.tar").read_bytes() == (run["run_dir"] / "ckpt" / best.values["ckpt_name"]).read_bytes()
 
@@ -174,8 +165,8 @@ def test_learner_blocks_and_the_policy_printed_once(algo: str, request: pytest.F
 def test_dqn_buffer_tables_follow_the_replay_buffer(dqn: dict[str, Any]) -> None:
     buffer = read_blocks(dqn["run_dir"] / "log" / "buffer" / "buffer_logger.txt")
     assert len(buffer) >= 3
-    for block in buffer:
-        assert block.values["current_have"] == dqn["sizes"][block.steps["env_steps"]]
+    for block in buffer:  # the buffer holds the transitions of the steps up to its table's, one env: one per step
+        assert block.values["current_have"] == min(block.steps["env_steps"], 800)
     pushed = sum(b.values["pushed_in"] for b in buffer)
     removed = sum(b.values["removed"] for b in buffer)
     assert pushed - removed == buffer[-1].values["current_have"]  # the buffer started empty
@@ -210,3 +201,43 @@ def test_attach_leaves_the_env_as_sb3_and_evalcallback_expect(tmp_path):
     np.testing.assert_array_equal(eval_env.obs_rms.mean, env.obs_rms.mean)
     blocks = read_blocks(logger.run_dir / "log" / "collector" / "collector_logger.txt")
     assert sum(block.values["episode_count"] for block in blocks) > 0  # the hook saw the Monitor episodes
+
+
+def buffer_run(tmp_path: Path, algo: type, env_id: str, n_envs: int, timesteps: int, *, attached: bool, **kwargs: Any) -> tuple[list[Block], Any]:
+    """`algo` on `n_envs` envs with a buffer table at every step (`buffer_seconds`
+    tiny), through `RLTrackCallback` or `attach` alone; the tables read back."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": algo.__name__}, "backends": {"use": ["local"]}})
+    model = algo("MlpPolicy", make_vec_env(env_id, n_envs=n_envs, seed=0), seed=0, device="cpu", **kwargs)
+    if attached:
+        attach(model, logger, buffer_seconds=1e-9)
+    model.learn(timesteps, callback=None if attached else RLTrackCallback(logger, buffer_seconds=1e-9))
+    logger.close()
+    return read_blocks(logger.run_dir / "log" / "buffer" / "buffer_logger.txt"), model
+
+
+@pytest.mark.parametrize(
+    "algo, env_id, n_envs, capacity, attached",
+    [("DQN", "CartPole-v1", 4, 800, False), ("DQN", "CartPole-v1", 4, 800, True), ("TD3", "Pendulum-v1", 2, 200, False), ("SAC", "Pendulum-v1", 1, 10_000, False)],
+)
+def test_buffer_tables_count_transitions_at_the_steps_they_hold(tmp_path: Path, algo: str, env_id: str, n_envs: int, capacity: int, attached: bool) -> None:
+    """DI-engine counts transitions: with n envs an SB3 buffer row holds n of
+    them. The buffer started empty and is never reset, so after E env steps it
+    holds min(E, capacity) transitions, and every transition was pushed once."""
+    import stable_baselines3
+
+    steps = 1000 if algo == "DQN" else 300
+    buffer, model = buffer_run(
+        tmp_path, getattr(stable_baselines3, algo), env_id, n_envs, steps, attached=attached,
+        buffer_size=capacity, learning_starts=100, batch_size=32, train_freq=4 if algo == "DQN" else 1, policy_kwargs={"net_arch": [16]},
+    )  # fmt: skip
+    assert len(buffer) > 50
+    for block in buffer:
+        assert block.values["current_have"] == min(block.steps["env_steps"], capacity), block
+    assert buffer[-1].values["current_have"] == min(buffer[-1].steps["env_steps"], capacity)
+    assert sum(b.values["pushed_in"] for b in buffer) == buffer[-1].steps["env_steps"]  # every transition, from the first
+    assert sum(b.values["pushed_in"] - b.values["removed"] for b in buffer) == buffer[-1].values["current_have"]
+    if capacity < steps:
+        assert buffer[-1].values["current_have"] == capacity and sum(b.values["removed"] for b in buffer) > 0
+    assert sum(b.values["sampled_out"] for b in buffer) <= model._n_updates * 32
