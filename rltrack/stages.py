@@ -75,6 +75,17 @@ BLOCK_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+def is_collection(keys: Iterable[str]) -> bool:
+    """Whether a collector table with these keys is a collection, to be
+    printed as DI-engine's `collect end:` block: it holds a key of the
+    collector block, rather than only values sent between collections (SB3's
+    exploration rate at an evaluation's dump), which must not read as one."""
+    return not _COLLECTOR_KEYS.isdisjoint(keys)
+
+
+_COLLECTOR_KEYS = frozenset(BLOCK_KEYS["collector"])
+
+
 def _floats(values: Iterable[Any] | None) -> list[float] | None:
     return None if values is None else [float(v) for v in values]
 

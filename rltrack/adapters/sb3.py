@@ -69,8 +69,10 @@ What arrives in rltrack, per `Logger.dump(step)` of SB3:
 forwards checkpoints to `Logger.log_checkpoint` (see its docstring). With
 `stages=True` (default) it also sends DI-engine's collector, learner and
 buffer blocks at each of SB3's own dumps and an evaluator block per
-`EvalCallback` evaluation (rltrack.adapters.sb3_stages); SB3's keys then keep
-their native names, the canonical ones coming from the blocks.
+`EvalCallback` evaluation (rltrack.adapters.sb3_stages), SB3's own dump of that
+evaluation in the same table; SB3's keys then keep their native names, the
+canonical ones coming from the blocks (with `run.names = "canonical"`, SB3's
+keys that have a canonical name are not sent).
 
 SB3 is imported only when `RLTrackWriter`, `RLTrackCallback` or `attach` is
 first used, so this module (and its `CANONICAL` table) imports without it.

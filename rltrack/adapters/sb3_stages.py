@@ -74,6 +74,8 @@ class StageRecorder:
         #: The namespaces whose canonical names the blocks give ("evaluator" once an EvalCallback is observed).
         self.namespaces = {"collector", "learner"}
         self.last_step: float | None = None  # the env observer's: when the previous step ended
+        #: During an observed evaluation: the writer's dumps, held back until the evaluator block is sent (see `hold`).
+        self.held: list[tuple[Any, dict[str, int]]] | None = None
         self.replay = getattr(model, "replay_buffer", None)
         self.throughput = None if self.replay is None else stages.BufferThroughput(buffer_seconds)
         if self.replay is not None:
@@ -168,12 +170,34 @@ class StageRecorder:
         if self.rollout_started is not None:
             self.rollout_started = now
 
-    def emit_evaluation(self, rewards: list[float], lengths: list[float], env_ids: list[int], duration: float, ckpt_name: str | None) -> None:
-        steps = self.steps()
+    def hold(self) -> None:
+        """An `EvalCallback` step begins: SB3's dump in it (`eval/mean_reward`,
+        ...) is held back until `release`, so that the evaluator block, known
+        only once the step is over (its `ckpt_name` is written after SB3's
+        dump), comes first and both make one table, one block per evaluation."""
+        self.held = []
+
+    def release(self, evaluation: dict[str, Any] | None) -> None:
+        """Sends the evaluator block of `evaluation` (the `emit_evaluation`
+        arguments; None when the step evaluated nothing), then the held dumps."""
+        held, self.held = self.held or [], None
+        if evaluation is not None:
+            self.emit_evaluation(**evaluation, steps=held[0][1] if held else None)
+        for build, steps in held:
+            self.logger.emit_deferred(build)
+            self.logger.dump(steps)
+
+    def emit_evaluation(
+        self, rewards: list[float], lengths: list[float], env_ids: list[int], duration: float, ckpt_name: str | None,
+        steps: dict[str, int] | None = None,
+    ) -> None:  # fmt: skip
+        """The evaluator block at `steps`, left open for SB3's held dump; at no given steps: now, and ended."""
+        at = self.steps() if steps is None else steps
         block = stages.evaluator_block(
-            episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=steps.get("train_iter"), ckpt_name=ckpt_name
+            episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=at.get("train_iter"), ckpt_name=ckpt_name
         )
-        emit_block(self.logger, "evaluator", block, steps, source="sb3", info_lines=stages.evaluator_info_lines(rewards, env_ids))
+        info = stages.evaluator_info_lines(rewards, env_ids)
+        emit_block(self.logger, "evaluator", block, at, source="sb3", info_lines=info, dump=steps is None)
 
 
 #: The stage recorder of each rltrack logger (shared by the RLTrackCallbacks writing to it).
@@ -216,13 +240,20 @@ def observe_evaluations(eval_callback: Any, logger: Logger) -> None:
         seen.clear()
         LAST_CHECKPOINT.pop(logger, None)
         start = time.perf_counter()
-        result = on_step()
         recorder = _RECORDERS.get(logger)
-        if "rewards" in seen and recorder is not None:
-            recorder.emit_evaluation(
-                [float(r) for r in seen["rewards"]], [float(n) for n in seen["lengths"]], seen.get("env_ids", []),
-                seen["end"] - start, LAST_CHECKPOINT.pop(logger, None),
-            )
+        if recorder is not None:
+            recorder.hold()
+        evaluation = None
+        try:
+            result = on_step()
+            if "rewards" in seen:
+                evaluation = {
+                    "rewards": [float(r) for r in seen["rewards"]], "lengths": [float(n) for n in seen["lengths"]],
+                    "env_ids": seen.get("env_ids", []), "duration": seen["end"] - start, "ckpt_name": LAST_CHECKPOINT.pop(logger, None),
+                }  # fmt: skip
+        finally:
+            if recorder is not None:
+                recorder.release(evaluation)
         return bool(result)
 
     eval_callback._log_success_callback = capture

@@ -241,3 +241,40 @@ def test_buffer_tables_count_transitions_at_the_steps_they_hold(tmp_path: Path, 
     if capacity < steps:
         assert buffer[-1].values["current_have"] == capacity and sum(b.values["removed"] for b in buffer) > 0
     assert sum(b.values["sampled_out"] for b in buffer) <= model._n_updates * 32
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_one_evaluator_block_per_evaluation_holding_sb3s_own_values(algo: str, request: pytest.FixtureRequest) -> None:
+    """SB3's `eval/` dump and the evaluator block of the same evaluation are one
+    table, as DI-engine writes one per evaluation; SB3's values are in it."""
+    run = request.getfixturevalue(algo)
+    tables = read_blocks(run["run_dir"] / "log" / "evaluator" / "evaluator_logger.txt")
+    assert len(tables) == 4  # EVAL_FREQ: 4 evaluations
+    for table in tables:
+        assert table.values["mean_reward"] == table.values["reward_mean"]
+        assert table.values["mean_ep_length"] == table.values["avg_envstep_per_episode"]
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_every_collection_block_holds_a_collection(algo: str, request: pytest.FixtureRequest) -> None:
+    """DQN records its exploration rate at every step, so EvalCallback's dump
+    carries it: that is no collection, and it must not read as one."""
+    run = request.getfixturevalue(algo)
+    text = (run["run_dir"] / "log" / "collector" / "collector_logger.txt").read_text()
+    sections = text.split("collect end:\n")[1:]
+    assert len(sections) >= 4 and all(section.startswith("episode_count: ") for section in sections)
+    if algo == "dqn":  # still in the text log, as a plain table
+        assert text.count("| exploration_rate |") == 4
+
+
+def test_canonical_names_leave_sb3s_twins_out_when_blocks_carry_them(tmp_path: Path) -> None:
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "canonical", "names": "canonical"}, "backends": {"use": ["local"]}})
+    model = DQN("MlpPolicy", Monitor(gym.make("CartPole-v1")), seed=0, device="cpu", learning_starts=100, train_freq=4, policy_kwargs={"net_arch": [16]})
+    evaluation = EvalCallback(Monitor(gym.make("CartPole-v1")), eval_freq=200, n_eval_episodes=2, verbose=0)
+    model.learn(600, callback=[RLTrackCallback(logger, buffer_seconds=0.05), evaluation], log_interval=4)
+    logger.close()
+    tags = set(read_tfevents(logger.run_dir / "log" / "serial"))
+    assert {"collector/reward_mean", "evaluator/reward_mean", "learner/total_loss_avg", "learner/cur_lr_avg", "collector/total_envstep_count"} <= tags
+    twins = {"evaluator/mean_reward", "evaluator/mean_ep_length", "collector/ep_rew_mean", "collector/ep_len_mean", "learner/loss", "learner/learning_rate", "time/total_timesteps", "time/fps"}
+    assert not twins & tags
+    assert {"collector/exploration_rate", "learner/n_updates"} <= tags  # no canonical name: kept as they are
