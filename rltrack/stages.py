@@ -75,6 +75,15 @@ BLOCK_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: The throughput table's keys; DI-engine plots them as `<buffer>_sec/<key>` against the table's number.
+THROUGHPUT_KEYS = frozenset(("pushed_in", "sampled_out", "removed", "current_have"))
+
+
+def is_throughput(namespace: str, keys: Iterable[str]) -> bool:
+    """Whether a record is a replay buffer's throughput table."""
+    return namespace == "buffer" and THROUGHPUT_KEYS.issuperset(keys)
+
+
 def is_collection(keys: Iterable[str]) -> bool:
     """Whether a collector table with these keys is a collection, to be
     printed as DI-engine's `collect end:` block: it holds a key of the

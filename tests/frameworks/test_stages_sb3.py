@@ -140,7 +140,13 @@ def test_text_blocks_equal_the_tfevents_on_both_axes(algo: str, request: pytest.
     # eval_episode_return_mean repeats reward_mean, which has the tags
     not_plotted = {("evaluator", "iter", "train_iter"), ("evaluator", "step", "train_iter"), ("collector", "step", "total_envstep_count")}
     for namespace in namespaces:
-        for block in read_blocks(run["run_dir"] / "log" / namespace / f"{namespace}_logger.txt"):
+        for period, block in enumerate(read_blocks(run["run_dir"] / "log" / namespace / f"{namespace}_logger.txt")):
+            if namespace == "buffer":  # DI-engine's throughput tags: buffer_sec/<key> at the table's number
+                for key, value in block.values.items():
+                    assert f"buffer_iter/{key}" not in tfevents and f"buffer_step/{key}" not in tfevents
+                    assert tfevents[f"buffer_sec/{key}"][period] == [pytest.approx(value)]
+                    compared += 1
+                continue
             for key, value in block.values.items():
                 if isinstance(value, (int, float)) and key != "eval_episode_return_mean":
                     for name, axis in (("iter", "train_iter"), ("step", "env_steps")):
@@ -151,6 +157,9 @@ def test_text_blocks_equal_the_tfevents_on_both_axes(algo: str, request: pytest.
                             assert holds(tfevents[tag], block.steps[axis], value), (namespace, key, block.steps)
                     compared += 1
     assert compared > 100
+    if algo == "dqn":
+        tables = read_blocks(run["run_dir"] / "log" / "buffer" / "buffer_logger.txt")
+        assert sorted(tfevents["buffer_sec/current_have"]) == list(range(len(tables))) and len(tables) >= 3
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn", "ppo_attached"])
