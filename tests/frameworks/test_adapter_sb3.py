@@ -290,6 +290,41 @@ def test_typed_values_become_media_and_hparams(tmp_path):
     assert columns == ["train/loss"]
 
 
+def test_images_figures_and_videos_reach_mlflow_as_artifacts(tmp_path):
+    """What SB3 records with `self.logger.record(key, Image(...) | Figure(...) |
+    Video(...))` is uploaded to the MLflow run (embedded SQLite store) under the
+    run directory's own `media/` paths, byte for byte; nothing counted as dropped."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from mlflow_server import tracker
+
+    logger = rltrack.make_logger(
+        {"run": {"root": str(tmp_path / "runs"), "name": "media", "close_timeout": 300}, "backends": {"use": ["mlflow"]}}
+    )
+    sb3_logger = Logger(None, [RLTrackWriter(logger)])
+    sb3_logger.record("eval/frame", Image(np.full((8, 10, 3), 200, dtype=np.uint8), "HWC"))
+    figure = plt.figure(figsize=(2, 1.5), dpi=50)
+    plt.plot([0, 1], [1, 0])
+    sb3_logger.record("trajectory/figure", Figure(figure, close=True))
+    sb3_logger.record("trajectory/video", Video(torch.rand(1, 4, 3, 6, 7), fps=10))
+    sb3_logger.dump(step=256)
+    sb3_logger.record("eval/frame", Image(np.zeros((8, 10, 3), dtype=np.uint8), "HWC"))
+    sb3_logger.dump(step=512)
+    assert logger.close(), "the agent did not deliver the run to MLflow within close_timeout"
+    client, run_id = tracker(logger.run_dir)
+    uploaded = sorted(f.path for folder in ("media/evaluator", "media/trajectory") for f in client.list_artifacts(run_id, folder))
+    local = sorted(p.relative_to(logger.run_dir).as_posix() for p in (logger.run_dir / "media").rglob("*") if p.is_file())
+    assert uploaded == local == ["media/evaluator/frame_256.png", "media/evaluator/frame_512.png", "media/trajectory/figure_256.png", "media/trajectory/video_256.png"]
+    for path in uploaded:
+        downloaded = client.download_artifacts(run_id, path, str(tmp_path / "down"))
+        assert Path(downloaded).read_bytes() == (logger.run_dir / path).read_bytes()
+    counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]
+    assert not counts.get("mlflow.dropped")
+    assert (counts["mlflow.delivered"]["image files"], counts["mlflow.delivered"]["video files"]) == (3, 1)
+
+
 def test_image_given_as_a_file_path_is_copied(tmp_path):
     logger = make_logger(tmp_path)
     source = tmp_path / "frame.jpg"
