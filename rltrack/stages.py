@@ -75,6 +75,18 @@ BLOCK_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Block keys that count (episodes, env steps, samples): integers in every block, however a framework reports them.
+COUNT_KEYS = frozenset((
+    "episode_count", "envstep_count", "train_sample_count", "total_envstep_count", "total_train_sample_count", "total_episode_count",
+))  # fmt: skip
+
+
+def as_count(value: Any) -> Any:
+    """A count a framework reports as a whole float (RLlib's `256.0`) as the int
+    rltrack's own blocks hold (`256`); anything else as it is."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 #: The throughput table's keys; DI-engine plots them as `<buffer>_sec/<key>` against the table's number.
 THROUGHPUT_KEYS = frozenset(("pushed_in", "sampled_out", "removed", "current_have"))
 
