@@ -500,6 +500,29 @@ def test_checkpoints_load_with_torch_as_di_engines_do(tmp_path):
     assert (sac_state["last_iter"], sac_state["last_step"]) == (19, 30) == (sac._n_updates - 1, sac.num_timesteps)  # saved before the last train()
 
 
+def test_a_dqn_checkpoint_is_laid_out_as_di_engines(tmp_path):
+    """A real DI-engine 0.5.3 DQN checkpoint (its layout recorded in
+    tests/helpers/fixtures/dingine_dqn_cartpole_advanced/ckpt_structure.json)
+    against SB3's DQN through `RLTrackCallback`: the same keys and kinds, but
+    `target_model`, which SB3 keeps inside the policy's state dict (`q_net_target.*`)."""
+    from stable_baselines3 import DQN
+
+    fixture = Path(__file__).parents[1] / "helpers" / "fixtures" / "dingine_dqn_cartpole_advanced" / "ckpt_structure.json"
+    di = json.loads(fixture.read_text())["top_level"]
+    logger = make_logger(tmp_path)
+    model = DQN("MlpPolicy", "CartPole-v1", learning_starts=20, train_freq=4, device="cpu", policy_kwargs={"net_arch": [16]})
+    model.learn(100, callback=RLTrackCallback(logger, save_freq=100, log_hparams=False))
+    logger.close()
+    [written] = (logger.run_dir / "ckpt").glob("iteration_*.pth.tar")
+    ours = torch.load(written, weights_only=False)
+    assert set(ours) == set(di) - {"target_model"}
+    assert any(key.startswith("q_net_target.") for key in ours["model"]) and any(key.startswith("q_net.") for key in ours["model"])
+    assert all(isinstance(v, torch.Tensor) for v in ours["model"].values()) and di["model"]["kind"] == "state_dict"
+    assert sorted(ours["optimizer"]) == di["optimizer"]["keys"] == ["param_groups", "state"]
+    assert type(ours["last_iter"]).__name__ == di["last_iter"]["kind"] == type(ours["last_step"]).__name__ == di["last_step"]["kind"] == "int"
+    assert written.name == f"iteration_{ours['last_iter']}.pth.tar" and ours["last_step"] == 100  # named by its iteration, as DI-engine's
+
+
 def test_model_hparams_are_json_friendly():
     model = PPO("MlpPolicy", cartpole(), learning_rate=lambda progress: 1e-3 * progress, **PPO_KWARGS)
     hparams = model_hparams(model)
