@@ -257,7 +257,7 @@ class CallbackBody:
             state = di_checkpoint(self.model)
             written = self.rltrack_logger.log_checkpoint(state, iteration=state["last_iter"], metric=metric)  # saved before it returns
             if written is not None:
-                _beside(self.rltrack_logger.run_dir / written, path)
+                _beside(self.rltrack_logger.run_dir / written, path, may_be_best=metric is not None)
         finally:
             path.unlink(missing_ok=True)
         if written is not None:
@@ -348,13 +348,14 @@ def di_checkpoint(model: Any) -> dict[str, Any]:
     return state
 
 
-def _beside(checkpoint: Path, sb3_zip: Path) -> None:
+def _beside(checkpoint: Path, sb3_zip: Path, may_be_best: bool) -> None:
     """Copies SB3's zip next to a `.pth.tar` checkpoint (same name, `.zip`),
-    and next to `ckpt_best.pth.tar` when that is now the same file."""
+    and, for a checkpoint with a metric, next to `ckpt_best.pth.tar` when
+    `log_checkpoint` just made that the same file."""
     import filecmp
 
     for target in (checkpoint, checkpoint.with_name("ckpt_best.pth.tar")):
-        if target is checkpoint or (target.is_file() and filecmp.cmp(target, checkpoint, shallow=False)):
+        if target is checkpoint or (may_be_best and target.is_file() and filecmp.cmp(target, checkpoint, shallow=False)):
             destination = target.with_name(target.name.removesuffix(".pth.tar") + ".zip")
             tmp = destination.with_name(f".{destination.name}.tmp")
             shutil.copyfile(sb3_zip, tmp)
