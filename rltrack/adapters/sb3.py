@@ -257,7 +257,10 @@ class CallbackBody:
             state = di_checkpoint(self.model)
             written = self.rltrack_logger.log_checkpoint(state, iteration=state["last_iter"], metric=metric)  # saved before it returns
             if written is not None:
-                _beside(self.rltrack_logger.run_dir / written, path, may_be_best=metric is not None)
+                try:
+                    _beside(self.rltrack_logger.run_dir / written, path, may_be_best=metric is not None)
+                except OSError as exc:  # the checkpoint itself is written; training goes on
+                    self.rltrack_logger.report.count("dropped", f"SB3 zip beside a checkpoint not written ({type(exc).__name__})", section="sb3")
         finally:
             path.unlink(missing_ok=True)
         if written is not None:

@@ -500,6 +500,21 @@ def test_checkpoints_load_with_torch_as_di_engines_do(tmp_path):
     assert (sac_state["last_iter"], sac_state["last_step"]) == (19, 30) == (sac._n_updates - 1, sac.num_timesteps)  # saved before the last train()
 
 
+def test_a_zip_that_cannot_be_written_is_counted_not_raised(tmp_path):
+    logger = make_logger(tmp_path)
+    model = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
+    child = RLTrackCallback(logger, attach=False, log_hparams=False)
+    eval_callback = EvalCallback(cartpole(), callback_after_eval=child)
+    child.init_callback(model)
+    (logger.run_dir / "ckpt" / "iteration_0.zip").mkdir(parents=True)  # in the way of SB3's zip
+    eval_callback.best_mean_reward = 1.0
+    child.on_step()  # training goes on
+    logger.close()
+    assert torch.load(logger.run_dir / "ckpt" / "iteration_0.pth.tar", weights_only=False)["last_iter"] == 0
+    counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]["sb3.dropped"]
+    assert counts == {"SB3 zip beside a checkpoint not written (IsADirectoryError)": 1}
+
+
 def test_a_dqn_checkpoint_is_laid_out_as_di_engines(tmp_path):
     """A real DI-engine 0.5.3 DQN checkpoint (its layout recorded in
     tests/helpers/fixtures/dingine_dqn_cartpole_advanced/ckpt_structure.json)
