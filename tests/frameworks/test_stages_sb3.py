@@ -1,7 +1,10 @@
 """SB3 PPO and DQN on CartPole with rltrack's DI-engine blocks: the collector and
 evaluator numbers equal those computed here from the episodes SB3's `Monitor`
 wrote to its CSV files, the text logs parsed back equal the tfevents on both
-axes, and DQN's buffer tables follow the replay buffer's size."""
+axes (the buffer's throughput tables as DI-engine's `buffer_sec/`), each
+evaluation is one evaluator table and each `collect end:` a collection, the
+buffer tables count transitions (n_envs of them per SB3 buffer row) at the
+step the buffer holds, and canonical names leave SB3's twins out."""
 
 from __future__ import annotations
 
