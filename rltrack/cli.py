@@ -19,16 +19,24 @@ import importlib
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from rltrack.backends.tables import format_table
 from rltrack.config import ConfigError
-from rltrack.journal import read_journal
+from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.journal import journal_files, parse_line
 from rltrack.report import Report
 from rltrack.sync import DEFAULT_TIMEOUT, SyncError
 from rltrack.sync import sync as sync_run
 from rltrack.version import __version__
+
+
+#: `show` reads a journal line at most this long; a longer one (a damaged file) is skipped, never held whole.
+MAX_SHOWN_LINE = 16 * 1024 * 1024
+#: `show` prints at most this many characters of a key or value, then says how long it was.
+MAX_SHOWN_TEXT = 200
 
 
 def show(run_dir: Path) -> int:
@@ -43,15 +51,59 @@ def show(run_dir: Path) -> int:
         print(f"rltrack: {exc}", file=sys.stderr)
         return 2
     print(f"{run_dir.name}: {run.status}, started {run.start_time.isoformat(timespec='seconds')} on {run.host} ({run.writer} format)")
-    if run.writer == "rltrack":
-        print(f"{sum(1 for _ in read_journal(run_dir))} events in the journal")
-    last = {key: summary["final"] for key, summary in run.summary.items()}
+    if run.writer == "rltrack":  # the journal read in bounded pieces: a damaged one never crashes `show` nor fills memory
+        events, newest, skipped = _scan_journals(run_dir)
+        print(f"{events} events in the journal")
+        for reason, count in skipped.items():
+            print(f"{count} {reason} skipped")
+        last = {key: value for key, (_, value) in newest.items()}
+    else:
+        last = {key: summary["final"] for key, summary in run.summary.items()}
     if last:
-        print(format_table("last values", last))
+        print(format_table("last values", {_cut(key): _cut(value) for key, value in last.items()}))
     if run.writer == "rltrack":
         summary = Report.load(run_dir / "report.json").summary()
         print(f"report.json:\n{summary}" if summary else "report.json: nothing renamed, converted or dropped")
     return 0
+
+
+def _scan_journals(run_dir: Path) -> tuple[int, dict[str, tuple[float, object]], Counter[str]]:
+    """The events of every journal of the run, the newest value of each scalar
+    (by event time, across writers), and the lines skipped by reason: a line
+    that is not an event (garbage bytes, a torn tail) or longer than
+    `MAX_SHOWN_LINE`, which is read past in pieces, never whole."""
+    events, last, skipped = 0, {}, Counter[str]()
+    for path in journal_files(run_dir).values():
+        with path.open("rb") as f:
+            while line := f.readline(MAX_SHOWN_LINE):
+                if len(line) == MAX_SHOWN_LINE and not line.endswith(b"\n"):
+                    while (rest := f.readline(MAX_SHOWN_LINE)) and not rest.endswith(b"\n"):
+                        pass
+                    skipped[f"journal lines over {MAX_SHOWN_LINE // 2**20} MiB"] += 1
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    entry = parse_line(line)
+                except (KeyError, ValueError, TypeError, AttributeError):  # UnicodeDecodeError is a ValueError
+                    skipped["journal lines that are not events"] += 1
+                    continue
+                if type(entry) is not Event:
+                    continue
+                events += 1
+                if entry.kind in NUMERIC_KINDS:
+                    for key, value in entry.data.items():
+                        tag = entry.tag(key)
+                        if tag not in last or last[tag][0] <= entry.time:
+                            last[tag] = (entry.time, value)
+    return events, last, skipped
+
+
+def _cut(value: object) -> object:
+    """A string cut to `MAX_SHOWN_TEXT` characters, saying how long it was; other values as they are."""
+    if isinstance(value, str) and len(value) > MAX_SHOWN_TEXT:
+        return f"{value[:MAX_SHOWN_TEXT]}... ({len(value)} characters)"
+    return value
 
 
 def status(as_json: bool) -> int:

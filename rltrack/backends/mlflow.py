@@ -33,7 +33,11 @@ Mapping (what users see in MLflow):
 * checkpoints (artifact events with a `path` in the run directory): uploaded
   under the same relative directory; the best one is named in tag
   `rltrack.best_checkpoint`.
-* histograms, images, videos: MLflow has no such metric type; counted as dropped.
+* images and videos (files the adapter saved under `media/` in the run
+  directory): uploaded as artifacts under the same relative directory
+  (`media/<namespace>/<key>_<step>.png`), which a re-delivered batch
+  overwrites rather than doubles (see `MlflowBatch._media`).
+* histograms: MLflow has no such type; counted as dropped.
 * keys MLflow would refuse are renamed by `mlflow_key` and listed in the report.
 """
 

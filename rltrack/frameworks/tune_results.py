@@ -96,7 +96,9 @@ from rltrack.frameworks.tune import (
 )
 from rltrack.stages import (
     BLOCK_KEYS,
+    COUNT_KEYS,
     CollectorStats,
+    as_count,
     block_events,
     evaluator_block,
     evaluator_info_lines,
@@ -349,7 +351,9 @@ def _episode_block(namespace: str, runners: Mapping[str, Any], state: RunState, 
     found = {}
     for native, canonical in CANONICAL.items():
         if native.startswith(prefix) and canonical.startswith(f"{namespace}/") and native[len(prefix):] in runners:
-            found[canonical[len(namespace) + 1:]] = runners[native[len(prefix):]]
+            key = canonical[len(namespace) + 1:]
+            value = runners[native[len(prefix):]]
+            found[key] = as_count(value) if key in COUNT_KEYS else value
     if namespace == "evaluator" and train_iter is not None:
         found["train_iter"] = train_iter
     block = {key: found[key] for key in BLOCK_KEYS[namespace] if key in found}

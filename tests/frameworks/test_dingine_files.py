@@ -11,7 +11,10 @@
   print and the checkpoint lines of DI-engine's learner), and the TensorBoard
   file has the same tags at the same steps on both axes.
 
-DI-engine is not needed: the fixture is static files.
+* rltrack's buffer throughput tags equal those of a second real run, with
+  DI-engine's advanced replay buffer (fixtures/dingine_dqn_cartpole_advanced).
+
+DI-engine is not needed: the fixtures are static files.
 """
 
 from __future__ import annotations
@@ -236,3 +239,28 @@ def test_tensorboard_tags_and_steps_are_di_engines(replayed: Path) -> None:
         assert sorted(mine[tag]) == sorted(theirs[tag]), tag
         for step, values in theirs[tag].items():
             assert mine[tag][step] == pytest.approx(values, rel=1e-6, abs=1e-6), (tag, step)
+
+
+# ---- the advanced replay buffer's throughput tables --------------------------------
+
+ADVANCED = FIXTURE.parent / "dingine_dqn_cartpole_advanced"
+#: DI-engine's PeriodicThruputMonitor table.
+THROUGHPUT = ("pushed_in", "sampled_out", "removed", "current_have")
+
+
+def test_buffer_throughput_tables_have_di_engines_tags_and_steps(tmp_path: Path) -> None:
+    """DI-engine's advanced buffer plots each throughput table as
+    `buffer_sec/<key>` at the table's number (0, 1, 2, ...), not against
+    iterations or env steps; rltrack writes the same tables the same way."""
+    di_scalars = read_tfevents(ADVANCED / "log" / "serial")
+    tables = [b for b in read_blocks(ADVANCED / "log" / "buffer" / "buffer_logger.txt") if "pushed_in" in b.values]
+    assert len(tables) > 10 and all(f"buffer_sec/{key}" in di_scalars for key in THROUGHPUT)
+    config = {"run": {"root": str(tmp_path), "name": "advanced"}, "backends": {"use": ["local"], "local": {"tb_axes": ["iter", "step"]}}}
+    with rltrack.make_logger(config) as logger:
+        for n, table in enumerate(tables):
+            emit_block(logger, "buffer", table.values, {"env_steps": 64 * n, "train_iter": 8 * n})  # steps a live adapter has
+    ours = read_tfevents(logger.run_dir / "log" / "serial")
+    assert set(THROUGHPUT) == stages.THROUGHPUT_KEYS
+    for key in THROUGHPUT:
+        assert ours[f"buffer_sec/{key}"] == di_scalars[f"buffer_sec/{key}"]
+        assert f"buffer_iter/{key}" not in ours and f"buffer_step/{key}" not in ours
