@@ -23,7 +23,7 @@ from typing import Any
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.remote import RemoteBackend
 from rltrack.events import Event
-from rltrack.journal import journal_files, journal_path, read_batch
+from rltrack.journal import count_skipped, journal_files, journal_path, read_batch
 from rltrack.locks import hold
 from rltrack.report import Report
 
@@ -135,6 +135,7 @@ class DeliveryWorker:
         self.run_dir = run_dir
         self.writer = writer
         self.journal = journal_path(run_dir, writer)
+        self._on_bad = count_skipped(backend.run.report, backend.name)
         self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.name, writer).with_suffix(".lock"), LOCK_WAIT if lock_wait is None else lock_wait)
         self.cursor = Cursor(run_dir, backend.name, writer)  # read once locked: a process that held the lock may have moved it
         self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
@@ -184,7 +185,7 @@ class DeliveryWorker:
         # read means everything is delivered; if it gets set after the read,
         # the next step reads once more before ending.
         complete = self.journal_complete
-        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch)
+        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._on_bad)
         if not entries:
             self._confirm()
             if complete:

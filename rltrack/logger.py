@@ -279,6 +279,10 @@ class Logger:
         complete = self._pipeline.finished.wait(drain_limit)
         if not complete:
             print(f"rltrack: {self.run_dir}: {len(self._queue)} records not yet in the journal after {drain_limit:.0f} s (the disk is slow or full)", file=sys.stderr)
+        missing = self._pipeline.missing
+        if missing or self._pipeline.faults:
+            print(f"rltrack: {self.run_dir}: {missing or 'some'} records written are not in the journal (the reasons are counted as core.errors in report.json)", file=sys.stderr)
+        journal_whole = not (missing or self._pipeline.faults)
         try:
             merge_into_report_file(self.run_dir, self.report.as_dict(), [])
         except OSError as exc:  # a full disk or a vanished run directory must not raise into the training script
@@ -293,7 +297,7 @@ class Logger:
         summary = self.report.summary(leave_out=("delivered", "errors", "pending"))  # errors and pending have lines of their own
         if summary:  # said once, and only when something was renamed, converted or dropped
             print(f"rltrack: {self.run_dir}: values changed on the way (details in report.json):\n{summary}", file=sys.stderr)
-        self._complete = complete
+        self._complete = complete = complete and journal_whole
         return complete
 
     def __enter__(self) -> Logger:
