@@ -13,18 +13,24 @@ seeing a copy of it (symlinks) without mlflow.
 
 from __future__ import annotations
 
+import errno
+import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
+import pandas as pd
 import pytest
 
 import rltrack
+from rltrack.events import Event
+from rltrack.journal import JournalWriter, read_batch
 from mlflow_server import free_port
 from reliability_helpers import REPO, child_env
 
@@ -48,15 +54,26 @@ def read_only_root(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "--lazy", str(target)], check=True)  # lazy: a file the logger failed to close may still be open
 
 
+@contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    where.mkdir()
+    mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where))
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "--lazy", str(where)], check=True)  # lazy: a file the logger failed to close may still be open
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    target = tmp_path / "small"
-    target.mkdir()
-    mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(target))
-    try:
-        yield target
-    finally:
-        subprocess.run(["umount", "--lazy", str(target)], check=True)  # lazy: a file the logger failed to close may still be open
+    with tmpfs(tmp_path / "small", "2m") as disk:
+        yield disk
+
+
+@pytest.fixture
+def three_mb_disk(tmp_path: Path) -> Iterator[Path]:
+    with tmpfs(tmp_path / "three", "3m") as disk:
+        yield disk
 
 
 def rltrack_lines(stderr: str) -> list[str]:
@@ -109,6 +126,82 @@ def test_a_full_disk_keeps_training_and_the_journal_keeps_what_fitted(small_disk
     kept = [e.data["x"] for e in rltrack.read_journal(logger.run_dir) if e.kind == "scalars"]
     assert 0 < len(kept) < records and kept == [float(i) for i in range(len(kept))]  # a prefix, nothing torn mid-file
     assert write_seconds < 10
+
+
+def fill(disk: Path) -> Path:
+    """Writes a file on `disk` until the disk refuses more; returns it."""
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    with filler.open("ab", buffering=0) as f:  # the last pages, a byte at a time
+        try:
+            while True:
+                f.write(b"\0")
+        except OSError:
+            pass
+    return filler
+
+
+def wait_for(condition: Callable[[], bool], what: str, limit: float = 120.0) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {limit:.0f} s for {what}"
+        time.sleep(0.05)
+
+
+def test_a_disk_full_for_a_while_loses_nothing_written_while_space_existed(three_mb_disk: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The issue's steps on a 3 MB tmpfs: 1,000 values, the disk filled by
+    another file, 1,000 more, the space freed, 1,000 more. Before, the line
+    being written when the disk filled stayed torn in the middle of the
+    journal, the agent died on it again and again (progress.csv got none of
+    the values) and the first value after space came back was lost."""
+    logger = rltrack.make_logger({"run": {"root": str(three_mb_disk), "name": "full"}, "backends": {"use": ["local"]}})
+    for i in range(1000):
+        logger.write({"x": float(i)}, step=i)
+    assert logger.flush(timeout=120)
+    filler = fill(three_mb_disk)
+    for i in range(1000, 2000):
+        logger.write({"x": float(i)}, step=i)
+    wait_for(lambda: any("No space left" in reason for reason in logger.report.as_dict()["counts"].get("core.errors", {})), "the journal to meet the full disk")
+    filler.unlink()
+    for i in range(2000, 3000):
+        logger.write({"x": float(i)}, step=i)
+    closed = logger.close(timeout=120)
+    lines = (logger.run_dir / "journal.jsonl").read_bytes().split(b"\n")
+    assert lines[-1] == b""  # ends with a whole line
+    journaled = [entry["data"]["x"] for entry in map(json.loads, lines[:-1]) if entry.get("kind") == "scalars"]  # no torn line anywhere
+    assert journaled == [float(i) for i in range(3000)]  # the lines the disk refused were kept and written once it took them
+    assert closed
+    assert pd.read_csv(logger.run_dir / "progress.csv")["x"].tolist() == journaled
+    said = rltrack_lines(capfd.readouterr().err)
+    assert any("No space left on device" in line for line in said) and len(said) <= 6, said
+    refused = sum(logger.report.as_dict()["counts"]["core.errors"].values())
+    print(f"\ndisk full: {len(journaled)} of 3000 values journaled and in progress.csv; the journal's flush refused {refused} times; stderr: {said}")
+
+
+def test_a_line_the_full_disk_cut_short_is_cut_back_and_written_whole_when_space_returns(three_mb_disk: Path) -> None:
+    path = three_mb_disk / "journal.jsonl"
+    writer = JournalWriter(path)
+    filler = fill(three_mb_disk)
+    os.truncate(filler, filler.stat().st_size - 10_000)  # a few pages free: part of what comes next fits
+    events = [Event(float(i), {"x": float(i), "pad": "p" * 300}, steps={"step": i}) for i in range(100)]
+    writer.append(events)
+    with pytest.raises(OSError) as refused:
+        writer.flush()
+    assert refused.value.errno == errno.ENOSPC
+    held = path.read_bytes()
+    assert 0 < len(held) and not held.endswith(b"\n")  # the disk took part of a line: torn at the end, where readers wait for it
+    assert read_batch(path, 0, 1000)[1] == held.rfind(b"\n") + 1
+    filler.unlink()
+    writer.append([Event(100.0, {"x": 100.0}, steps={"step": 100})])  # the first value after space returns
+    writer.close()
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and [json.loads(line)["data"]["x"] for line in lines[:-1]] == [float(i) for i in range(101)]
+    assert writer.lost == 0
 
 
 MISSING_MLFLOW = textwrap.dedent(

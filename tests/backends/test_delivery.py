@@ -262,3 +262,23 @@ def test_a_delivery_waits_for_another_process_delivering_the_same_cursor(tmp_pat
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_damaged_line_in_the_middle_of_a_journal_is_skipped_and_counted_by_the_agent(tmp_path):
+    """The agent died on a line it could not parse (`JSONDecodeError`), was
+    started again and died again: nothing after the line was delivered (issue 27)."""
+    name = "stand_in_tracker:FileTracker"
+    logger = make_logger({"run": {"root": str(tmp_path), "name": "run"}, "backends": {"use": ["local", name], name: {}}})
+    for i in range(10):
+        logger.write({"x": float(i)}, step=i)
+    assert logger.flush(timeout=60)
+    with (logger.run_dir / "journal.jsonl").open("a") as f:
+        f.write('{"schema": 1, "time": 12\n')  # what something other than rltrack left in the file
+    for i in range(10, 20):
+        logger.write({"x": float(i)}, step=i)
+    assert logger.close(timeout=60)
+    assert [e.data["x"] for e in received(logger.run_dir)] == [float(i) for i in range(20)]
+    assert [line.split(",")[-1] for line in (logger.run_dir / "progress.csv").read_text().splitlines()[1:]] == [str(float(i)) for i in range(20)]
+    counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]
+    skipped = {"journal.jsonl: lines that are not journal lines, skipped": 1}
+    assert counts["filetracker.unparsable"] == skipped and counts["files.unparsable"] == skipped, counts
