@@ -50,6 +50,7 @@ from rltrack.agent_files import (
     write_private,
 )
 from rltrack.backends import RemoteBackend, RunContext
+from rltrack.backends.remote import error_text
 from rltrack.construct import build_backend
 from rltrack.agent_lanes import Lane, TrackerRun, import_clients
 from rltrack.delivery import DeliveryBusy, DeliveryWorker, merge_into_report_file
@@ -101,7 +102,7 @@ class Writer:
 
     def failed(self, who: str, what: str, exc: Exception) -> None:
         """Counts the error in the run's report; keeps and logs the first of each backend."""
-        reason = f"{who}.{what}: {type(exc).__name__}: {exc}"
+        reason = f"{who}.{what}: {error_text(exc)}"
         self.report.count("errors", reason)
         if who not in self.errors:
             self.errors[who] = reason
@@ -109,7 +110,7 @@ class Writer:
 
     def state(self) -> dict[str, Any]:
         trackers = {
-            name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "done": worker.done}
+            name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "fix": worker.fix, "done": worker.done}
             for name, worker in self.workers.items()
         }
         for name in self.waiting:
@@ -258,8 +259,8 @@ class Agent:
         now = time.monotonic()
         if writer.status is not None and (writer.files is None or writer.files.closed):
             for worker in writer.workers.values():
-                if not worker.done and worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at):
-                    worker.give_up()
+                if not worker.done and (worker.fix is not None or worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at)):
+                    worker.give_up()  # an error that cannot heal is not retried for minutes after the end: `rltrack sync` once fixed
             if writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END:
                 writer.waiting.clear()
             if not writer.waiting and all(worker.done for worker in writer.workers.values()):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrack.atomic_file import write_atomic
-from rltrack.backends.remote import RemoteBackend
+from rltrack.backends.remote import RemoteBackend, error_text
 from rltrack.events import Event
 from rltrack.journal import count_skipped, journal_files, journal_path, read_batch
 from rltrack.locks import hold
@@ -30,6 +30,8 @@ from rltrack.report import Report
 CURSOR_DIR = "cursors"
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
+#: Seconds before an error that cannot heal (`RemoteBackend.cannot_heal`) is tried again.
+CANNOT_HEAL_WAIT = 300.0
 POLL = 0.1
 #: At the end of a journal, how long to wait for the tracker to store what it
 #: took before leaving the rest behind the cursor (sent again, without
@@ -144,6 +146,8 @@ class DeliveryWorker:
         self.last_error: str | None = None
         #: `time.monotonic()` of the first failure since the last batch the tracker took (None: not failing).
         self.failing_since: float | None = None
+        #: What to do about the last error when retrying cannot heal it (see `RemoteBackend.cannot_heal`); None: it may pass.
+        self.fix: str | None = None
         #: Set by the owner once no more lines will be appended, with the status the tracker's run ends with.
         self.journal_complete = False
         self.status = "finished"
@@ -166,8 +170,12 @@ class DeliveryWorker:
         except Exception as exc:  # the tracker is down or refused: keep the batch, retry later
             self.errors += 1
             self.failing_since = self.failing_since or now
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.last_error = error_text(exc)
             self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+            self.fix = self.backend.cannot_heal(exc)
+            if self.fix is not None:  # retrying soon cannot help: said once by the agent and the logger, tried again after minutes
+                self.next_try = now + CANNOT_HEAL_WAIT
+                return False
             self.next_try = now + self._backoff
             self._backoff = min(self._backoff * 2, BACKOFF_MAX)
             return False
@@ -195,7 +203,7 @@ class DeliveryWorker:
         if events:
             self.backend.deliver(events)
         self._backoff = BACKOFF_START
-        self.failing_since = None
+        self.failing_since = self.fix = None
         self._taken(offset, len(events))
         return True
 
@@ -222,7 +230,7 @@ class DeliveryWorker:
         self.status = status
         self.journal_complete = True
         try:
-            while not self.done and not (give_up_after is not None and self.failing_longer_than(give_up_after)):
+            while not self.done and self.fix is None and not (give_up_after is not None and self.failing_longer_than(give_up_after)):
                 if not self.step():
                     time.sleep(min(POLL, max(0.0, self.next_try - time.monotonic())) or POLL)
         finally:

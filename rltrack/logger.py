@@ -92,6 +92,8 @@ class Logger:
         self._wake = PIPELINES.wake
         self._closed = False
         self._complete = False
+        #: What the agent had not delivered when `close` stopped waiting: {"files" or tracker: its last error}.
+        self.behind: dict[str, str | None] = {}
         self._warned_closed = False
         self._journal_path = journal_path(run_dir, worker)
         state = ResumeState.from_journal(self._journal_path) if resumed else ResumeState()
@@ -251,7 +253,7 @@ class Logger:
             return True
         return self._agent.wait_for_files(self._journal_path, deadline)
 
-    def close(self, timeout: float | None | str = "config", status: str = "finished") -> bool:
+    def close(self, timeout: float | None | str = "config", status: str = "finished", *, quiet: bool = False) -> bool:
         """Emits what aggregating filters hold, writes the rest to the journal,
         closes the in-process backends and marks the run `status` (always,
         whatever `timeout`: that is the process's own disk, at most
@@ -260,8 +262,9 @@ class Logger:
         (default: `run.close_timeout`; None: until every tracker has
         everything). What is still pending then is
         delivered by the agent afterwards; one line on stderr and report.json
-        say so, and how to finish it at once. Returns True when everything was
-        written and delivered. Idempotent."""
+        say so, and how to finish it at once (`quiet`: not that line, the caller
+        says it, from `behind`; see `still_behind`). Returns True when
+        everything was written and delivered. Idempotent."""
         if self._closed:
             return self._complete
         self._closed = True
@@ -289,7 +292,10 @@ class Logger:
             print(f"rltrack: could not save {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
             return False
         if self._agent is not None and complete:
-            complete = self._agent.finish(status, deadline, self._journal_path)
+            self.behind = self._agent.finish(status, deadline, self._journal_path)
+            if self.behind and not quiet:
+                self._agent.say_left_behind(self.behind)
+            complete = not self.behind
             try:
                 self.report = Report.load(self.run_dir / "report.json")  # with the agent's counts (the trackers' renames, ...)
             except (OSError, ValueError) as exc:  # the training script must not fail on a damaged report
@@ -299,6 +305,20 @@ class Logger:
             print(f"rltrack: {self.run_dir}: values changed on the way (details in report.json):\n{summary}", file=sys.stderr)
         self._complete = complete = complete and journal_whole
         return complete
+
+    def still_behind(self, deadline: float | None) -> dict[str, str | None]:
+        """After a `close` that left something behind (`behind`), waits again
+        until `deadline` (a `time.monotonic()` time; None: no limit) for the
+        agent to finish, and returns what is still behind: a caller closing
+        many runs (a Tune sweep) says what is left once, at the end."""
+        if self.behind and self._agent is not None:
+            self.behind = self._agent.left_behind(deadline, self._journal_path)
+        return self.behind
+
+    def say_left_behind(self) -> None:
+        """The stderr line `close` prints unless `quiet`: what `behind` holds, and how to finish it."""
+        if self.behind and self._agent is not None:
+            self._agent.say_left_behind(self.behind)
 
     def __enter__(self) -> Logger:
         return self

@@ -46,7 +46,8 @@ MAX_BATCH = 1000
 #: Events journaled but not yet handed to the in-process backends, at most;
 #: beyond it they are fed even while the queue is still behind.
 MAX_BACKLOG = 50_000
-#: Seconds between the pipeline thread's checks that an agent runs (it starts one if not).
+#: Seconds between the pipeline thread's checks that an agent runs (it starts
+#: one if not), and looks at what the agent says of this run (an error that cannot heal is told at once).
 AGENT_CHECK = 1.0
 
 #: The kinds whose values can be strings once normalised (scalars and timings
@@ -179,6 +180,7 @@ class Pipeline:
             self._last_flush = now
         if self._agent is not None and now - self._last_check >= AGENT_CHECK:
             self._safely("agent", "start", self._agent.ensure_running, None)
+            self._safely("agent", "state", self._agent.tell_errors, None)
             self._last_check = now
         return False
 

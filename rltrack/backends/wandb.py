@@ -65,19 +65,23 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import configparser
 import errno
 import functools
 import html
 import json
 import math
+import netrc
+import os
 import re
 import uuid
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlsplit
 
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
-from rltrack.backends.remote import RemoteBackend, check_names, check_tags
+from rltrack.backends.remote import RemoteBackend, check_names, check_tags, raised
 from rltrack.backends.wandb_files import HistoryFile, rows_in_files
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
@@ -115,6 +119,11 @@ class WandbBackend(RemoteBackend):
         if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
             raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
         ensure_installed("wandb", "wandb", "The wandb backend")
+        if mode in ("online", "shared") and not _has_api_key():
+            raise ValueError(
+                f'mode = "{mode}" needs a W&B API key and none is set: set WANDB_API_KEY (or run `wandb login`) in the environment '
+                'of the training process, or use mode = "offline" and upload later with `wandb sync`'
+            )
         self.settings = {"project": project, "entity": entity, "group": group, "name": name, "mode": mode, "tags": list(tags)}
         self.dir = dir
         self.init_timeout = float(init_timeout)
@@ -160,6 +169,13 @@ class WandbBackend(RemoteBackend):
         if self._run is not None:
             self._run.finish(exit_code=EXIT_CODES.get(status, KILLED_EXIT_CODE))
             self._run = None
+
+    def cannot_heal(self, exc: Exception) -> str | None:
+        if raised(exc, "AuthenticationError"):
+            return "set a valid WANDB_API_KEY (or run `wandb login`) where the agent runs"
+        if raised(exc, "UsageError"):
+            return "fix the setting the error names"
+        return super().cannot_heal(exc)
 
     def position(self) -> int:
         if self._rows is None:  # before `wandb.init`: what the saved run's files hold
@@ -357,6 +373,29 @@ class WandbBackend(RemoteBackend):
         artifact.add_file(str(path), name=path.name, policy="immutable")
         aliases = ["latest"] + ([f"iteration_{iteration}"] if iteration is not None else []) + (["best"] if event.data.get("best") else [])
         self._run.log_artifact(artifact, aliases=aliases)
+
+
+def _has_api_key() -> bool:
+    """Whether W&B will find an API key, looked for where wandb looks,
+    without importing it: the environment, the netrc entry of its server, its
+    settings file. No network: whether the server takes the key is found by
+    the first delivery."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    host = urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or ""
+    for path in (os.environ.get("NETRC"), "~/.netrc", "~/_netrc"):
+        try:
+            if path and netrc.netrc(os.path.expanduser(path)).authenticators(host):
+                return True
+        except (OSError, netrc.NetrcParseError):
+            continue
+    config_dir = os.environ.get("WANDB_CONFIG_DIR") or os.path.join(os.environ.get("XDG_CONFIG_HOME") or "~/.config", "wandb")
+    try:
+        settings = configparser.ConfigParser()
+        settings.read(os.path.join(os.path.expanduser(config_dir), "settings"))
+        return bool(settings.get("default", "api_key", fallback=""))
+    except configparser.Error:
+        return False
 
 
 def _list_packages_once(wandb: Any) -> None:

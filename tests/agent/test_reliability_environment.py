@@ -14,6 +14,7 @@ seeing a copy of it (symlinks) without mlflow.
 from __future__ import annotations
 
 import errno
+import importlib.util
 import json
 import os
 import shutil
@@ -248,3 +249,38 @@ def test_an_unreachable_tracker_is_reported_once_and_never_slows_training(tmp_pa
     assert len(lines) == 1 and f"rltrack sync {logger.run_dir} --to mlflow" in lines[0] and "not reachable" in lines[0], lines
     assert len(list(rltrack.read_journal(logger.run_dir))) == 3000
     assert os.path.getsize(logger.run_dir / "journal.jsonl") > 0
+
+
+def test_an_error_that_cannot_heal_is_told_once_while_training_runs_and_not_retried(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A PostgreSQL tracking URI where no PostgreSQL driver is installed: the
+    URI is well formed (make_logger takes it), and MLflow cannot open the
+    store however often it is asked. Before, nothing was said until close,
+    whose message said the agent goes on delivering, and the agent retried
+    for 5 minutes."""
+    pytest.importorskip("mlflow")
+    if importlib.util.find_spec("psycopg") or importlib.util.find_spec("psycopg2"):
+        pytest.skip("a PostgreSQL driver is installed here")
+    cfg = {"run": {"root": str(tmp_path), "name": "pg", "close_timeout": 120}, "backends": {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": "postgresql://rltrack@127.0.0.1:1/none"}}}
+    logger = rltrack.make_logger(cfg)
+    said = ""
+
+    def told() -> bool:
+        nonlocal said
+        said += capfd.readouterr().err
+        return "retrying cannot help" in said
+
+    for i in range(100):
+        logger.write({"x": float(i)}, step=i)
+    wait_for(told, "the error to be told while training runs")
+    for i in range(100, 200):
+        logger.write({"x": float(i)}, step=i)
+    assert logger.close() is False
+    said += capfd.readouterr().err
+    lines = rltrack_lines(said)
+    (during,) = [line for line in lines if "retrying cannot help" in line]
+    assert "mlflow refuses" in during and "No module named" in during and f"rltrack sync {logger.run_dir} --to mlflow" in during
+    (closing,) = [line for line in lines if "at close" in line or "not delivered" in line]
+    assert "not delivered" in closing and "No module named" not in closing, closing  # the agent gave up at the end; the error is not said twice
+    report = json.loads((logger.run_dir / "report.json").read_text())["counts"]
+    assert sum(report["mlflow.errors"].values()) == 1  # one attempt: not retried within the run
+    assert "mlflow.pending" in report
