@@ -290,6 +290,9 @@ class Agent:
     def _finish(self, writer: Writer) -> None:
         """Adds the counts to report.json, saves the final state, forgets the writer."""
         pending = {name: worker.last_error for name, worker in writer.workers.items() if not worker.caught_up()}
+        for name in writer.registration["trackers"]:  # one the agent could not open has all of it pending
+            if name not in writer.workers:
+                pending[name] = writer.errors.get(name)
         trackers = [worker.backend.name for worker in writer.workers.values()]
         report, users = self.reports[writer.run_dir]
         try:

@@ -97,10 +97,7 @@ class AgentLink:
         last error or None}; empty when everything was delivered. What it
         left is counted as pending in report.json."""
         state, done = self._wait(lambda state: bool(state.get("done")), deadline)
-        for error in (state or {}).get("errors", []):
-            if error not in self._told:
-                self._told.add(error)
-                print(f"rltrack: {error} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
+        self._tell_agent_errors(state)
         behind = state.get("pending", {}) if done and state else self._behind(state, journal)
         self.gave_up = done
         if done:
@@ -113,7 +110,7 @@ class AgentLink:
     def say_left_behind(self, behind: Mapping[str, str | None]) -> None:
         """One line on stderr: what the agent had not delivered when the wait
         ended, and how to finish it (errors already told are not repeated)."""
-        errors = "; ".join(f"{name}: {error}" for name, error in behind.items() if error and name not in self._told)
+        errors = "; ".join(f"{name}: {error}" for name, error in behind.items() if error and name not in self._told and error not in self._told)
         trackers = [name for name in behind if name != "files"]
         print(
             f"rltrack: {self.run_dir}: {', '.join(behind)} "
@@ -124,11 +121,21 @@ class AgentLink:
             file=sys.stderr,
         )
 
+    def _tell_agent_errors(self, state: dict[str, Any] | None) -> None:
+        """The first error of each of the agent's parts for this writer (a
+        backend it could not open, a local file it could not write), each once."""
+        for error in (state or {}).get("errors", []):
+            if error not in self._told:
+                self._told.add(error)
+                print(f"rltrack: {error} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
+
     def tell_errors(self) -> None:
-        """Says on stderr, once per tracker and while training runs, an error
-        the agent met that retrying cannot heal (credentials, an unknown
-        project, a bad URI): the agent tries again only after minutes."""
+        """Says on stderr while training runs, once each, the agent's errors
+        for this writer and a tracker's error that retrying cannot heal
+        (credentials, an unknown project, a bad URI), which the agent tries
+        again only after minutes."""
         state = read_state(self.dir, self.key)
+        self._tell_agent_errors(state)
         for name, info in ((state or {}).get("trackers") or {}).items():
             if info.get("fix") and name not in self._told:
                 self._told.add(name)

@@ -38,8 +38,11 @@ Why it is built this way:
 * **Offline by default.** This is the mode that works everywhere (no account,
   no network; hosted and self-hosted W&B both take the files later with
   `wandb sync <run_dir>/wandb/offline-run-*`). `mode = "online"` needs an
-  API key (`WANDB_API_KEY` or `wandb login`). Files go to `dir`, by default
-  the run directory, so a run directory holds everything of its run.
+  API key (`WANDB_API_KEY` or `wandb login`; checked at `make_logger`).
+  Files go to `dir`, by default the run directory, so a run directory holds
+  everything of its run. A `dir` that is not writable is refused (at
+  `make_logger`, and again before `wandb.init`): W&B would fall back without
+  a word to the system's temporary directory, where nothing looks for it.
 * **One W&B run per rltrack run**: the id of the W&B run, once created, is
   kept in `cursors/wandb_run.json` and resumed (`resume="allow"`), so
   `rltrack sync` after a crash continues the same run (online: at the
@@ -74,6 +77,7 @@ import math
 import netrc
 import os
 import re
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Sequence
@@ -92,6 +96,25 @@ MODES = ("offline", "online", "disabled", "shared")
 EXIT_CODES = {"finished": 0, "failed": 1}
 KILLED_EXIT_CODE = 255
 _ARTIFACT_NAME = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+class DirNotWritable(OSError):
+    """The W&B directory cannot take W&B's files: W&B would fall back, without a word, to the system's temporary directory."""
+
+
+def _check_dir(dir: str) -> None:
+    """`dir` can hold W&B's files: it is a writable directory, or the nearest
+    directory above it that exists is (W&B creates the rest). A local look at
+    `make_logger`; the agent looks again before `wandb.init`."""
+    path = Path(dir).expanduser().absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"dir = {dir!r} is not writable ({path} is not a writable directory): W&B would fall back to "
+            f"{tempfile.gettempdir()}/wandb without a word, where neither `rltrack sync` nor `wandb sync` finds the run; "
+            "choose a writable directory, or leave dir out (the run directory)"
+        )
 
 
 class WandbBackend(RemoteBackend):
@@ -115,6 +138,8 @@ class WandbBackend(RemoteBackend):
         if mode not in MODES:
             raise ValueError(f"mode = {mode!r} is not a W&B mode; use one of {', '.join(MODES)}")
         check_names(project=project, entity=entity, group=group, name=name, dir=dir)
+        if dir is not None:
+            _check_dir(dir)
         check_tags(tags)
         if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
             raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
@@ -175,6 +200,8 @@ class WandbBackend(RemoteBackend):
             return "set a valid WANDB_API_KEY (or run `wandb login`) where the agent runs"
         if raised(exc, "UsageError"):
             return "fix the setting the error names"
+        if isinstance(exc, DirNotWritable):
+            return f"make {self._dir} writable, or set [backends.wandb] dir to a writable directory (left out: the run directory)"
         return super().cannot_heal(exc)
 
     def position(self) -> int:
@@ -222,7 +249,15 @@ class WandbBackend(RemoteBackend):
     def _init(self, hparams: list[Event]) -> Any:
         self._wandb = wandb = require("wandb", "wandb", "The wandb backend")
         _list_packages_once(wandb)
-        self._dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # said below, with the fix
+        if not os.access(self._dir, os.W_OK | os.R_OK | os.X_OK):
+            raise DirNotWritable(
+                f"{self._dir} is not writable here; W&B would write to {tempfile.gettempdir()}/wandb instead, where neither "
+                "`rltrack sync` nor `wandb sync <run_dir>/wandb/offline-run-*` looks, readable by every user"
+            )
         config: dict[str, Any] = {}
         for event in hparams:
             config.update(event.data)

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from contextlib import contextmanager
@@ -43,16 +44,27 @@ def mount(*args: str) -> None:
 
 
 @pytest.fixture
-def read_only_root(tmp_path: Path) -> Iterator[Path]:
-    source, target = tmp_path / "source", tmp_path / "read_only"
+def bind_mount(tmp_path: Path) -> Iterator[Path]:
+    """A directory bind-mounted onto itself, which a test can make read-only
+    (`remount(target, "ro")`) and writable again."""
+    source, target = tmp_path / "source", tmp_path / "mounted"
     source.mkdir()
     target.mkdir()
     mount("--bind", str(source), str(target))
     try:
-        mount("-o", "remount,bind,ro", str(target))
         yield target
     finally:
         subprocess.run(["umount", "--lazy", str(target)], check=True)  # lazy: a file the logger failed to close may still be open
+
+
+def remount(target: Path, mode: str) -> None:
+    mount("-o", f"remount,bind,{mode}", str(target))
+
+
+@pytest.fixture
+def read_only_root(bind_mount: Path) -> Path:
+    remount(bind_mount, "ro")
+    return bind_mount
 
 
 @contextmanager
@@ -284,3 +296,45 @@ def test_an_error_that_cannot_heal_is_told_once_while_training_runs_and_not_retr
     report = json.loads((logger.run_dir / "report.json").read_text())["counts"]
     assert sum(report["mlflow.errors"].values()) == 1  # one attempt: not retried within the run
     assert "mlflow.pending" in report
+
+
+def test_a_wandb_dir_that_is_not_writable_is_said_and_nothing_goes_to_the_temp_directory(bind_mount: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """W&B falls back without a word to /tmp/wandb (readable by every user)
+    when its directory is not writable: `close` said True, report.json and
+    stderr nothing, sync "nothing pending", and the README's `wandb sync`
+    never looked there (issue 27). Now: refused at `make_logger` when it can
+    be seen then; otherwise told while training runs, the values kept in the
+    journal, and `rltrack sync` delivers them once the directory is fixed."""
+    wandb_reader = pytest.importorskip("wandb_reader")
+    temp = Path(tempfile.gettempdir()) / "wandb"
+    before = set(temp.glob("offline-run-*")) if temp.is_dir() else set()
+    remount(bind_mount, "ro")
+    cfg = {"run": {"root": str(bind_mount.parent / "runs"), "name": "w"}, "backends": {"use": ["local", "wandb"], "wandb": {"dir": str(bind_mount / "wandb_files")}}}
+    with pytest.raises(rltrack.ConfigError, match="is not writable"):
+        rltrack.make_logger(cfg)
+    remount(bind_mount, "rw")
+    logger = rltrack.make_logger(cfg)
+    remount(bind_mount, "ro")  # read-only by the time the agent starts the W&B run
+    said = ""
+
+    def told() -> bool:
+        nonlocal said
+        said += capfd.readouterr().err
+        return "is not writable" in said
+
+    for i in range(100):
+        logger.write({"x": float(i)}, step=i)
+    wait_for(told, "the W&B directory to be said not writable")  # by the agent opening W&B, or by its first delivery
+    assert logger.close() is False
+    said += capfd.readouterr().err
+    lines = rltrack_lines(said)
+    assert len([line for line in lines if "is not writable" in line]) == 1, lines
+    (closing,) = [line for line in lines if "not delivered" in line or "not done" in line]
+    assert f"rltrack sync {logger.run_dir} --to wandb" in closing, closing
+    assert (set(temp.glob("offline-run-*")) if temp.is_dir() else set()) == before  # nothing went to the temporary directory
+    remount(bind_mount, "rw")
+    done = subprocess.run([sys.executable, "-m", "rltrack.cli", "sync", str(logger.run_dir), "--to", "wandb"], capture_output=True, text=True,
+                          env=child_env(bind_mount.parent), cwd=REPO, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    files = wandb_reader.run_files(bind_mount / "wandb_files")
+    assert [row["x"] for f in files for row in wandb_reader.history(f)] == [float(i) for i in range(100)]
