@@ -159,6 +159,21 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+class Said:
+    """What the process has printed on stderr so far, read as it comes."""
+
+    def __init__(self, capfd: pytest.CaptureFixture[str]) -> None:
+        self.capfd = capfd
+        self.text = ""
+
+    def all(self) -> str:
+        self.text += self.capfd.readouterr().err
+        return self.text
+
+    def has(self, part: str) -> bool:
+        return part in self.all()
+
+
 def wait_for(condition: Callable[[], bool], what: str, limit: float = 120.0) -> None:
     deadline = time.monotonic() + limit
     while not condition():
@@ -274,21 +289,14 @@ def test_an_error_that_cannot_heal_is_told_once_while_training_runs_and_not_retr
         pytest.skip("a PostgreSQL driver is installed here")
     cfg = {"run": {"root": str(tmp_path), "name": "pg", "close_timeout": 120}, "backends": {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": "postgresql://rltrack@127.0.0.1:1/none"}}}
     logger = rltrack.make_logger(cfg)
-    said = ""
-
-    def told() -> bool:
-        nonlocal said
-        said += capfd.readouterr().err
-        return "retrying cannot help" in said
-
+    said = Said(capfd)
     for i in range(100):
         logger.write({"x": float(i)}, step=i)
-    wait_for(told, "the error to be told while training runs")
+    wait_for(lambda: said.has("retrying cannot help"), "the error to be told while training runs")
     for i in range(100, 200):
         logger.write({"x": float(i)}, step=i)
     assert logger.close() is False
-    said += capfd.readouterr().err
-    lines = rltrack_lines(said)
+    lines = rltrack_lines(said.all())
     (during,) = [line for line in lines if "retrying cannot help" in line]
     assert "mlflow refuses" in during and "No module named" in during and f"rltrack sync {logger.run_dir} --to mlflow" in during
     (closing,) = [line for line in lines if "at close" in line or "not delivered" in line]
@@ -315,19 +323,12 @@ def test_a_wandb_dir_that_is_not_writable_is_said_and_nothing_goes_to_the_temp_d
     remount(bind_mount, "rw")
     logger = rltrack.make_logger(cfg)
     remount(bind_mount, "ro")  # read-only by the time the agent starts the W&B run
-    said = ""
-
-    def told() -> bool:
-        nonlocal said
-        said += capfd.readouterr().err
-        return "is not writable" in said
-
+    said = Said(capfd)
     for i in range(100):
         logger.write({"x": float(i)}, step=i)
-    wait_for(told, "the W&B directory to be said not writable")  # by the agent opening W&B, or by its first delivery
+    wait_for(lambda: said.has("is not writable"), "the W&B directory to be said not writable")  # by the agent opening W&B, or by its first delivery
     assert logger.close() is False
-    said += capfd.readouterr().err
-    lines = rltrack_lines(said)
+    lines = rltrack_lines(said.all())
     assert len([line for line in lines if "is not writable" in line]) == 1, lines
     (closing,) = [line for line in lines if "not delivered" in line or "not done" in line]
     assert f"rltrack sync {logger.run_dir} --to wandb" in closing, closing
