@@ -145,7 +145,11 @@ class Agent:
             self._scan()
             busy = False
             for writer in list(self.writers.values()):
-                busy = self._serve(writer) or busy
+                try:
+                    busy = self._serve(writer) or busy
+                except Exception as exc:  # one run's fault (a journal it cannot read) must not end the agent of every run
+                    writer.failed("agent", "serve", exc)
+                    self._save_state(writer)  # the logger reads the error there, and says it
             now = time.monotonic()
             if now - self._status_at >= STATUS_EVERY:
                 self._save_status()

@@ -99,6 +99,8 @@ class AgentLink:
         state, done = self._wait(lambda state: bool(state.get("done")), deadline)
         self._tell_agent_errors(state)
         behind = state.get("pending", {}) if done and state else self._behind(state, journal)
+        if not done and not behind:  # the agent has not ended the writer yet: its local files are not complete
+            behind = {"files": None} if self._registration["files"] else dict.fromkeys(self.trackers)
         self.gave_up = done
         if done:
             with contextlib.suppress(FileNotFoundError):  # a second look after close
@@ -116,8 +118,8 @@ class AgentLink:
             f"rltrack: {self.run_dir}: {', '.join(behind)} "
             + ("not delivered" if self.gave_up else "not done at close")
             + (f" ({errors})" if errors else "")
-            + ("; fix what the error says, then" if self.gave_up else "; the agent goes on delivering (`rltrack status`); to finish now")
-            + (f": rltrack sync {self.run_dir} --to {' --to '.join(trackers)}" if trackers else ""),
+            + ("" if self.gave_up else "; the agent goes on delivering (`rltrack status`)")
+            + (("; fix what the error says, then" if self.gave_up else "; to finish now") + f": rltrack sync {self.run_dir} --to {' --to '.join(trackers)}" if trackers else ""),
             file=sys.stderr,
         )
 

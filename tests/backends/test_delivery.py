@@ -282,3 +282,34 @@ def test_a_damaged_line_in_the_middle_of_a_journal_is_skipped_and_counted_by_the
     counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]
     skipped = {"journal.jsonl: lines that are not journal lines, skipped": 1}
     assert counts["filetracker.unparsable"] == skipped and counts["files.unparsable"] == skipped, counts
+
+
+def test_a_run_whose_journal_cannot_be_read_does_not_stop_the_agent_serving_the_others(tmp_path, capfd):
+    """An exception serving one run ended the agent (of every run); the next
+    logger started another, which died on the same run: the other runs' local
+    files were written anew by each new agent, and nothing was said."""
+    broken = make_logger({"run": {"root": str(tmp_path), "name": "broken"}, "backends": {"use": ["local"]}})
+    healthy = make_logger({"run": {"root": str(tmp_path), "name": "healthy"}, "backends": {"use": ["local"]}})
+    broken.write({"x": 0.0}, step=0)
+    assert broken.flush(timeout=60)
+    journal = broken.run_dir / "journal.jsonl"
+    journal.unlink()
+    journal.mkdir()  # what the agent reads next is a directory: IsADirectoryError
+    (journal / "pad").write_bytes(b"x" * 10_000)
+    broken.write({"x": 1.0}, step=1)
+    said = ""
+    deadline = time.monotonic() + 120
+    while "agent.serve" not in said:
+        assert time.monotonic() < deadline, f"the agent's error was not told in 120 s: {said}"
+        healthy.write({"x": 1.0}, step=1)
+        time.sleep(0.05)
+        said += capfd.readouterr().err
+    for i in range(200):
+        healthy.write({"y": float(i)}, step=i)
+    assert healthy.close(timeout=60)
+    assert broken.close(timeout=1) is False
+    said += capfd.readouterr().err
+    assert said.count("agent.serve: IsADirectoryError") == 1, said
+    counts = json.loads((healthy.run_dir / "report.json").read_text())["counts"]
+    assert "files.rebuilt" not in counts  # one agent wrote them from start to end
+    assert [line.split(",")[-1] for line in (healthy.run_dir / "progress.csv").read_text().splitlines()[-200:]] == [str(float(i)) for i in range(200)]
