@@ -110,7 +110,8 @@ class Writer:
 
     def state(self) -> dict[str, Any]:
         trackers = {
-            name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "fix": worker.fix, "done": worker.done}
+            name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "fix": worker.fix, "done": worker.done,
+                   "failing_since": None if worker.failing_since is None else round(time.time() - (time.monotonic() - worker.failing_since))}
             for name, worker in self.workers.items()
         }
         for name in self.waiting:

@@ -35,6 +35,9 @@ POLL, POLL_MAX = 0.02, 0.2
 #: all the loggers of a process together: a Tune driver holds one per trial,
 #: and each check takes a lock file.
 CHECK_EVERY = 1.0
+#: Seconds a tracker fails every batch (a server down) before the training
+#: process says so, once: an outage of a few seconds is the agent's business.
+TELL_FAILING_AFTER = 10.0
 _checked_at: dict[Path, float] = {}  # agent directory -> when this process last checked it
 
 
@@ -133,9 +136,10 @@ class AgentLink:
 
     def tell_errors(self) -> None:
         """Says on stderr while training runs, once each, the agent's errors
-        for this writer and a tracker's error that retrying cannot heal
+        for this writer, a tracker's error that retrying cannot heal
         (credentials, an unknown project, a bad URI), which the agent tries
-        again only after minutes."""
+        again only after minutes, and a tracker that has failed every batch
+        for `TELL_FAILING_AFTER` seconds (a server down: retried with backoff)."""
         state = read_state(self.dir, self.key)
         self._tell_agent_errors(state)
         for name, info in ((state or {}).get("trackers") or {}).items():
@@ -144,6 +148,14 @@ class AgentLink:
                 print(
                     f"rltrack: {name} refuses {self.run_dir}: {info.get('last_error')}; retrying cannot help: {info['fix']}. "
                     f"The journal keeps every value; once fixed: rltrack sync {self.run_dir} --to {name}",
+                    file=sys.stderr,
+                )
+            since = info.get("failing_since")
+            if since is not None and not info.get("fix") and time.time() - since >= TELL_FAILING_AFTER and f"{name} failing" not in self._told:
+                self._told.add(f"{name} failing")
+                print(
+                    f"rltrack: {name} has refused every batch of {self.run_dir} for {time.time() - since:.0f} s ({info.get('last_error')}); "
+                    "the agent retries with backoff and the journal keeps every value (`rltrack status`)",
                     file=sys.stderr,
                 )
 

@@ -315,11 +315,6 @@ class Logger:
             self.behind = self._agent.left_behind(deadline, self._journal_path)
         return self.behind
 
-    def say_left_behind(self) -> None:
-        """The stderr line `close` prints unless `quiet`: what `behind` holds, and how to finish it."""
-        if self.behind and self._agent is not None:
-            self._agent.say_left_behind(self.behind)
-
     def __enter__(self) -> Logger:
         return self
 

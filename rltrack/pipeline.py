@@ -137,7 +137,7 @@ class Pipeline:
         #: Turns that raised outside any one record (see `PipelineThread._turn`): what they held is unknown.
         self.faults = 0
         self._last_flush = self._last_check = time.monotonic()
-        #: Set once the `Close` is done (or the pipeline broke down): the logger's `close` waits for it.
+        #: Set once the `Close` is done: the logger's `close` waits for it.
         self.finished = threading.Event()
 
     @property

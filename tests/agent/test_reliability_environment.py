@@ -31,6 +31,7 @@ import pandas as pd
 import pytest
 
 import rltrack
+from rltrack.agent_files import agent_dir
 from rltrack.events import Event
 from rltrack.journal import JournalWriter, read_batch
 from mlflow_server import free_port
@@ -268,6 +269,8 @@ def test_an_unreachable_tracker_is_reported_once_and_never_slows_training(tmp_pa
     for i in range(3000):
         logger.write({"x": float(i)}, step=i)
     training = time.monotonic() - start
+    status = agent_dir() / "status.json"  # what `rltrack status` shows: the agent has met the error (a loaded machine starts it slowly)
+    wait_for(lambda: status.is_file() and "not reachable" in status.read_text(), "the agent to try MLflow")
     closing = time.monotonic()
     assert logger.close(timeout=3) is False
     assert time.monotonic() - closing < 6
@@ -339,3 +342,29 @@ def test_a_wandb_dir_that_is_not_writable_is_said_and_nothing_goes_to_the_temp_d
     assert done.returncode == 0, done.stderr
     files = wandb_reader.run_files(bind_mount / "wandb_files")
     assert [row["x"] for f in files for row in wandb_reader.history(f)] == [float(i) for i in range(100)]
+
+
+def test_a_tracker_down_for_a_while_is_told_once_while_training_runs(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A server that does not answer: retried with backoff (it may come
+    back), and said once on stderr after `TELL_FAILING_AFTER` seconds of
+    training; before, nothing was said until close (issue 27)."""
+    pytest.importorskip("mlflow")
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": "down"}, "backends": {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": uri}}})
+    said = Said(capfd)
+    step = 0
+
+    def training_says_it() -> bool:
+        nonlocal step
+        logger.write({"x": float(step)}, step=step)
+        step += 1
+        return said.has("has refused every batch")
+
+    wait_for(training_says_it, "a tracker down to be told")
+    for i in range(step, step + 100):
+        logger.write({"x": float(i)}, step=i)
+    assert logger.close(timeout=1) is False
+    lines = rltrack_lines(said.all())
+    (during,) = [line for line in lines if "has refused every batch" in line]
+    assert "mlflow" in during and "not reachable" in during and "retries with backoff" in during
+    assert not any("retrying cannot help" in line for line in lines)  # it may come back: not an error that cannot heal
