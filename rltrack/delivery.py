@@ -137,7 +137,8 @@ class DeliveryWorker:
         self.run_dir = run_dir
         self.writer = writer
         self.journal = journal_path(run_dir, writer)
-        self._on_bad = count_skipped(backend.run.report, backend.name)
+        self._count_bad = count_skipped(backend.run.report, backend.name)
+        self._bad_seen = 0  # journal offset up to which skipped lines are counted: a batch retried is read again
         self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.name, writer).with_suffix(".lock"), LOCK_WAIT if lock_wait is None else lock_wait)
         self.cursor = Cursor(run_dir, backend.name, writer)  # read once locked: a process that held the lock may have moved it
         self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
@@ -193,7 +194,7 @@ class DeliveryWorker:
         # read means everything is delivered; if it gets set after the read,
         # the next step reads once more before ending.
         complete = self.journal_complete
-        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._on_bad)
+        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._skipped)
         if not entries:
             self._confirm()
             if complete:
@@ -206,6 +207,11 @@ class DeliveryWorker:
         self.failing_since = self.fix = None
         self._taken(offset, len(events))
         return True
+
+    def _skipped(self, journal: Path, offset: int, reason: str) -> None:
+        if offset >= self._bad_seen:
+            self._bad_seen = offset + 1
+            self._count_bad(journal, offset, reason)
 
     def caught_up(self) -> bool:
         return self.cursor.offset >= (self.journal.stat().st_size if self.journal.is_file() else 0)

@@ -313,3 +313,20 @@ def test_a_run_whose_journal_cannot_be_read_does_not_stop_the_agent_serving_the_
     counts = json.loads((healthy.run_dir / "report.json").read_text())["counts"]
     assert "files.rebuilt" not in counts  # one agent wrote them from start to end
     assert [line.split(",")[-1] for line in (healthy.run_dir / "progress.csv").read_text().splitlines()[-200:]] == [str(float(i)) for i in range(200)]
+
+
+def test_a_skipped_line_is_counted_once_however_often_its_batch_is_retried(tmp_path):
+    run_dir = create_run_dir(tmp_path, "run")
+    lines = [Event(1.0, {"x": i}, steps={"step": i}).to_json() for i in range(10)]
+    (run_dir / "journal.jsonl").write_text("\n".join(lines[:5] + ["{damaged"] + lines[5:]) + "\n")
+    report = Report()
+    flaky = ListTracker(failures=3)
+    flaky.open(RunContext(run_dir, "run", {}, report))
+    worker = DeliveryWorker(flaky, run_dir)
+    while not worker.done:
+        worker.next_try = 0.0  # no backoff wait in a test
+        worker.step()
+        if worker.caught_up():
+            worker.journal_complete = True
+    assert [e.data["x"] for e in flaky.received] == list(range(10))
+    assert Cursor(run_dir, "listtracker").report.as_dict()["counts"]["listtracker.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}
