@@ -151,6 +151,10 @@ class Agent:
                 except Exception as exc:  # one run's fault (a journal it cannot read) must not end the agent of every run
                     writer.failed("agent", "serve", exc)
                     self._save_state(writer)  # the logger reads the error there, and says it
+                    if writer.ended_at is not None and time.monotonic() - writer.ended_at > RETRY_AFTER_END:
+                        for worker in writer.workers.values():  # given up like a failing tracker: the rest waits for `rltrack sync`
+                            worker.give_up()
+                        self._finish(writer)
             now = time.monotonic()
             if now - self._status_at >= STATUS_EVERY:
                 self._save_status()
@@ -298,6 +302,8 @@ class Agent:
         for name in writer.registration["trackers"]:  # one the agent could not open has all of it pending
             if name not in writer.workers:
                 pending[name] = writer.errors.get(name)
+        if writer.files is not None and not writer.files.closed:  # given up after an error serving the writer
+            pending["files"] = writer.errors.get("agent")
         trackers = [worker.backend.name for worker in writer.workers.values()]
         report, users = self.reports[writer.run_dir]
         try:

@@ -11,6 +11,7 @@ stores in their own test modules.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -284,10 +285,18 @@ def test_a_damaged_line_in_the_middle_of_a_journal_is_skipped_and_counted_by_the
     assert counts["filetracker.unparsable"] == skipped and counts["files.unparsable"] == skipped, counts
 
 
-def test_a_run_whose_journal_cannot_be_read_does_not_stop_the_agent_serving_the_others(tmp_path, capfd):
+def test_a_run_whose_journal_cannot_be_read_does_not_stop_the_agent_serving_the_others(tmp_path, capfd, monkeypatch):
     """An exception serving one run ended the agent (of every run); the next
     logger started another, which died on the same run: the other runs' local
-    files were written anew by each new agent, and nothing was said."""
+    files were written anew by each new agent, and nothing was said. The
+    agent gives the run up `RLTRACK_AGENT_RETRY` after its end, and exits
+    once idle (it served it for ever otherwise)."""
+    from rltrack.agent_files import LOCK, agent_dir
+    from rltrack.locks import hold
+
+    monkeypatch.setenv("RLTRACK_AGENT_DIR", str(tmp_path / "agent"))  # an agent of its own, quick to give up and to exit
+    monkeypatch.setenv("RLTRACK_AGENT_RETRY", "1")
+    monkeypatch.setenv("RLTRACK_AGENT_IDLE", "1")
     broken = make_logger({"run": {"root": str(tmp_path), "name": "broken"}, "backends": {"use": ["local"]}})
     healthy = make_logger({"run": {"root": str(tmp_path), "name": "healthy"}, "backends": {"use": ["local"]}})
     broken.write({"x": 0.0}, step=0)
@@ -313,6 +322,10 @@ def test_a_run_whose_journal_cannot_be_read_does_not_stop_the_agent_serving_the_
     counts = json.loads((healthy.run_dir / "report.json").read_text())["counts"]
     assert "files.rebuilt" not in counts  # one agent wrote them from start to end
     assert [line.split(",")[-1] for line in (healthy.run_dir / "progress.csv").read_text().splitlines()[-200:]] == [str(float(i)) for i in range(200)]
+    lock = agent_dir() / LOCK
+    assert wait_until(lambda: (fd := hold(lock, 0.0)) is not None and os.close(fd) is None, 120), "the agent still serves the broken run"
+    errors = json.loads((broken.run_dir / "report.json").read_text())["counts"]["core.errors"]
+    assert any(reason.startswith("agent.serve: IsADirectoryError") for reason in errors)  # the agent's counts reached report.json when it gave up
 
 
 def test_a_skipped_line_is_counted_once_however_often_its_batch_is_retried(tmp_path):
