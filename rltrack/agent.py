@@ -52,6 +52,7 @@ from rltrack.agent_files import (
     write_private,
 )
 from rltrack.backends import RemoteBackend, RunContext
+from rltrack.backends.remote import error_text
 from rltrack.construct import build_backend
 from rltrack.agent_lanes import Lane, TrackerRun, import_clients
 from rltrack.delivery import DeliveryBusy, DeliveryWorker, merge_into_report_file
@@ -109,7 +110,7 @@ class Writer:
 
     def failed(self, who: str, what: str, exc: Exception) -> None:
         """Counts the error in the run's report; keeps and logs the first of each backend."""
-        reason = f"{who}.{what}: {type(exc).__name__}: {exc}"
+        reason = f"{who}.{what}: {error_text(exc)}"
         self.report.count("errors", reason)
         if who not in self.errors:
             self.errors[who] = reason
@@ -117,7 +118,8 @@ class Writer:
 
     def state(self) -> dict[str, Any]:
         trackers = {
-            name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "done": worker.done}
+            name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "fix": worker.fix, "done": worker.done,
+                   "failing_since": None if worker.failing_since is None else round(time.time() - (time.monotonic() - worker.failing_since))}
             for name, worker in self.workers.items()
         }
         for name in self.waiting:
@@ -156,7 +158,15 @@ class Agent:
             self._contained("scan", self._scan)
             busy = False
             for writer in list(self.writers.values()):
-                busy = self._contained(f"serve {writer.run_dir}", lambda: self._serve(writer)) or busy
+                try:  # an OSError (descriptors, disk) is the machine's: tried again at the next turn
+                    busy = self._contained(f"serve {writer.run_dir}", lambda: self._serve(writer)) or busy
+                except Exception as exc:  # one run's fault (a journal it cannot read) must not end the agent of every run
+                    writer.failed("agent", "serve", exc)
+                    self._save_state(writer)  # the logger reads the error there, and says it
+                    if writer.ended_at is not None and time.monotonic() - writer.ended_at > RETRY_AFTER_END:
+                        for worker in writer.workers.values():  # given up like a failing tracker: the rest waits for `rltrack sync`
+                            worker.give_up()
+                        self._finish(writer)
             now = time.monotonic()
             if now - self._status_at >= STATUS_EVERY:
                 self._contained("status", self._save_status)
@@ -287,8 +297,8 @@ class Agent:
         now = time.monotonic()
         if writer.status is not None and (writer.files is None or writer.files.closed):
             for worker in writer.workers.values():
-                if not worker.done and worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at):
-                    worker.give_up()
+                if not worker.done and (worker.fix is not None or worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at)):
+                    worker.give_up()  # an error that cannot heal is not retried for minutes after the end: `rltrack sync` once fixed
             if writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END:
                 writer.waiting.clear()
             if not writer.waiting and all(worker.done for worker in writer.workers.values()):
@@ -318,6 +328,11 @@ class Agent:
     def _finish(self, writer: Writer) -> None:
         """Adds the counts to report.json, saves the final state, forgets the writer."""
         pending = {name: worker.last_error for name, worker in writer.workers.items() if not worker.caught_up()}
+        for name in writer.registration["trackers"]:  # one the agent could not open has all of it pending
+            if name not in writer.workers:
+                pending[name] = writer.errors.get(name)
+        if writer.files is not None and not writer.files.closed:  # given up after an error serving the writer
+            pending["files"] = writer.errors.get("agent")
         trackers = [worker.backend.name for worker in writer.workers.values()]
         report, users = self.reports[writer.run_dir]
         try:

@@ -134,7 +134,7 @@ def status(as_json: bool) -> int:
         trackers = run.get("trackers") or {"-": {}}
         for name, info in trackers.items():
             rows.append((run["run_dir"], run.get("writer") or "-", run.get("status") or "running", name,
-                         str(info.get("pending_bytes", "-")), info.get("last_error") or ""))
+                         str(info.get("pending_bytes", "-")), (info.get("last_error") or "") + (f" (retrying cannot help: {info['fix']})" if info.get("fix") else "")))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())

@@ -122,7 +122,10 @@ def _deliver(
     bar.end()
     if worker.last_error:
         print(f"{backend.name}: {worker.errors} failed attempts; last error: {worker.last_error}", file=out)
-    if not worker.caught_up():
+    if not worker.caught_up() and worker.fix is not None:
+        print(f"{backend.name}: stopped with {worker.pending_bytes():,} bytes of the journal pending: retrying cannot help; {worker.fix}, "
+              f"then run `rltrack sync {run_dir} --to {backend.name}` again", file=out)  # fmt: skip
+    elif not worker.caught_up():
         print(
             f"{backend.name}: stopped with {worker.pending_bytes():,} bytes of the journal pending"
             + (f" (still failing after {timeout:g} s)" if timeout is not None else "")

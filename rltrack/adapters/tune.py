@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 import threading
 import time
@@ -203,6 +204,8 @@ class TrialLoggers:
         self._closing: list[threading.Thread] = []
         #: Per experiment folder, the runs of trials from before this callback (see `_earlier_run`).
         self._earlier: dict[Path, dict[str, Path]] = {}
+        #: The trials' loggers closed so far: what the agent has not delivered at the experiment's end is said there, once.
+        self._closed: list[Logger] = []
 
     @property
     def loggers(self) -> dict[str, Logger]:
@@ -228,11 +231,16 @@ class TrialLoggers:
         for trial_id in list(self._trials):
             status = getattr(by_id.get(trial_id), "status", None)
             self._close_id(trial_id, {"TERMINATED": "finished", "ERROR": "failed"}.get(str(status), "killed"))
-        timeout = self._config["run"]["close_timeout"]
-        deadline = None if timeout is None else time.monotonic() + float(timeout) + FLUSH_LIMIT
+        journals = time.monotonic() + FLUSH_LIMIT  # the closes only complete the journals: they do not wait for the agent
         for closing in self._closing:
-            closing.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            closing.join(max(0.0, journals - time.monotonic()))
         self._closing = [closing for closing in self._closing if closing.is_alive()]
+        timeout = self._config["run"]["close_timeout"]
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        closed, self._closed = self._closed, []
+        behind = {logger.run_dir: left for logger in closed if (left := logger.still_behind(deadline))}
+        if behind:
+            _say_left_behind(behind, len(closed), timeout)
 
     # -- pickling: Tuner pickles its run config; open loggers stay behind --
 
@@ -241,6 +249,7 @@ class TrialLoggers:
         state["_trials"] = {}
         state["_closing"] = []
         state["_earlier"] = {}
+        state["_closed"] = []
         return state
 
     # -- the work --
@@ -312,10 +321,14 @@ class TrialLoggers:
         its driver thread, which must not wait for a tracker (64 trials ending
         one after the other each waited up to close_timeout: 1.4x Tune's wall
         time). The thread is not a daemon, so the process finishes the
-        journal before it exits."""
+        journal before it exits. It does not wait for the agent, and says
+        nothing of it: the experiment's end waits `close_timeout` for every
+        trial at once and says once what is left (each trial said "not done
+        at close" before, while the agent finished seconds later)."""
         entry = self._trials.pop(trial_id, None)
         if entry is not None:
-            closing = threading.Thread(target=entry.logger.close, kwargs={"status": status}, name=f"rltrack-close-{trial_id}")
+            self._closed.append(entry.logger)
+            closing = threading.Thread(target=entry.logger.close, kwargs={"status": status, "timeout": 0, "quiet": True}, name=f"rltrack-close-{trial_id}")
             closing.start()
             self._closing = [c for c in self._closing if c.is_alive()] + [closing]
 
@@ -333,6 +346,22 @@ class TrialLoggers:
                 if entry.errors > 1:
                     return
             print(f"rltrack: {reason} (trial {trial}; Tune continues)\n{traceback.format_exc()}", file=sys.stderr)
+
+
+def _say_left_behind(behind: Mapping[Path, Mapping[str, str | None]], trials: int, timeout: float | None) -> None:
+    """The one stderr line of a sweep whose agent had not delivered every trial when its wait ended."""
+    trackers = sorted({name for left in behind.values() for name in left if name != "files"})
+    errors = sorted({f"{name}: {error}" for left in behind.values() for name, error in left.items() if error})
+    parent = Path(os.path.commonpath([str(run_dir) for run_dir in behind]))
+    sync = " ".join(f"--to {name}" for name in trackers)
+    print(
+        f"rltrack: {len(behind)} of {trials} trials' runs not delivered when the experiment ended"
+        + (f" and {timeout:g} s after" if timeout else "")
+        + (f" ({'; '.join(errors[:3])})" if errors else "")
+        + "; `rltrack status` shows what the agent still delivers, report.json of each run what is pending"
+        + (f"; to finish now: for run in {parent}/*/; do rltrack sync \"$run\" {sync}; done" if trackers else ""),
+        file=sys.stderr,
+    )
 
 
 def _run_name(trial: Any) -> str:

@@ -45,20 +45,49 @@ from __future__ import annotations
 
 import json
 import threading
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.mlflow_batch import MAX_TAG_VALUE, MlflowBatch, mlflow_key
 from rltrack.backends.mlflow_sqlite import SqliteMetricWriter, sqlite_path, store_file
-from rltrack.backends.remote import RemoteBackend
+from rltrack.backends.remote import RemoteBackend, raised
 from rltrack.delivery import CURSOR_DIR, Cursor
 from rltrack.events import Event
 from rltrack.optional import ensure_installed, require
 
 STATUSES = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
 PURPOSE = "The MLflow backend"
+
+
+#: The tracking URI schemes MLflow serves without a plugin; a database's may
+#: name a driver too (`postgresql+psycopg2`). No scheme is a local path.
+URI_SCHEMES = ("file", "databricks", "databricks-uc", "uc", "http", "https", "postgresql", "mysql", "sqlite", "mssql")
+_DATABASES = ("postgresql", "mysql", "sqlite", "mssql")
+
+
+def check_uri(uri: str) -> None:
+    """A `tracking_uri` MLflow can open, checked without MLflow and without
+    the network: a known scheme (or one a plugin registers), a database URI
+    in SQLAlchemy's `scheme://` form, a server's host. What only the server
+    can tell (down, credentials refused) is found by the first delivery."""
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower().split("+")[0]
+    example = "e.g. 'http://127.0.0.1:5000', 'sqlite:////abs/path/mlflow.db', 'postgresql://user@host/db', or leave it out (sqlite:///<root>/mlflow.db)"
+    if scheme and scheme not in URI_SCHEMES and scheme not in _plugin_schemes():
+        raise ValueError(f"tracking_uri = {uri!r} is not a URI MLflow can open (unknown scheme {parts.scheme!r}); {example}")
+    if scheme in _DATABASES and not uri.partition(":")[2].startswith("//"):
+        raise ValueError(f"tracking_uri = {uri!r} is not a database URI (a database URI starts with '{parts.scheme}://'); {example}")
+    if scheme in ("http", "https") and not parts.hostname:
+        raise ValueError(f"tracking_uri = {uri!r} names no server; {example}")
+
+
+def _plugin_schemes() -> set[str]:
+    """The tracking store schemes installed plugins register with MLflow."""
+    return {entry.name for entry in metadata.entry_points(group="mlflow.tracking_store")}
 
 
 class MlflowBackend(RemoteBackend):
@@ -78,6 +107,8 @@ class MlflowBackend(RemoteBackend):
     ) -> None:
         if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri):
             raise ValueError(f"tracking_uri = {tracking_uri!r} must be a URI such as 'http://127.0.0.1:5000' or 'sqlite:///mlflow.db'")
+        if tracking_uri is not None:
+            check_uri(tracking_uri)
         if experiment is not None and (not isinstance(experiment, str) or not experiment):
             raise ValueError(f"experiment = {experiment!r} must be a non-empty experiment name (or left out: the run's task)")
         if run_name is not None and (not isinstance(run_name, str) or not run_name):
@@ -98,6 +129,13 @@ class MlflowBackend(RemoteBackend):
 
     def _store_uri(self, run: RunContext) -> str:
         return self._tracking_uri or f"sqlite:///{run.stores / 'mlflow.db'}"
+
+    def cannot_heal(self, exc: Exception) -> str | None:
+        if raised(exc, "UnsupportedModelRegistryStoreURIException", "ArgumentError"):
+            return f"fix tracking_uri ({self.tracking_uri!r})"
+        if getattr(exc, "error_code", None) in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+            return "set the credentials the server takes (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN)"
+        return super().cannot_heal(exc)
 
     def open(self, run: RunContext) -> None:
         super().open(run)

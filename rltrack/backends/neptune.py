@@ -61,12 +61,19 @@ from typing import Any, Sequence
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.neptune_queue import operations
-from rltrack.backends.remote import RemoteBackend, check_names, check_tags
+from rltrack.backends.remote import RemoteBackend, check_names, check_tags, raised
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import ensure_installed, require
 
 MODES = ("offline", "debug", "async", "sync")
+#: The modes that talk to a server, which needs a token and a project.
+ONLINE_MODES = ("async", "sync")
+#: The client's errors that retrying cannot heal: credentials, the project.
+CANNOT_HEAL = (
+    "NeptuneMissingApiTokenException", "NeptuneInvalidApiTokenException", "ProjectNotFound",
+    "NeptuneMissingProjectNameException", "InactiveProjectException", "CannotSynchronizeOfflineRunsWithoutProject",
+)  # fmt: skip
 #: `init_run` reads where to put its files from this variable; it is process-wide.
 _DATA_DIR_VAR = "NEPTUNE_DATA_DIRECTORY"
 _DATA_DIR_LOCK = threading.Lock()
@@ -95,6 +102,10 @@ class NeptuneBackend(RemoteBackend):
         check_names(project=project, name=name, dir=dir)
         check_tags(tags)
         ensure_installed("neptune", "neptune", "The neptune backend")
+        if mode in ONLINE_MODES and not os.environ.get("NEPTUNE_API_TOKEN"):
+            raise ValueError(f'mode = "{mode}" needs NEPTUNE_API_TOKEN in the environment of the training process (a token in the config is refused), or use mode = "offline"')
+        if mode in ONLINE_MODES and not (project or os.environ.get("NEPTUNE_PROJECT")):
+            raise ValueError(f'mode = "{mode}" needs a project: set project = "workspace/project" (or NEPTUNE_PROJECT)')
         self.project = project
         self.mode = mode
         self.run_name = name
@@ -110,6 +121,11 @@ class NeptuneBackend(RemoteBackend):
     def target(self, run: RunContext) -> str:
         where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"
         return f"{self.mode} {self.project or ''} in {where}"
+
+    def cannot_heal(self, exc: Exception) -> str | None:
+        if raised(exc, *CANNOT_HEAL):
+            return "set NEPTUNE_API_TOKEN (from the environment only: a token in the config is refused) and the project where the agent runs"
+        return super().cannot_heal(exc)
 
     def open(self, run: RunContext) -> None:
         super().open(run)

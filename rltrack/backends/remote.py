@@ -20,6 +20,7 @@ any longer.
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from rltrack.backends.base import RunContext
@@ -36,6 +37,28 @@ def check_names(**values: str | None) -> None:
 def check_tags(tags: Sequence[str]) -> None:
     if isinstance(tags, str) or not all(isinstance(t, str) for t in tags):
         raise ValueError(f'tags = {tags!r} must be a list of strings, e.g. tags = ["ppo", "cartpole"]')
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_RULE = re.compile(r"^[-=_* ]*([A-Za-z]+(Exception|Error))?[-=_* ]*$")  # a help page's banner: ----NeptuneXException----
+
+
+def error_text(exc: BaseException) -> str:
+    """`Type: message` in one line: the first line of the message that says
+    something, without terminal colours, at most 300 characters. A tracker's
+    own help page (Neptune prints a page of advice, colours and all, some of
+    which rltrack refuses, such as a token in code) is not pasted into rltrack's messages."""
+    for line in _ANSI.sub("", str(exc)).splitlines():
+        line = line.strip()
+        if line and not _RULE.match(line):
+            return f"{type(exc).__name__}: {line[:300]}"
+    return type(exc).__name__
+
+
+def raised(exc: BaseException, *names: str) -> bool:
+    """Whether `exc` is an instance of a class named one of `names` (a
+    tracker's exception classes, without importing its package)."""
+    return any(cls.__name__ in names for cls in type(exc).__mro__)
 
 
 class RemoteBackend:
@@ -81,6 +104,16 @@ class RemoteBackend:
 
     def store_now(self) -> None:
         """Stores what the tracker took without waiting any longer (the end of a journal)."""
+
+    def cannot_heal(self, exc: Exception) -> str | None:
+        """What to do about `exc` when retrying cannot help (credentials
+        refused, an unknown project, a store the URI cannot name); None for
+        an error that may pass (a server down, a timeout): that one is
+        retried with backoff. The delivery retries the other kind only after
+        minutes, and says so where the user looks, once."""
+        if isinstance(exc, ImportError):
+            return f"install what is missing ({exc.name or exc}) in the environment the agent runs in"
+        return None
 
     def continue_from(self, position: int | None) -> None:
         """Delivery (re)starts at a cursor saved at `position`: whatever the

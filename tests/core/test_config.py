@@ -497,3 +497,47 @@ def test_task_and_backup_code_reach_the_run_directory(tmp_path, monkeypatch):
 def test_bad_task_or_backup_code_names_the_key(tmp_path, run, bad):
     with pytest.raises(ConfigError, match=bad.replace(".", r"\.")):
         load_config({"run": {"root": str(tmp_path), **run}})
+
+
+@pytest.mark.parametrize(
+    "backend, settings, parts",
+    [
+        ("mlflow", {"tracking_uri": "localhost:5000"}, ["tracking_uri = 'localhost:5000'", "unknown scheme 'localhost'", "http://127.0.0.1:5000"]),
+        ("mlflow", {"tracking_uri": "htp://127.0.0.1:5000"}, ["unknown scheme 'htp'"]),
+        ("mlflow", {"tracking_uri": "sqlite:/runs/mlflow.db"}, ["is not a database URI", "'sqlite://'"]),
+        ("mlflow", {"tracking_uri": "http:///path"}, ["names no server"]),
+        ("wandb", {"mode": "online"}, ['mode = "online" needs a W&B API key', "WANDB_API_KEY", "wandb login"]),
+        ("neptune", {"mode": "async", "project": "w/p"}, ['mode = "async" needs NEPTUNE_API_TOKEN']),
+        ("neptune", {"mode": "sync"}, ["NEPTUNE_API_TOKEN"]),
+    ],
+)
+def test_tracker_settings_that_cannot_work_are_refused_at_make_logger(root, tmp_path, monkeypatch, backend, settings, parts):
+    """Found by a local look (no network), before training starts: before,
+    nothing was said until close, and the agent retried for 5 minutes (issue 27)."""
+    pytest.importorskip(backend)
+    for name in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "NEPTUNE_API_TOKEN", "NEPTUNE_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no wandb settings file
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.delenv("NETRC", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        make_logger({"run": {"root": root}, "backends": {"use": [backend], backend: settings}})
+    assert_says(str(caught.value), f"backends.{backend}", *parts)
+    assert not (tmp_path / "runs").exists()  # nothing was created before the error
+
+
+def test_a_wandb_key_in_netrc_or_the_environment_is_enough(root, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from rltrack.backends.wandb import WandbBackend
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    (tmp_path / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "k" * 40 + "\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    WandbBackend(mode="online")
+    (tmp_path / ".netrc").unlink()
+    with pytest.raises(ValueError, match="needs a W&B API key"):
+        WandbBackend(mode="online")
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    WandbBackend(mode="online")
