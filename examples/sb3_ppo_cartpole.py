@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> Path:
         make_vec_env("CartPole-v1", n_envs=1, seed=args.seed + 100),
         eval_freq=max(1_000 // n_envs, 1),  # SB3 counts calls; each call steps all envs
         n_eval_episodes=5,
-        callback_on_new_best=RLTrackCallback(logger),  # -> ckpt/ckpt_best.pth.tar
+        callback_on_new_best=RLTrackCallback(logger),  # -> ckpt/ckpt_best.pth.tar (torch.load) and ckpt_best.zip (PPO.load)
         verbose=0,
     )
     periodic = RLTrackCallback(logger, save_freq=max(2_000 // n_envs, 1))  # hyperparameters, ckpt/iteration_<N>.pth.tar
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> Path:
     run_dir = logger.run_dir
     used = logger.config["backends"]["use"]
     print(f"\nrun directory: {run_dir}")
-    print(f"best model:    {run_dir / 'ckpt' / 'ckpt_best.pth.tar'} (PPO.load reads it)")
+    print(f"best model:    {run_dir / 'ckpt' / 'ckpt_best.zip'} (PPO.load reads it; ckpt_best.pth.tar: torch.load, as DI-engine's)")
     print(f"TensorBoard:   tensorboard --logdir {run_dir / 'log' / 'serial'}")
     if "mlflow" in used:
         print(f"MLflow:        mlflow ui --backend-store-uri sqlite:///{Path(args.root).resolve() / 'mlflow.db'}")

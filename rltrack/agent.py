@@ -22,8 +22,9 @@ register the run in the agent directory (rltrack.agent_files). The agent:
   the registration;
 * exits once it has served nothing for `IDLE_EXIT` seconds.
 
-Killed at any moment, the next logger (or `rltrack sync`) starts another,
-which finds the registrations and continues from the cursors.
+Killed at any moment, or dead of an exception, its keeper (rltrack.agent_keeper)
+or else the next logger starts another, which finds the registrations and
+continues from the cursors.
 `rltrack agent` runs it in the foreground.
 """
 
@@ -35,8 +36,9 @@ import resource
 import socket
 import sys
 import time
+import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rltrack.agent_files import (
     LOCK,
@@ -50,6 +52,7 @@ from rltrack.agent_files import (
     write_private,
 )
 from rltrack.backends import RemoteBackend, RunContext
+from rltrack.backends.remote import error_text
 from rltrack.construct import build_backend
 from rltrack.agent_lanes import Lane, TrackerRun, import_clients
 from rltrack.delivery import DeliveryBusy, DeliveryWorker, merge_into_report_file
@@ -75,6 +78,12 @@ STATUS_EVERY = 1.0
 #: disk), so a busy machine gives the CPU to training first. wandb-core,
 #: started by the W&B client in the agent, inherits it.
 NICENESS = 19
+#: Descriptors a served writer may hold at once (local files: text logs, csv,
+#: event file; a cursor lock per tracker): 3.4 a run measured with local + MLflow.
+FILES_PER_WRITER = 4
+#: Descriptors kept for everything else (tracker clients, their stores and
+#: sockets, registrations, states, journal reads): a quarter of the limit, at most this.
+FILES_RESERVED = 256
 
 
 class Writer:
@@ -101,7 +110,7 @@ class Writer:
 
     def failed(self, who: str, what: str, exc: Exception) -> None:
         """Counts the error in the run's report; keeps and logs the first of each backend."""
-        reason = f"{who}.{what}: {type(exc).__name__}: {exc}"
+        reason = f"{who}.{what}: {error_text(exc)}"
         self.report.count("errors", reason)
         if who not in self.errors:
             self.errors[who] = reason
@@ -109,7 +118,8 @@ class Writer:
 
     def state(self) -> dict[str, Any]:
         trackers = {
-            name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "done": worker.done}
+            name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "fix": worker.fix, "done": worker.done,
+                   "failing_since": None if worker.failing_since is None else round(time.time() - (time.monotonic() - worker.failing_since))}
             for name, worker in self.workers.items()
         }
         for name in self.waiting:
@@ -126,10 +136,14 @@ class Writer:
 
 
 class Agent:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, budget: int) -> None:
         self.dir = directory
         self.started = time.time()
         self.writers: dict[str, Writer] = {}
+        #: Writers served at once: those beyond wait for one to end (their journals keep everything meanwhile).
+        self.budget = budget
+        self.queued = 0  # registrations waiting for a writer's place at the last scan
+        self._trouble: set[str] = set()  # the errors of the agent's own work already printed
         self.reports: dict[Path, tuple[Report, int]] = {}  # per run: its report, and how many writers use it
         self.tracker_runs: dict[tuple[Path, str, str], TrackerRun] = {}
         self.lanes: dict[tuple[str, str], Lane] = {}
@@ -141,13 +155,21 @@ class Agent:
     def run(self) -> None:
         idle_since = time.monotonic()
         while True:
-            self._scan()
+            self._contained("scan", self._scan)
             busy = False
             for writer in list(self.writers.values()):
-                busy = self._serve(writer) or busy
+                try:  # an OSError (descriptors, disk) is the machine's: tried again at the next turn
+                    busy = self._contained(f"serve {writer.run_dir}", lambda: self._serve(writer)) or busy
+                except Exception as exc:  # one run's fault (a journal it cannot read) must not end the agent of every run
+                    writer.failed("agent", "serve", exc)
+                    self._save_state(writer)  # the logger reads the error there, and says it
+                    if writer.ended_at is not None and time.monotonic() - writer.ended_at > RETRY_AFTER_END:
+                        for worker in writer.workers.values():  # given up like a failing tracker: the rest waits for `rltrack sync`
+                            worker.give_up()
+                        self._finish(writer)
             now = time.monotonic()
             if now - self._status_at >= STATUS_EVERY:
-                self._save_status()
+                self._contained("status", self._save_status)
                 self._status_at = now
             if self.writers or registrations(self.dir):
                 idle_since = now
@@ -156,6 +178,18 @@ class Agent:
                 return
             if not busy:
                 time.sleep(SCAN_EVERY)
+
+    def _contained(self, what: str, call: Callable[[], Any]) -> Any:
+        """`call()`; an OSError (out of descriptors, a full disk) is printed once
+        per kind and the work is tried again at the next turn, not the agent's end."""
+        try:
+            return call()
+        except OSError as exc:
+            kind = f"{what.split()[0]}: {type(exc).__name__} {exc.errno}"
+            if kind not in self._trouble:
+                self._trouble.add(kind)
+                print(f"rltrack agent: {what}: {type(exc).__name__}: {exc} (tried again; further ones not printed)", file=sys.stderr, flush=True)
+            return False
 
     # ---- registrations ----------------------------------------------------------
 
@@ -167,8 +201,12 @@ class Agent:
         check_alive = now - self._alive_checked_at >= ALIVE_EVERY
         if check_alive:
             self._alive_checked_at = now
+        queued = 0
         for key, path in registrations(self.dir).items():
             writer = self.writers.get(key)
+            if writer is None and len(self.writers) >= self.budget:
+                queued += 1
+                continue
             try:
                 info = path.stat()
             except OSError:  # removed meanwhile
@@ -191,6 +229,7 @@ class Agent:
                 self._crashed(writer)
             for name in list(writer.waiting):
                 self._add_tracker(writer, name)
+        self.queued = queued
 
     def _pick_up(self, key: str, registration: dict[str, Any]) -> Writer | None:
         run_dir = Path(registration["run_dir"])
@@ -201,7 +240,6 @@ class Agent:
             if entry not in sys.path:
                 sys.path.append(entry)
         report, users = self.reports.get(run_dir, (Report(), 0))
-        self.reports[run_dir] = (report, users + 1)
         writer = Writer(key, registration, report)
         context = RunContext(run_dir, registration["name"], registration["config"], report, writer.writer)
         sinks = []
@@ -214,6 +252,7 @@ class Agent:
             writer.files = FilesDelivery(context, sinks, writer.failed)
             if writer.files.rebuilt:
                 report.count("rebuilt", "the agent writing the local files was killed: they were written anew from the journal", section="files")
+        self.reports[run_dir] = (report, users + 1)  # once nothing above can fail (out of descriptors: picked up at a later scan)
         self.writers[key] = writer
         return writer
 
@@ -258,8 +297,8 @@ class Agent:
         now = time.monotonic()
         if writer.status is not None and (writer.files is None or writer.files.closed):
             for worker in writer.workers.values():
-                if not worker.done and worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at):
-                    worker.give_up()
+                if not worker.done and (worker.fix is not None or worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at)):
+                    worker.give_up()  # an error that cannot heal is not retried for minutes after the end: `rltrack sync` once fixed
             if writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END:
                 writer.waiting.clear()
             if not writer.waiting and all(worker.done for worker in writer.workers.values()):
@@ -289,6 +328,11 @@ class Agent:
     def _finish(self, writer: Writer) -> None:
         """Adds the counts to report.json, saves the final state, forgets the writer."""
         pending = {name: worker.last_error for name, worker in writer.workers.items() if not worker.caught_up()}
+        for name in writer.registration["trackers"]:  # one the agent could not open has all of it pending
+            if name not in writer.workers:
+                pending[name] = writer.errors.get(name)
+        if writer.files is not None and not writer.files.closed:  # given up after an error serving the writer
+            pending["files"] = writer.errors.get("agent")
         trackers = [worker.backend.name for worker in writer.workers.values()]
         report, users = self.reports[writer.run_dir]
         try:
@@ -319,6 +363,8 @@ class Agent:
             "started": self.started,
             "saved": time.time(),
             "runs": [{"key": key, **writer.state()} for key, writer in self.writers.items()],
+            "queued": self.queued,
+            "budget": self.budget,
         }
         write_private(self.dir / STATUS, status)
 
@@ -327,8 +373,9 @@ class Agent:
 def _lower_priority() -> None:
     """The lowest niceness and Linux's SCHED_BATCH (waking up never preempts
     training). The agent stays in the session of the process that started it
-    (a process group of its own, so a Ctrl-C meant for training does not reach
-    it): where the kernel shares the CPU between sessions first (autogroups),
+    (out of its process tree and in a process group of its own, so neither a
+    reaper of that tree nor a Ctrl-C meant for training reaches it; see
+    rltrack.agent_keeper): where the kernel shares the CPU between sessions first (autogroups),
     an agent in a session of its own took an equal share against the whole of
     training however niced, and a Tune driver's loop is the sweep's critical
     path. 64 Tune trials on 2 cores: 1.28x Tune's wall time with the agent in
@@ -341,15 +388,20 @@ def _lower_priority() -> None:
             pass
 
 
-def _more_files() -> None:
-    """Each run served holds a few files open (journal reads, text logs, csv,
-    event file, cursor locks): the soft limit is raised to the hard one."""
+def _writer_budget() -> int:
+    """How many writers the agent serves at once: the soft descriptor limit is
+    raised to the hard one, a reserve is kept for the tracker clients, and
+    each writer is given `FILES_PER_WRITER` of the rest."""
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != hard:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
     except (ValueError, OSError):
         pass
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(1, (soft - min(FILES_RESERVED, soft // 4)) // FILES_PER_WRITER)
 
 
 def main(foreground: bool = False, directory: Path | None = None) -> int:
@@ -364,10 +416,15 @@ def main(foreground: bool = False, directory: Path | None = None) -> int:
         return 0
     if not foreground:
         _lower_priority()
-    _more_files()
+    budget = _writer_budget()
     write_private(directory / "agent.json", {"pid": os.getpid(), "started": time.time()})
     print(f"rltrack agent {os.getpid()}: serving {directory}", file=sys.stderr, flush=True)
-    Agent(directory).run()
+    try:
+        Agent(directory, budget).run()
+    except Exception as exc:  # its keeper starts another, which continues from the cursors
+        traceback.print_exc()
+        print(f"rltrack agent {os.getpid()}: died: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        os._exit(1)
     print(f"rltrack agent {os.getpid()}: idle for {IDLE_EXIT:.0f} s, exiting", file=sys.stderr, flush=True)
     sys.stderr.flush()
     os._exit(0)  # a tracker client's thread stuck in a call must not hold the exit

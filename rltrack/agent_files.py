@@ -10,6 +10,8 @@ environment of the process that started it, so processes that differ there
 get agents of their own. It holds:
 
     agent.lock             held (flock) by the live agent; free means none runs
+    death.json             the last death of an agent with work left (rltrack.agent_keeper), until a logger tells it
+    death.told.json        ... and once told
     spawn.lock             held by a process starting an agent, until it runs
     agent.json             the live agent's pid and start time
     agent.log              what agents printed (errors, warnings of tracker clients)
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
 import subprocess
 import sys
 import time
@@ -49,6 +52,7 @@ SPAWN_LOCK = "spawn.lock"
 SPAWN_WAIT = 15.0
 LOG = "agent.log"
 STATUS = "status.json"
+DEATH, DEATH_TOLD = "death.json", "death.told.json"
 
 
 #: Prefixes of the environment variables tracker clients (and the stores they
@@ -56,16 +60,46 @@ STATUS = "status.json"
 TRACKER_ENVIRONMENT = ("MLFLOW_", "WANDB_", "NEPTUNE_", "TRACKIO_", "HF_", "AWS_", "GOOGLE_", "AZURE_")
 
 
+class ForeignAgentDir(PermissionError):
+    """The agent directory belongs to another user."""
+
+
 def agent_dir() -> Path:
-    """This process's agent directory (created, 0700): see the module docstring."""
+    """This process's agent directory (created, 0700): see the module docstring.
+    One that another user owns is refused (`ForeignAgentDir`): its owner could
+    read the trackers' settings in the registrations, and plant registrations
+    whose backends (`module:Class`, with their `sys.path`) this user's agent would run."""
     base = Path(os.environ.get(AGENT_DIR_ENV) or Path.home() / ".cache" / "rltrack" / "agent").expanduser()
     tracker_environment = sorted((k, v) for k, v in os.environ.items() if k.startswith(TRACKER_ENVIRONMENT))
     identity = json.dumps([os.path.realpath(sys.prefix), tracker_environment])
     directory = base / hashlib.sha1(identity.encode()).hexdigest()[:12]
+    for path in (base, directory, directory / RUNS):
+        _refuse_foreign(path)
     (directory / RUNS).mkdir(parents=True, exist_ok=True, mode=0o700)
     for path in (base, directory, directory / RUNS):
+        _refuse_foreign(path)  # made meanwhile by another user
         os.chmod(path, 0o700)
     return directory
+
+
+def _refuse_foreign(path: Path) -> None:
+    try:
+        owner = path.stat().st_uid
+    except FileNotFoundError:
+        return
+    if owner != os.getuid():
+        raise ForeignAgentDir(
+            f"rltrack: the agent directory {path} belongs to {_user(owner)}, not to you ({_user(os.getuid())}); an agent directory "
+            f"holds the trackers' settings and says what the agent runs, so it is never shared between users: set {AGENT_DIR_ENV} "
+            f"to a directory of your own (default ~/.cache/rltrack/agent)"
+        )
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
 
 
 def registration_key(run_dir: Path, writer: str | None) -> str:
@@ -162,15 +196,42 @@ def ensure_running(directory: Path) -> bool:
         if agent_running(directory):
             return False
         source_root = str(Path(__file__).resolve().parents[1])  # the agent imports this rltrack, installed or not
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [source_root, os.environ.get("PYTHONPATH")]))}
+        python_path = [os.path.abspath(entry) for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([source_root, *python_path])}
         with open(directory / LOG, "ab") as log:
             child = subprocess.Popen(
-                [sys.executable, "-m", "rltrack.agent", str(directory)], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
-                process_group=0, close_fds=True,  # its own process group, the starter's session (see agent._lower_priority)
+                [sys.executable, "-m", "rltrack.agent_keeper", str(directory)], stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                process_group=0, close_fds=True, cwd="/",  # leaves the starter's process tree, not its session: see rltrack.agent_keeper
             )  # fmt: skip
-        deadline = time.monotonic() + SPAWN_WAIT
-        while not agent_running(directory) and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        try:
+            child.wait(SPAWN_WAIT + 5)  # it returns once the agent holds its lock
+        except subprocess.TimeoutExpired:
+            pass
         return True
     finally:
         os.close(fd)
+
+
+def death_untold(directory: Path) -> dict[str, Any] | None:
+    """The last death of the agent (see rltrack.agent_keeper) if no logger has
+    told it yet; this call claims it (one process among many gets it)."""
+    try:
+        os.rename(directory / DEATH, directory / DEATH_TOLD)
+    except OSError:
+        return None
+    return read_json(directory / DEATH_TOLD)
+
+
+def last_death(directory: Path) -> dict[str, Any] | None:
+    """The last death of the agent, told or not, for `rltrack status`."""
+    deaths = [death for death in (read_json(directory / name) for name in (DEATH, DEATH_TOLD)) if death]
+    return max(deaths, key=lambda death: death.get("at", 0), default=None)
+
+
+def describe_death(death: dict[str, Any]) -> str:
+    """One line: when and how the agent died, what it said, and what followed."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(death.get("at", 0)))
+    said = f" ({death['error']})" if death.get("error") else ""
+    then = (f"another was started {death['restart_in']:.0f} s later" if death.get("restart_in") is not None
+            else "none was started again until a logger needed one")  # fmt: skip
+    return f"the delivery agent {death.get('pid')} died at {when}, {death.get('how')}{said}, with {death.get('registrations')} run writer(s) to serve; {then}"

@@ -7,6 +7,7 @@ rltrack.agent for the agent.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -16,6 +17,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from rltrack.agent_files import (
     agent_dir,
+    death_untold,
+    describe_death,
     ensure_running,
     process_start,
     read_state,
@@ -34,6 +37,9 @@ POLL, POLL_MAX = 0.02, 0.2
 #: all the loggers of a process together: a Tune driver holds one per trial,
 #: and each check takes a lock file.
 CHECK_EVERY = 1.0
+#: Seconds a tracker fails every batch (a server down) before the training
+#: process says so, once: an outage of a few seconds is the agent's business.
+TELL_FAILING_AFTER = 10.0
 _checked_at: dict[Path, float] = {}  # agent directory -> when this process last checked it
 
 
@@ -62,7 +68,13 @@ class AgentLink:
             "status": None,
         }
         write_private(registration_path(self.dir, self.key), self._registration)
+        self._told: set[str] = set()  # the errors (and trackers' errors that cannot heal) said on stderr already
+        #: Whether the agent ended this writer (delivered, or gave up) by the last `left_behind`.
+        self.gave_up = False
         self._check()
+        death = death_untold(self.dir)
+        if death is not None:
+            print(f"rltrack: {describe_death(death)} (`rltrack status`, {self.dir / 'agent.log'})", file=sys.stderr)
 
     def ensure_running(self) -> None:
         """Checks that an agent runs, unless a logger of this process did less than `CHECK_EVERY` ago."""
@@ -79,28 +91,78 @@ class AgentLink:
         target = journal.stat().st_size if journal.is_file() else 0
         return self._wait(lambda state: bool(state.get("done") or (state.get("files_offset") or 0) >= target), deadline)[1]
 
-    def finish(self, status: str, deadline: float | None, journal: Path) -> bool:
+    def finish(self, status: str, deadline: float | None, journal: Path) -> dict[str, str | None]:
         """Tells the agent the run ended with `status` (the journal is
         complete) and waits for it to deliver everything until `deadline`
-        (None: as long as it takes). If it has not by then, one line on stderr
-        says what is behind, and report.json counts it as pending."""
+        (None: as long as it takes). Returns what is left behind then (see
+        `left_behind`), empty when everything was delivered."""
         write_private(registration_path(self.dir, self.key), {**self._registration, "status": status})
+        return self.left_behind(deadline, journal)
+
+    def left_behind(self, deadline: float | None, journal: Path) -> dict[str, str | None]:
+        """Waits until the agent is done with this writer or `deadline`
+        passed, then says what it left behind: {"files" or tracker name: its
+        last error or None}; empty when everything was delivered. What it
+        left is counted as pending in report.json."""
         state, done = self._wait(lambda state: bool(state.get("done")), deadline)
-        for error in (state or {}).get("errors", []):
-            print(f"rltrack: {error} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
+        self._tell_agent_errors(state)
         behind = state.get("pending", {}) if done and state else self._behind(state, journal)
+        if not done and not behind:  # the agent has not ended the writer yet: its local files are not complete
+            behind = {"files": None} if self._registration["files"] else dict.fromkeys(self.trackers)
+        self.gave_up = done
         if done:
-            os.unlink(self.dir / "runs" / f"{self.key}.state.json")
+            with contextlib.suppress(FileNotFoundError):  # a second look after close
+                os.unlink(self.dir / "runs" / f"{self.key}.state.json")
         if behind:
             merge_into_report_file(self.run_dir, {}, [backend_class(name).name for name in behind if name != "files"])
-            errors = "; ".join(f"{name}: {error}" for name, error in behind.items() if error)
-            trackers = [name for name in behind if name != "files"]
-            print(
-                f"rltrack: {', '.join(behind)} not done at close{' (' + errors + ')' if errors else ''}; the agent goes on "
-                f"delivering (`rltrack status`)" + (f"; to finish now: rltrack sync {self.run_dir} --to {' --to '.join(trackers)}" if trackers else ""),
-                file=sys.stderr,
-            )
-        return done and not behind
+        return behind
+
+    def say_left_behind(self, behind: Mapping[str, str | None]) -> None:
+        """One line on stderr: what the agent had not delivered when the wait
+        ended, and how to finish it (errors already told are not repeated)."""
+        errors = "; ".join(f"{name}: {error}" for name, error in behind.items() if error and name not in self._told and error not in self._told)
+        trackers = [name for name in behind if name != "files"]
+        print(
+            f"rltrack: {self.run_dir}: {', '.join(behind)} "
+            + ("not delivered" if self.gave_up else "not done at close")
+            + (f" ({errors})" if errors else "")
+            + ("" if self.gave_up else "; the agent goes on delivering (`rltrack status`)")
+            + (("; fix what the error says, then" if self.gave_up else "; to finish now") + f": rltrack sync {self.run_dir} --to {' --to '.join(trackers)}" if trackers else ""),
+            file=sys.stderr,
+        )
+
+    def _tell_agent_errors(self, state: dict[str, Any] | None) -> None:
+        """The first error of each of the agent's parts for this writer (a
+        backend it could not open, a local file it could not write), each once."""
+        for error in (state or {}).get("errors", []):
+            if error not in self._told:
+                self._told.add(error)
+                print(f"rltrack: {error} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
+
+    def tell_errors(self) -> None:
+        """Says on stderr while training runs, once each, the agent's errors
+        for this writer, a tracker's error that retrying cannot heal
+        (credentials, an unknown project, a bad URI), which the agent tries
+        again only after minutes, and a tracker that has failed every batch
+        for `TELL_FAILING_AFTER` seconds (a server down: retried with backoff)."""
+        state = read_state(self.dir, self.key)
+        self._tell_agent_errors(state)
+        for name, info in ((state or {}).get("trackers") or {}).items():
+            if info.get("fix") and name not in self._told:
+                self._told.add(name)
+                print(
+                    f"rltrack: {name} refuses {self.run_dir}: {info.get('last_error')}; retrying cannot help: {info['fix']}. "
+                    f"The journal keeps every value; once fixed: rltrack sync {self.run_dir} --to {name}",
+                    file=sys.stderr,
+                )
+            since = info.get("failing_since")
+            if since is not None and not info.get("fix") and time.time() - since >= TELL_FAILING_AFTER and f"{name} failing" not in self._told:
+                self._told.add(f"{name} failing")
+                print(
+                    f"rltrack: {name} has refused every batch of {self.run_dir} for {time.time() - since:.0f} s ({info.get('last_error')}); "
+                    "the agent retries with backoff and the journal keeps every value (`rltrack status`)",
+                    file=sys.stderr,
+                )
 
     def _wait(self, reached: Callable[[dict[str, Any]], bool], deadline: float | None) -> tuple[dict[str, Any] | None, bool]:
         """Looks at the writer's state (after `POLL` seconds, then less and

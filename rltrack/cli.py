@@ -1,12 +1,12 @@
 """The `rltrack` command: run directories from a shell.
 
     rltrack show RUN_DIR                                  status and last values
-    rltrack status [--json]                               the agent: pid, uptime, each run it serves and its backlog
+    rltrack status [--json]                               the agent: pid, uptime, each run it serves and its backlog, its last death
     rltrack agent                                         run the agent in the foreground (containers, debugging)
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
-    rltrack report RUN -o report.html                     one run as a self-contained HTML page
+    rltrack report RUN... [--task T] [--where Q] -o p.html  one run as a page, or several compared on one
 
 This module only parses arguments; the work is done in `rltrack.sync` and
 `rltrack.importers`.
@@ -19,64 +19,122 @@ import importlib
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from rltrack.backends.tables import format_table
 from rltrack.config import ConfigError
-from rltrack.events import NUMERIC_KINDS
-from rltrack.journal import read_journal
+from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.journal import journal_files, parse_line
 from rltrack.report import Report
 from rltrack.sync import DEFAULT_TIMEOUT, SyncError
 from rltrack.sync import sync as sync_run
 from rltrack.version import __version__
 
 
+#: `show` reads a journal line at most this long; a longer one (a damaged file) is skipped, never held whole.
+MAX_SHOWN_LINE = 16 * 1024 * 1024
+#: `show` prints at most this many characters of a key or value, then says how long it was.
+MAX_SHOWN_TEXT = 200
+
+
 def show(run_dir: Path) -> int:
-    """Status from meta.json, then the last value of every scalar in the journal."""
-    meta_path = run_dir / "meta.json"
-    if not meta_path.is_file():
-        print(f"rltrack: {run_dir} is not a run directory (no meta.json)", file=sys.stderr)
+    """Status and the last value of every metric, for every directory `rltrack
+    runs show` reads (rltrack's own, SB3, Tune, SpinningUp, DI-engine); for
+    rltrack's own also the journal's size and report.json."""
+    from rltrack.runs.run import open_run
+
+    try:
+        run = open_run(run_dir)
+    except ValueError as exc:
+        print(f"rltrack: {exc}", file=sys.stderr)
         return 2
-    meta = json.loads(meta_path.read_text())
-    print(f"{meta['name']}: {meta['status']}, started {meta['start_time']} on {meta['host']} (pid {meta['pid']})")
-    last: dict[str, object] = {}
-    events = 0
-    for event in read_journal(run_dir):
-        events += 1
-        if event.kind in NUMERIC_KINDS:
-            last.update({event.tag(k): v for k, v in event.data.items()})
-    print(f"{events} events in the journal")
+    print(f"{run_dir.name}: {run.status}, started {run.start_time.isoformat(timespec='seconds')} on {run.host} ({run.writer} format)")
+    if run.writer == "rltrack":  # the journal read in bounded pieces: a damaged one never crashes `show` nor fills memory
+        events, newest, skipped = _scan_journals(run_dir)
+        print(f"{events} events in the journal")
+        for reason, count in skipped.items():
+            print(f"{count} {reason} skipped")
+        last = {key: value for key, (_, value) in newest.items()}
+    else:
+        last = {key: summary["final"] for key, summary in run.summary.items()}
     if last:
-        print(format_table("last values", last))
-    summary = Report.load(run_dir / "report.json").summary()
-    print(f"report.json:\n{summary}" if summary else "report.json: nothing renamed, converted or dropped")
+        print(format_table("last values", {_cut(key): _cut(value) for key, value in last.items()}))
+    if run.writer == "rltrack":
+        summary = Report.load(run_dir / "report.json").summary()
+        print(f"report.json:\n{summary}" if summary else "report.json: nothing renamed, converted or dropped")
     return 0
+
+
+def _scan_journals(run_dir: Path) -> tuple[int, dict[str, tuple[float, object]], Counter[str]]:
+    """The events of every journal of the run, the newest value of each scalar
+    (by event time, across writers), and the lines skipped by reason: a line
+    that is not an event (garbage bytes, a torn tail) or longer than
+    `MAX_SHOWN_LINE`, which is read past in pieces, never whole."""
+    events, last, skipped = 0, {}, Counter[str]()
+    for path in journal_files(run_dir).values():
+        with path.open("rb") as f:
+            while line := f.readline(MAX_SHOWN_LINE):
+                if len(line) == MAX_SHOWN_LINE and not line.endswith(b"\n"):
+                    while (rest := f.readline(MAX_SHOWN_LINE)) and not rest.endswith(b"\n"):
+                        pass
+                    skipped[f"journal lines over {MAX_SHOWN_LINE // 2**20} MiB"] += 1
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    entry = parse_line(line)
+                except (KeyError, ValueError, TypeError, AttributeError):  # UnicodeDecodeError is a ValueError
+                    skipped["journal lines that are not events"] += 1
+                    continue
+                if type(entry) is not Event:
+                    continue
+                events += 1
+                if entry.kind in NUMERIC_KINDS:
+                    for key, value in entry.data.items():
+                        tag = entry.tag(key)
+                        if tag not in last or last[tag][0] <= entry.time:
+                            last[tag] = (entry.time, value)
+    return events, last, skipped
+
+
+def _cut(value: object) -> object:
+    """A string cut to `MAX_SHOWN_TEXT` characters, saying how long it was; other values as they are."""
+    if isinstance(value, str) and len(value) > MAX_SHOWN_TEXT:
+        return f"{value[:MAX_SHOWN_TEXT]}... ({len(value)} characters)"
+    return value
 
 
 def status(as_json: bool) -> int:
     """The agent of this environment: pid, uptime, and per run it serves, each tracker's backlog and last error."""
-    from rltrack.agent_files import STATUS, agent_dir, agent_running, read_json
+    from rltrack.agent_files import STATUS, agent_dir, agent_running, describe_death, last_death, read_json
 
     directory = agent_dir()
     running = agent_running(directory)
     saved = read_json(directory / STATUS) or {}
     agent = read_json(directory / "agent.json") or {}
     runs = saved.get("runs", []) if running else []
+    death = last_death(directory)
     if as_json:
         print(json.dumps({"running": running, "directory": str(directory), "pid": agent.get("pid") if running else None,
-                          "uptime": time.time() - agent["started"] if running and "started" in agent else None, "runs": runs}, indent=2))
+                          "uptime": time.time() - agent["started"] if running and "started" in agent else None, "runs": runs,
+                          "queued": saved.get("queued", 0) if running else 0, "last_death": death}, indent=2))
         return 0
+    if death is not None:
+        print(f"last death: {describe_death(death)} (see {directory / 'agent.log'})")
     if not running:
         print(f"no agent runs for {directory} (the first logger that needs one starts it)")
         return 0
     print(f"agent pid {agent.get('pid')}, up {time.time() - agent.get('started', time.time()):.0f} s, serving {len(runs)} writer(s) ({directory})")
+    if saved.get("queued"):
+        print(f"{saved['queued']} more writer(s) wait their turn: the agent serves {saved.get('budget')} at once (its descriptor limit, `ulimit -n`)")
     rows = [("run", "writer", "status", "tracker", "pending bytes", "last error")]
     for run in runs:
         trackers = run.get("trackers") or {"-": {}}
         for name, info in trackers.items():
             rows.append((run["run_dir"], run.get("writer") or "-", run.get("status") or "running", name,
-                         str(info.get("pending_bytes", "-")), info.get("last_error") or ""))
+                         str(info.get("pending_bytes", "-")), (info.get("last_error") or "") + (f" (retrying cannot help: {info['fix']})" if info.get("fix") else "")))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -139,19 +197,22 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     plot_cmd.add_argument("--metric", required=True, help="the metric's key, e.g. collector/reward_mean (canonical names work across frameworks)")
     plot_cmd.add_argument("--x", metavar="AXIS", help="x axis: a step axis such as env_steps or train_iter, or 'time' (default: each run's primary step)")
     plot_cmd.add_argument("--group-by", metavar="KEYS", help="comma-separated hyperparameters (or source, task, host) defining groups "
-                          "(default: the hyperparameters that differ between the runs, seeds excepted)")
+                          "(default: the hyperparameters every run has that differ between them, seeds excepted; source across frameworks)")
     plot_cmd.add_argument("--smooth", type=int, default=1, metavar="N", help="trailing moving average over N points of each run first (default 1: none)")
     plot_cmd.add_argument("--size", default="960x600", metavar="WxH", help="image size in pixels (default 960x600)")
     plot_cmd.add_argument("-o", "--output", type=Path, required=True, help="the PNG file to write")
     plot_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
     plot_cmd.set_defaults(handler=figure_command("rltrack.runs.plot_command", "plot_command"))
     report_cmd = commands.add_parser(
-        "report", help="one run as a self-contained HTML page: config, summary, plots per metric group, timings, checkpoints"
+        "report", help="a self-contained HTML page: one run (config, summary, plots, timings, checkpoints), or several "
+        "compared (groups, mean over seeds with a band, the hyperparameters that differ, a summary table)"
     )
-    report_cmd.add_argument("run", help="a run directory or run id (or its unique beginning)")
+    report_cmd.add_argument("runs", nargs="*", metavar="RUN", help="a run directory, or a regex searched in the run ids under --root")
+    report_cmd.add_argument("--task", help="the runs of a task (glob patterns such as 'cartpole*' work)")
+    report_cmd.add_argument("--where", metavar="EXPR", help="the runs a query selects, as `rltrack runs ls --where`")
     report_cmd.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
     report_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
-    report_cmd.set_defaults(handler=figure_command("rltrack.runs.report", "report_command"))
+    report_cmd.set_defaults(handler=figure_command("rltrack.runs.report_command", "report_command"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,7 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     add_figure_commands(commands)  # plot, report
     args = parser.parse_args(dash_values(sys.argv[1:] if argv is None else argv))
     if hasattr(args, "handler"):
-        return int(args.handler(args))
+        from rltrack.runs.index import RootError
+
+        try:
+            return int(args.handler(args))
+        except RootError as exc:
+            print(f"rltrack {args.command}: {exc}", file=sys.stderr)
+            return 2
     if args.command == "sync":
         return sync(args.run_dir, args.to, args.config, args.force, args.timeout)
     if args.command == "import":

@@ -2,7 +2,9 @@
 
 A config has three sections (TOML shown; YAML and dicts nest the same way):
 
-    [run]        root, name, task (a grouping for the run index, e.g. an experiment name),
+    [run]        root, stores (where the trackers' default stores go: MLflow's SQLite file,
+                 trackio's directory; default: root), name, task (the experiment the run
+                 belongs to; see `default_task`),
                  tracked, names ("both" | "canonical" | "native", see rltrack.canonical),
                  backup_code (globs of source files copied into the run's code/ folder),
                  redact (extra regexes of key words that mark credentials, see rltrack.redact),
@@ -20,12 +22,14 @@ overrides `backends.use`.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from rltrack.agent_files import agent_dir
 from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, is_backend_name
 from rltrack.canonical import NAME_MODES
 from rltrack.construct import ConfigError, build_backend, build_chain, build_filter, check_keys, choices
@@ -37,7 +41,7 @@ from rltrack.resume import resolve_run_dir
 from rltrack.rundir import create_run_dir, safe_filename
 
 DEFAULTS: dict[str, Any] = {
-    "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None,
+    "run": {"root": "runs", "stores": None, "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None,
             "close_timeout": DEFAULT_CLOSE_TIMEOUT},
     "filters": [],
     "backends": {"use": ["local"]},
@@ -122,6 +126,8 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     check_keys(run, RUN_KEYS, where, "run.")
     if not isinstance(run["root"], (str, Path)) or not str(run["root"]):
         raise ConfigError(f'{where}: run.root = {run["root"]!r} must be a directory path, e.g. root = "runs"')
+    if run["stores"] is not None and (not isinstance(run["stores"], (str, Path)) or not str(run["stores"])):
+        raise ConfigError(f'{where}: run.stores = {run["stores"]!r} must be a directory path, e.g. stores = "runs"')
     if run["name"] is not None and (not isinstance(run["name"], str) or not run["name"]):
         raise ConfigError(f'{where}: run.name = {run["name"]!r} must be a non-empty string, e.g. name = "cartpole_ppo"')
     if run["task"] is not None and (not isinstance(run["task"], str) or not run["task"].strip("/")):
@@ -207,7 +213,12 @@ def make_logger(
             in_process.append(backend)
         else:
             files[name] = _paths_resolved(settings)
+    if files or trackers:
+        agent_dir()  # an agent directory another user owns is refused before a run directory is made
     root = Path(run["root"]).expanduser()
+    run["stores"] = str(Path(run["stores"] or root).expanduser().resolve())  # the agent runs in another directory
+    if resume is None:
+        run["task"] = run["task"] or default_task(run["name"])
     if run["worker"] is not None:
         run_dir = root / safe_filename(run["name"])
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -218,6 +229,7 @@ def make_logger(
             run_dir = resolve_run_dir(resume, root)
         except ValueError as exc:
             raise ConfigError(f"{exc}; pass the run's directory or its id as shown by `rltrack runs ls`") from None
+        run["task"] = _task_of(run_dir) or run["task"] or default_task(run["name"])  # a resumed run stays in its experiment
     # the trackers get the real settings (a tracking URI may hold a password
     # the client needs); everything that writes the config gets it redacted
     return Logger(
@@ -245,6 +257,37 @@ def _tags_redacted(settings: Mapping[str, Any], redactor: Redactor) -> dict[str,
     if "tags" in settings:
         settings["tags"] = redactor.value("tags", settings["tags"])
     return settings
+
+
+#: Programs that start Python code without being the experiment: runs they start are grouped by their own name.
+LAUNCHERS = frozenset({"ipykernel_launcher", "pytest", "py.test", "ipython", "jupyter"})
+
+
+def _script() -> str:
+    """The name of the script this process runs (`python train.py`, `python -m
+    pkg.train`: "train"; `python -m pkg`: "pkg"), "" for `python -c`, an
+    interactive session, a notebook kernel or a test runner."""
+    if not sys.argv or sys.argv[0] in ("", "-c", "-m"):
+        return ""
+    path = Path(sys.argv[0])
+    name = path.parent.name if path.stem == "__main__" else path.stem
+    return "" if name in LAUNCHERS else name
+
+
+def default_task(name: str | None) -> str:
+    """The experiment a run belongs to when `run.task` does not say: the script
+    that started it, so that runs of one script (seeds, settings) land in one
+    experiment in the run index and in every tracker; in an interactive
+    session, a notebook or a test, the run's name."""
+    return _script() or name or _default_run_name()
+
+
+def _task_of(run_dir: Path) -> str | None:
+    try:
+        task = json.loads((run_dir / "meta.json").read_text(encoding="utf-8")).get("task")
+    except (OSError, ValueError):
+        return None
+    return task if isinstance(task, str) and task else None
 
 
 def _default_run_name() -> str:

@@ -21,15 +21,17 @@ from pathlib import Path
 from typing import Any
 
 from rltrack.atomic_file import write_atomic
-from rltrack.backends.remote import RemoteBackend
+from rltrack.backends.remote import RemoteBackend, error_text
 from rltrack.events import Event
-from rltrack.journal import journal_files, journal_path, read_batch
+from rltrack.journal import count_skipped, journal_files, journal_path, read_batch
 from rltrack.locks import hold
 from rltrack.report import Report
 
 CURSOR_DIR = "cursors"
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
+#: Seconds before an error that cannot heal (`RemoteBackend.cannot_heal`) is tried again.
+CANNOT_HEAL_WAIT = 300.0
 POLL = 0.1
 #: At the end of a journal, how long to wait for the tracker to store what it
 #: took before leaving the rest behind the cursor (sent again, without
@@ -76,6 +78,8 @@ class Cursor:
         self.offset: int = saved.get("offset", 0)
         self.delivered: int = saved.get("delivered", 0)
         self.position: int | None = saved.get("position")
+        #: The store the tracker's deliveries went to (`RemoteBackend.target`); "" when not known.
+        self.target: str = saved.get("target", "")
         self.report = Report()
         self.report.add(saved.get("report", {}))
 
@@ -89,6 +93,8 @@ class Cursor:
         saved: dict[str, Any] = {"offset": self.offset, "delivered": self.delivered, "report": self.report.as_dict()}
         if self.position is not None:
             saved["position"] = self.position
+        if self.target:
+            saved["target"] = self.target
         self.path.parent.mkdir(exist_ok=True)
         write_atomic(self.path, json.dumps(saved))
 
@@ -135,14 +141,19 @@ class DeliveryWorker:
         self.run_dir = run_dir
         self.writer = writer
         self.journal = journal_path(run_dir, writer)
-        self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.name, writer).with_suffix(".lock"), LOCK_WAIT if lock_wait is None else lock_wait)
-        self.cursor = Cursor(run_dir, backend.name, writer)  # read once locked: a process that held the lock may have moved it
+        self._count_bad = count_skipped(backend.run.report, backend.name)
+        self._bad_seen = 0  # journal offset up to which skipped lines are counted: a batch retried is read again
+        self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.cursor_name, writer).with_suffix(".lock"), LOCK_WAIT if lock_wait is None else lock_wait)
+        self.cursor = Cursor(run_dir, backend.cursor_name, writer)  # read once locked: a process that held the lock may have moved it
+        self.cursor.target = self.cursor.target or backend.target(backend.run)
         self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0
         self.last_error: str | None = None
         #: `time.monotonic()` of the first failure since the last batch the tracker took (None: not failing).
         self.failing_since: float | None = None
+        #: What to do about the last error when retrying cannot heal it (see `RemoteBackend.cannot_heal`); None: it may pass.
+        self.fix: str | None = None
         #: Set by the owner once no more lines will be appended, with the status the tracker's run ends with.
         self.journal_complete = False
         self.status = "finished"
@@ -165,8 +176,12 @@ class DeliveryWorker:
         except Exception as exc:  # the tracker is down or refused: keep the batch, retry later
             self.errors += 1
             self.failing_since = self.failing_since or now
-            self.last_error = f"{type(exc).__name__}: {exc}"
+            self.last_error = error_text(exc)
             self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+            self.fix = self.backend.cannot_heal(exc)
+            if self.fix is not None:  # retrying soon cannot help: said once by the agent and the logger, tried again after minutes
+                self.next_try = now + CANNOT_HEAL_WAIT
+                return False
             self.next_try = now + self._backoff
             self._backoff = min(self._backoff * 2, BACKOFF_MAX)
             return False
@@ -184,7 +199,7 @@ class DeliveryWorker:
         # read means everything is delivered; if it gets set after the read,
         # the next step reads once more before ending.
         complete = self.journal_complete
-        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch)
+        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._skipped)
         if not entries:
             self._confirm()
             if complete:
@@ -194,9 +209,14 @@ class DeliveryWorker:
         if events:
             self.backend.deliver(events)
         self._backoff = BACKOFF_START
-        self.failing_since = None
+        self.failing_since = self.fix = None
         self._taken(offset, len(events))
         return True
+
+    def _skipped(self, journal: Path, offset: int, reason: str) -> None:
+        if offset >= self._bad_seen:
+            self._bad_seen = offset + 1
+            self._count_bad(journal, offset, reason)
 
     def caught_up(self) -> bool:
         return self.cursor.offset >= (self.journal.stat().st_size if self.journal.is_file() else 0)
@@ -221,7 +241,7 @@ class DeliveryWorker:
         self.status = status
         self.journal_complete = True
         try:
-            while not self.done and not (give_up_after is not None and self.failing_longer_than(give_up_after)):
+            while not self.done and self.fix is None and not (give_up_after is not None and self.failing_longer_than(give_up_after)):
                 if not self.step():
                     time.sleep(min(POLL, max(0.0, self.next_try - time.monotonic())) or POLL)
         finally:

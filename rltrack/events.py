@@ -24,6 +24,10 @@ NUMERIC_KINDS = ("scalars", "timing")
 DEFAULT_STEP_AXIS = "step"
 
 
+class NewerSchemaError(ValueError):
+    """A line written by a newer rltrack: not damage, so readers do not skip it, they say to upgrade."""
+
+
 @dataclass(slots=True)
 class Event:
     """One record on its way from a framework to the trackers.
@@ -115,7 +119,7 @@ class Event:
     def from_dict(cls, obj: Mapping[str, Any]) -> Event:
         schema = int(obj.get("schema", SCHEMA_VERSION))
         if schema > SCHEMA_VERSION:
-            raise ValueError(
+            raise NewerSchemaError(
                 f"event schema {schema} is newer than this rltrack understands ({SCHEMA_VERSION}); "
                 "upgrade rltrack to read it"
             )

@@ -26,7 +26,7 @@ from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import Backend, RunContext
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import Event
-from rltrack.journal import Dump, journal_path, read_batch
+from rltrack.journal import Dump, count_skipped, journal_path, read_batch
 
 #: Journal entries per step: the agent steps every run's files in turn.
 BATCH = 2000
@@ -45,6 +45,7 @@ class FilesDelivery:
         self.journal = journal_path(context.run_dir, context.worker)
         self._cursor_path = files_cursor_path(context.run_dir, context.worker)
         self._on_error = on_error
+        self._on_bad = count_skipped(context.report, "files")
         saved = json.loads(self._cursor_path.read_text()) if self._cursor_path.is_file() else {}
         self._outputs: list[str] = list(saved.get("outputs", []))
         self.offset: int = saved.get("offset", 0)
@@ -62,7 +63,7 @@ class FilesDelivery:
 
     def step(self) -> bool:
         """Writes one batch; True when more is waiting right away."""
-        entries, offset = read_batch(self.journal, self.offset, BATCH)
+        entries, offset = read_batch(self.journal, self.offset, BATCH, self._on_bad)
         if not entries:
             if self.flushed < self.offset:
                 self._each("flush", lambda sink: sink.flush())

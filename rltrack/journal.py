@@ -22,12 +22,14 @@ import heapq
 import json
 import os
 import re
+import warnings
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Union
+from typing import Callable, Iterable, Iterator, Union
 
 import orjson
 
-from rltrack.events import SCHEMA_VERSION, Event
+from rltrack.events import SCHEMA_VERSION, Event, NewerSchemaError
+from rltrack.report import Report
 
 JOURNAL_NAME = "journal.jsonl"
 #: A writer's name is part of file names: letters, digits, `_`, `-`, `.`, not leading `.`.
@@ -79,64 +81,162 @@ def journal_files(run_dir: Path) -> dict[str | None, Path]:
     return files
 
 
+#: Bytes `append` gathers before writing them without waiting for `flush`.
+WRITE_EVERY = 64 * 1024
+#: Journal bytes kept in memory while the disk refuses them (full), written
+#: once it takes them again; lines beyond it are dropped and counted (`lost`).
+MAX_UNWRITTEN = 32 * 1024 * 1024
+_DUMP_MARK = b',"control":"dump",'
+
+
 class JournalWriter:
-    """Appends events as JSON lines; `flush` hands them to the operating system."""
+    """Appends events as JSON lines; `flush` hands them to the operating system.
+
+    A reader never meets a torn line in the middle of a journal: lines wait in
+    memory until `flush` (or until `WRITE_EVERY` bytes gather); a write the
+    disk cuts short (full) keeps the lines it did not finish, and the next
+    write first cuts the file back to its last whole line (`ftruncate` needs
+    no free space), then writes them again. So everything written while the
+    disk takes it is delivered, and so is the first line after space returns;
+    what a disk full for longer than `MAX_UNWRITTEN` bytes of lines cannot
+    take is dropped and counted in `lost`, and so are lines still unwritten
+    at `close`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         end_torn_tail(path)
-        self._file: IO[str] = path.open("a", encoding="utf-8")
-        self.lines = 0
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        self._end = os.fstat(self._fd).st_size  # the file up to its last whole line
+        self._torn = False  # the file holds part of a line past `_end`
+        self._unwritten: list[bytes] = []
+        self._size = 0
+        #: Event lines dropped: the disk refused them for too long, or still at `close`.
+        self.lost = 0
 
     def append(self, events: Iterable[Event]) -> None:
         lines = [event.to_json() for event in events]
         if lines:
-            lines.append("")
-            self._file.write("\n".join(lines))
-            self.lines += len(lines) - 1
+            self._add(("\n".join(lines) + "\n").encode(), len(lines))
 
     def append_dump(self, time: float) -> None:
-        self._file.write(f'{{"schema":{SCHEMA_VERSION},"control":"dump","time":{time!r}}}\n')
+        self._add(f'{{"schema":{SCHEMA_VERSION},"control":"dump","time":{time!r}}}\n'.encode(), 0)
+
+    def _add(self, data: bytes, events: int) -> None:
+        if self._size + len(data) > MAX_UNWRITTEN:
+            self.lost += events
+            return
+        self._unwritten.append(data)
+        self._size += len(data)
+        if self._size >= WRITE_EVERY:
+            try:
+                self.flush()
+            except OSError:  # kept, and raised again by the next `flush`, whose caller reports it
+                pass
 
     def flush(self) -> None:
-        self._file.flush()
+        """Writes every line kept; raises OSError when the disk refuses them
+        (they stay kept, and the file ends at its last whole line for readers)."""
+        if not self._unwritten:
+            return
+        if self._torn:
+            os.ftruncate(self._fd, self._end)
+            self._torn = False
+        data = b"".join(self._unwritten)
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, view[written:])
+        except OSError:
+            whole = data.rfind(b"\n", 0, written) + 1
+            self._end += whole
+            self._torn = written > whole
+            self._unwritten = [data[whole:]]
+            self._size = len(data) - whole
+            raise
+        self._end += written
+        self._unwritten = []
+        self._size = 0
 
     def close(self) -> None:
-        self._file.close()
+        """Flushes and closes; lines the disk still refuses are counted in `lost`
+        and cut off, so the file ends with a whole line."""
+        try:
+            self.flush()
+        except OSError:
+            rest = b"".join(self._unwritten)
+            self.lost += rest.count(b"\n") - rest.count(_DUMP_MARK)
+            self._unwritten, self._size = [], 0
+            if self._torn:
+                os.ftruncate(self._fd, self._end)
+            raise
+        finally:
+            os.close(self._fd)
 
 
-def read_journal(path: str | Path) -> Iterator[Event]:
+#: Told about each line a reader skips: the file, the line's byte offset, and why.
+OnBad = Callable[[Path, int, str], None]
+
+
+def count_skipped(report: Report, section: str) -> OnBad:
+    """An `on_bad` that counts each skipped line in `report`'s `section` (a reader's own)."""
+    return lambda journal, offset, reason: report.count("unparsable", f"{journal.name}: lines that are not journal lines, skipped", section=section)
+
+
+def read_journal(path: str | Path, on_bad: OnBad | None = None) -> Iterator[Event]:
     """Events of a journal file, or of a run directory: all its writers'
     journals merged by event time.
 
-    A torn last line, as a killed process leaves behind, is skipped; a bad line
-    anywhere else is an error, because the file was then damaged by something
-    other than a crash.
+    An unended last line that does not parse (being written, or cut short by
+    a crash) is skipped. An ended line that is not a journal line (damage,
+    anywhere in the file) is skipped and told to `on_bad`; by default one
+    `RuntimeWarning` per file counts them. A line of a newer schema raises
+    `NewerSchemaError` (upgrade rltrack).
     """
     path = Path(path)
     if not path.is_dir():
-        return _read_file(path)
+        return _read_file(path, on_bad)
     files = journal_files(path)
     if not files:
         raise FileNotFoundError(f"{path} holds no journal ({JOURNAL_NAME} or journal.<writer>.jsonl)")
     if len(files) == 1:
-        return _read_file(next(iter(files.values())))
-    return heapq.merge(*(_read_file(f) for f in files.values()), key=lambda event: event.time)
+        return _read_file(next(iter(files.values())), on_bad)
+    return heapq.merge(*(_read_file(f, on_bad) for f in files.values()), key=lambda event: event.time)
 
 
-def _read_file(path: Path) -> Iterator[Event]:
-    with path.open(encoding="utf-8") as f:
+def _read_file(path: Path, on_bad: OnBad | None) -> Iterator[Event]:
+    skipped: list[str] = []
+    with path.open("rb") as f:
+        offset = 0
         for number, line in enumerate(f, start=1):
+            start, offset = offset, offset + len(line)
             if not line.strip():
                 continue
             try:
-                entry = parse_line(line)
-            except (KeyError, ValueError, TypeError, AttributeError) as exc:  # bad JSON, or not an event
-                if not line.endswith("\n"):  # the last write was cut short
-                    return
-                raise ValueError(f"{path}:{number}: not a journal line ({exc})") from None
+                entry = _unparsable(line)
+            except NewerSchemaError as exc:
+                raise NewerSchemaError(f"{path}:{number}: {exc}") from None
             if type(entry) is Event:
                 yield entry
+            elif type(entry) is str and line.endswith(b"\n"):  # an unended last line is being written, or was cut by a crash
+                if on_bad is None:
+                    skipped.append(f"byte {start}: {entry}")
+                else:
+                    on_bad(path, start, entry)
+    if skipped:
+        warnings.warn(
+            f"rltrack: {path}: {len(skipped)} lines skipped that are not journal lines (first at {skipped[0]})", RuntimeWarning, stacklevel=2
+        )
+
+
+def _unparsable(line: bytes) -> Entry | str:
+    """The entry of a line, or why it is none (a line of a newer schema raises)."""
+    try:
+        return parse_line(line)
+    except NewerSchemaError:
+        raise
+    except (KeyError, ValueError, TypeError, AttributeError, UnicodeDecodeError) as exc:  # bad JSON, or not an event
+        return f"not a journal line ({type(exc).__name__}: {str(exc)[:100]})"
 
 
 def end_torn_tail(path: Path) -> str | None:
@@ -172,9 +272,11 @@ def end_torn_tail(path: Path) -> str | None:
         return "ended"
 
 
-def read_batch(journal: Path, offset: int, limit: int) -> tuple[list[Entry], int]:
+def read_batch(journal: Path, offset: int, limit: int, on_bad: OnBad | None = None) -> tuple[list[Entry], int]:
     """Up to `limit` entries from byte `offset`, and the offset after them.
-    A line not yet ended by a newline is left for next time. A journal with
+    A line not yet ended by a newline is left for next time (its writer ends
+    it, or cuts it back); an ended line that is not a journal line is
+    skipped and told to `on_bad`. A journal with
     nothing past `offset` costs one `stat` (the agent polls every journal
     it serves several times a second)."""
     entries: list[Entry] = []
@@ -190,7 +292,12 @@ def read_batch(journal: Path, offset: int, limit: int) -> tuple[list[Entry], int
             line = f.readline()
             if not line.endswith(b"\n"):
                 break
-            offset += len(line)
+            start, offset = offset, offset + len(line)
             if line.strip():
-                entries.append(parse_line(line))
+                entry = _unparsable(line)
+                if type(entry) is str:
+                    if on_bad is not None:
+                        on_bad(journal, start, entry)
+                else:
+                    entries.append(entry)  # type: ignore[arg-type]
     return entries, offset

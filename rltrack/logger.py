@@ -92,6 +92,8 @@ class Logger:
         self._wake = PIPELINES.wake
         self._closed = False
         self._complete = False
+        #: What the agent had not delivered when `close` stopped waiting: {"files" or tracker: its last error}.
+        self.behind: dict[str, str | None] = {}
         self._warned_closed = False
         self._journal_path = journal_path(run_dir, worker)
         state = ResumeState.from_journal(self._journal_path) if resumed else ResumeState()
@@ -251,7 +253,7 @@ class Logger:
             return True
         return self._agent.wait_for_files(self._journal_path, deadline)
 
-    def close(self, timeout: float | None | str = "config", status: str = "finished") -> bool:
+    def close(self, timeout: float | None | str = "config", status: str = "finished", *, quiet: bool = False) -> bool:
         """Emits what aggregating filters hold, writes the rest to the journal,
         closes the in-process backends and marks the run `status` (always,
         whatever `timeout`: that is the process's own disk, at most
@@ -260,8 +262,9 @@ class Logger:
         (default: `run.close_timeout`; None: until every tracker has
         everything). What is still pending then is
         delivered by the agent afterwards; one line on stderr and report.json
-        say so, and how to finish it at once. Returns True when everything was
-        written and delivered. Idempotent."""
+        say so, and how to finish it at once (`quiet`: not that line, the caller
+        says it, from `behind`; see `still_behind`). Returns True when
+        everything was written and delivered. Idempotent."""
         if self._closed:
             return self._complete
         self._closed = True
@@ -279,13 +282,20 @@ class Logger:
         complete = self._pipeline.finished.wait(drain_limit)
         if not complete:
             print(f"rltrack: {self.run_dir}: {len(self._queue)} records not yet in the journal after {drain_limit:.0f} s (the disk is slow or full)", file=sys.stderr)
+        missing = self._pipeline.missing
+        if missing or self._pipeline.faults:
+            print(f"rltrack: {self.run_dir}: {missing or 'some'} records written are not in the journal (the reasons are counted as core.errors in report.json)", file=sys.stderr)
+        journal_whole = not (missing or self._pipeline.faults)
         try:
             merge_into_report_file(self.run_dir, self.report.as_dict(), [])
         except OSError as exc:  # a full disk or a vanished run directory must not raise into the training script
             print(f"rltrack: could not save {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
             return False
         if self._agent is not None and complete:
-            complete = self._agent.finish(status, deadline, self._journal_path)
+            self.behind = self._agent.finish(status, deadline, self._journal_path)
+            if self.behind and not quiet:
+                self._agent.say_left_behind(self.behind)
+            complete = not self.behind
             try:
                 self.report = Report.load(self.run_dir / "report.json")  # with the agent's counts (the trackers' renames, ...)
             except (OSError, ValueError) as exc:  # the training script must not fail on a damaged report
@@ -293,8 +303,17 @@ class Logger:
         summary = self.report.summary(leave_out=("delivered", "errors", "pending"))  # errors and pending have lines of their own
         if summary:  # said once, and only when something was renamed, converted or dropped
             print(f"rltrack: {self.run_dir}: values changed on the way (details in report.json):\n{summary}", file=sys.stderr)
-        self._complete = complete
+        self._complete = complete = complete and journal_whole
         return complete
+
+    def still_behind(self, deadline: float | None) -> dict[str, str | None]:
+        """After a `close` that left something behind (`behind`), waits again
+        until `deadline` (a `time.monotonic()` time; None: no limit) for the
+        agent to finish, and returns what is still behind: a caller closing
+        many runs (a Tune sweep) says what is left once, at the end."""
+        if self.behind and self._agent is not None:
+            self.behind = self._agent.left_behind(deadline, self._journal_path)
+        return self.behind
 
     def __enter__(self) -> Logger:
         return self

@@ -46,7 +46,8 @@ MAX_BATCH = 1000
 #: Events journaled but not yet handed to the in-process backends, at most;
 #: beyond it they are fed even while the queue is still behind.
 MAX_BACKLOG = 50_000
-#: Seconds between the pipeline thread's checks that an agent runs (it starts one if not).
+#: Seconds between the pipeline thread's checks that an agent runs (it starts
+#: one if not), and looks at what the agent says of this run (an error that cannot heal is told at once).
 AGENT_CHECK = 1.0
 
 #: The kinds whose values can be strings once normalised (scalars and timings
@@ -130,9 +131,20 @@ class Pipeline:
         self._namespace_counts = namespace_counts
         self._backlog: list[Event] = []  # journaled, not yet given to the in-process backends
         self._reported: set[str] = set()
+        #: Records written that will not reach the journal (their processing
+        #: raised, or the journal could not take them); `close` says so.
+        self.lost = 0
+        #: Turns that raised outside any one record (see `PipelineThread._turn`): what they held is unknown.
+        self.faults = 0
         self._last_flush = self._last_check = time.monotonic()
-        #: Set once the `Close` is done (or the pipeline broke down): the logger's `close` waits for it.
+        #: Set once the `Close` is done: the logger's `close` waits for it.
         self.finished = threading.Event()
+
+    @property
+    def missing(self) -> int:
+        """Records written that are not in the journal: lost on the way, or
+        lines the journal could not keep (a disk full for long)."""
+        return self.lost + self._journal.lost
 
     @property
     def behind(self) -> bool:
@@ -154,7 +166,7 @@ class Pipeline:
             if isinstance(item, Close):
                 self._finish(item.status)
                 return True
-            self._control(item)
+            self._safely("pipeline", type(item).__name__.lower(), lambda: self._control(item), None)
         batch.extend(self._safely("pipeline", "tick", lambda: self._chain.tick(time.time()), []))
         self._deliver(batch)
         caught_up = not self._queue
@@ -168,6 +180,7 @@ class Pipeline:
             self._last_flush = now
         if self._agent is not None and now - self._last_check >= AGENT_CHECK:
             self._safely("agent", "start", self._agent.ensure_running, None)
+            self._safely("agent", "state", self._agent.tell_errors, None)
             self._last_check = now
         return False
 
@@ -180,12 +193,18 @@ class Pipeline:
         elif isinstance(item, Event):
             built = [item]
         else:
-            built = self._safely("pipeline", "deferred", lambda: list(item.build()), [])
+            try:
+                built = list(item.build())
+            except Exception as exc:
+                self.lost += 1  # at least one record: what the adapter handed over
+                self.failed("pipeline", "deferred", exc)
+                return []
         out: list[Event] = []
         for event in built:  # a try per event, not a `_safely` closure: this runs for every record
             try:
                 out += self._process(event)
             except Exception as exc:
+                self.lost += 1
                 self.failed("pipeline", "process", exc)
         return out
 
@@ -223,8 +242,8 @@ class Pipeline:
         for axis, value in steps.items():
             try:
                 clean[str(axis)] = int(value)
-            except (TypeError, ValueError, OverflowError):
-                self.report.count("dropped", f"step axis {axis!r}: {value!r} is not an integer")
+            except Exception:  # a step's own `__int__` may raise anything: the axis is dropped, not the record
+                self.report.count("dropped", f"step axis {axis!r}: {_shown(value)} is not an integer")
         return clean
 
     def _dump_steps(self, item: Dump) -> dict[str, int] | None:
@@ -259,7 +278,11 @@ class Pipeline:
         if self._worker is not None:  # every journaled event, filter-made ones too, names its writer
             for event in events:
                 event.worker = self._worker
-        self._safely("journal", "append", lambda: self._journal.append(events), None)
+        try:
+            self._journal.append(events)
+        except Exception as exc:
+            self.lost += len(events)
+            self.failed("journal", "append", exc)
         self._backlog.extend(events)
 
     def _feed_sinks(self) -> None:
@@ -344,13 +367,16 @@ class PipelineThread:
 
     @staticmethod
     def _turn(pipeline: Pipeline) -> bool:
-        """`pipeline.step()`; True if it is done, or broke down (counted): one
-        logger's fault must not stop the others'."""
+        """`pipeline.step()`; True once it is done. A fault outside any one
+        record (each record's and control call's are contained where they
+        happen) is counted and the pipeline goes on with the next turn: one
+        logger's fault must not stop the others', nor its own later records."""
         try:
             return pipeline.step()
         except Exception as exc:
+            pipeline.faults += 1
             pipeline.failed("pipeline", "step", exc)
-            return True
+            return False
 
     def forget(self) -> None:
         """In a forked child: the parent's loggers are the parent's (their
@@ -365,6 +391,14 @@ class PipelineThread:
 PIPELINES = PipelineThread()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=PIPELINES.forget)
+
+
+def _shown(value: Any) -> str:
+    """`repr(value)` for a message, or its type's name when its own `__repr__` raises."""
+    try:
+        return repr(value)[:200]
+    except Exception:
+        return f"a {type(value).__name__}"
 
 
 def as_steps(step: int | Mapping[str, int]) -> dict[str, Any]:

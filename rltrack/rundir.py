@@ -93,7 +93,7 @@ class RunFiles(Backend):
         settings = run.config.get("run", {})
         self._meta = {
             "name": run.name,
-            "task": settings.get("task") or run.name,
+            "task": run.task,
             "run_dir": str(run.run_dir.resolve()),
             "start_time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
             "start_unix": now,

@@ -75,6 +75,38 @@ BLOCK_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Block keys that count (episodes, env steps, samples): integers in every block, however a framework reports them.
+COUNT_KEYS = frozenset((
+    "episode_count", "envstep_count", "train_sample_count", "total_envstep_count", "total_train_sample_count", "total_episode_count",
+))  # fmt: skip
+
+
+def as_count(value: Any) -> Any:
+    """A count a framework reports as a whole float (RLlib's `256.0`) as the int
+    rltrack's own blocks hold (`256`); anything else as it is."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+#: The throughput table's keys; DI-engine plots them as `<buffer>_sec/<key>` against the table's number.
+THROUGHPUT_KEYS = frozenset(("pushed_in", "sampled_out", "removed", "current_have"))
+
+
+def is_throughput(namespace: str, keys: Iterable[str]) -> bool:
+    """Whether a record is a replay buffer's throughput table."""
+    return namespace == "buffer" and THROUGHPUT_KEYS.issuperset(keys)
+
+
+def is_collection(keys: Iterable[str]) -> bool:
+    """Whether a collector table with these keys is a collection, to be
+    printed as DI-engine's `collect end:` block: it holds a key of the
+    collector block, rather than only values sent between collections (SB3's
+    exploration rate at an evaluation's dump), which must not read as one."""
+    return not _COLLECTOR_KEYS.isdisjoint(keys)
+
+
+_COLLECTOR_KEYS = frozenset(BLOCK_KEYS["collector"])
+
+
 def _floats(values: Iterable[Any] | None) -> list[float] | None:
     return None if values is None else [float(v) for v in values]
 
@@ -110,11 +142,13 @@ def _check_lengths(rewards: list[float], lengths: list[float] | None) -> None:
 
 
 class CollectorStats:
-    """Running totals of a collector; `stage(...)` turns one stage's raw data into its block."""
+    """Running totals of a collector; `stage(...)` turns one stage's raw data into its block.
+    `envsteps`: the env steps (each a train sample) collected before the first
+    stage, e.g. by a resumed model; the totals count on from there."""
 
-    def __init__(self) -> None:
-        self.total_envstep_count: int | None = None
-        self.total_train_sample_count: int | None = None
+    def __init__(self, envsteps: int | None = None) -> None:
+        self.total_envstep_count: int | None = envsteps
+        self.total_train_sample_count: int | None = envsteps
         self.total_episode_count = 0
         self.total_duration: float | None = None
 

@@ -7,11 +7,19 @@ everything, then ends the tracker's run with the status in `meta.json`. A
 tracker the run never used has no cursor, so `--to <backend>` replays the
 whole run into it. Settings come from `--config` or else from the run's own
 config (`total_config.py`). The counts go into the run's `report.json`.
+
+A cursor records the store it delivered to (`RemoteBackend.target`: the
+tracking URI or directory, and the project or experiment). Settings that
+name another store (`--config shared.toml` with another `tracking_uri`, a
+trackio `dir`, a W&B `project`) replay the whole run there, with a cursor and
+a tracker run of its own (`cursors/<backend>~<hash of the store>.json`), so
+that a replay into either store again sends nothing twice.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import socket
@@ -23,7 +31,7 @@ from typing import IO, Any
 from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_class, is_backend_name
 from rltrack.config import load_config
 from rltrack.construct import build_backend
-from rltrack.delivery import DeliveryBusy, DeliveryWorker, merge_into_report_file
+from rltrack.delivery import Cursor, DeliveryBusy, DeliveryWorker, merge_into_report_file
 from rltrack.journal import JOURNAL_NAME, end_torn_tail, journal_files
 from rltrack.report import Report
 
@@ -79,6 +87,7 @@ def sync(
     try:
         for name in names:
             backend = build_backend(name, settings.get(name, {}), where)
+            backend.cursor_key = _cursor_key(run_dir, name, backend.target(context), list(journals))
             backend.open(context)
             started.append(name)
             for index, writer in enumerate(journals):  # one backend object: one tracker run for all writers
@@ -102,11 +111,7 @@ def _deliver(
         raise SyncError(f"{backend.name}: {exc}") from None
     total = worker.journal.stat().st_size
     if worker.cursor.offset >= total:
-        print(
-            f"{backend.name}: nothing pending ({worker.cursor.path} is at the end of the journal; "
-            "to replay the whole run into another store, delete that file first)",
-            file=out,
-        )
+        print(f"{backend.name}: nothing pending ({worker.cursor.target or 'the store'} holds the whole run)", file=out)
     thread = threading.Thread(target=worker.run_until_caught_up, args=(status, timeout), name=f"rltrack-sync-{backend.name}", daemon=True)
     thread.start()
     bar = _ProgressBar(backend.name if writer is None else f"{backend.name}@{writer}", total, out)
@@ -117,7 +122,10 @@ def _deliver(
     bar.end()
     if worker.last_error:
         print(f"{backend.name}: {worker.errors} failed attempts; last error: {worker.last_error}", file=out)
-    if not worker.caught_up():
+    if not worker.caught_up() and worker.fix is not None:
+        print(f"{backend.name}: stopped with {worker.pending_bytes():,} bytes of the journal pending: retrying cannot help; {worker.fix}, "
+              f"then run `rltrack sync {run_dir} --to {backend.name}` again", file=out)  # fmt: skip
+    elif not worker.caught_up():
         print(
             f"{backend.name}: stopped with {worker.pending_bytes():,} bytes of the journal pending"
             + (f" (still failing after {timeout:g} s)" if timeout is not None else "")
@@ -150,6 +158,15 @@ class _ProgressBar:
     def end(self) -> None:
         self.out.write("\n")
         self.out.flush()
+
+
+def _cursor_key(run_dir: Path, name: str, target: str, writers: list[str | None]) -> str:
+    """"" (the tracker's own cursor) while the run's deliveries to `name` went to
+    `target` or nowhere yet; `<name>~<hash>` for another store."""
+    recorded = {Cursor(run_dir, name, writer).target for writer in writers} - {""}
+    if not target or not recorded or target in recorded:
+        return ""
+    return f"{name}~{hashlib.sha1(target.encode()).hexdigest()[:8]}"
 
 
 def _is_tracker(name: str) -> bool:

@@ -38,6 +38,7 @@ def agent_dir(tmp_path_factory):
     yield directory
     import psutil
 
-    for process in psutil.process_iter(["cmdline"]):
-        if "rltrack.agent" in (process.info["cmdline"] or []) and any(str(directory) in part for part in process.info["cmdline"]):
-            process.terminate()
+    for module in ("rltrack.agent_keeper", "rltrack.agent"):  # the keepers first: they would start the agents again
+        for process in psutil.process_iter(["cmdline"]):
+            if module in (process.info["cmdline"] or []) and any(str(directory) in part for part in process.info["cmdline"]):
+                process.terminate()

@@ -18,22 +18,30 @@ What arrives in rltrack, per `Logger.dump(step)` of SB3:
   namespaces and names, and converting numpy scalars, arrays and strings,
   happen on rltrack's pipeline thread.
 * Step axes: `env_steps` = the `step` SB3 passes (its `num_timesteps`), and
-  `train_iter` = `time/iterations` for on-policy algorithms (PPO, A2C: one
-  per rollout-and-update round) or `train/n_updates` for off-policy ones
-  (DQN, SAC, TD3: gradient steps). One source is used for the whole run:
+  `train_iter` = rollout-and-update rounds for on-policy algorithms (PPO,
+  A2C: `num_timesteps // (n_steps * n_envs)`, which is `time/iterations` in
+  a first `learn()` call) or `train/n_updates` for off-policy ones (DQN,
+  SAC, TD3: gradient steps). One source is used for the whole run:
   `attach`/`RLTrackCallback` pick it from the model's class; a writer built
   by hand takes the first of the two keys it sees (`time/iterations` if both
-  come together). The last known `train_iter` is carried into later dumps
+  come together) as it is. The last known `train_iter` is carried into later dumps
   that lack it (e.g. the dump `EvalCallback` makes), so every event has both
   axes once training began.
+* Across `learn()` calls and `PPO.load`: `env_steps` is SB3's
+  `num_timesteps`, so it carries on with `reset_num_timesteps=False` and
+  after a load, and restarts where SB3's own records restart
+  (`reset_num_timesteps=True`, SB3's default, with a new TensorBoard
+  directory); the collector block's totals follow it. `train_iter` carries
+  on as well (SB3's `time/iterations` restarts at 1 in every call);
+  off-policy `n_updates` never restarts, not even with `reset_num_timesteps=True`.
 * Each SB3 dump ends with `Logger.dump(steps)`, rltrack's store-then-log
   point: aggregating filters emit, the console and text logs print a table.
 * Namespaces from SB3's prefixes: `rollout/` -> `collector`, `eval/` ->
   `evaluator`, `train/` -> `learner`, `time/` -> `time`; other prefixes are
   kept as they are, keys without a prefix get namespace `""`. Under `time/`,
-  durations (`time_elapsed`, and keys named like `*_time`, `*elapsed*`,
-  `*duration*`, `*_sec`, `*_seconds`) are sent as kind `timing`; `fps`,
-  `iterations`, `total_timesteps`, `episodes` stay `scalars`.
+  durations (keys named like `*_time`, `*elapsed*`, `*duration*`, `*_sec`,
+  `*_seconds`) are sent as kind `timing`; `time_elapsed` (a running clock,
+  not a duration), `fps`, `iterations`, `total_timesteps`, `episodes` stay `scalars`.
 * `rollout/` values are SB3's moving means over the last `stats_window_size`
   episodes, so `collector` events holding them carry `preaggregated=True`.
 * Canonical names (`CANONICAL`, rltrack.frameworks.sb3) per `run.names` in the config: "both"
@@ -61,8 +69,10 @@ What arrives in rltrack, per `Logger.dump(step)` of SB3:
 forwards checkpoints to `Logger.log_checkpoint` (see its docstring). With
 `stages=True` (default) it also sends DI-engine's collector, learner and
 buffer blocks at each of SB3's own dumps and an evaluator block per
-`EvalCallback` evaluation (rltrack.adapters.sb3_stages); SB3's keys then keep
-their native names, the canonical ones coming from the blocks.
+`EvalCallback` evaluation (rltrack.adapters.sb3_stages), SB3's own dump of that
+evaluation in the same table; SB3's keys then keep their native names, the
+canonical ones coming from the blocks (with `run.names = "canonical"`, SB3's
+keys that have a canonical name are not sent).
 
 SB3 is imported only when `RLTrackWriter`, `RLTrackCallback` or `attach` is
 first used, so this module (and its `CANONICAL` table) imports without it.
@@ -76,6 +86,7 @@ and what rltrack knows about SB3's keys and models rltrack.frameworks.sb3.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 import types
@@ -89,7 +100,6 @@ from rltrack.adapters.sb3_stages import (
     StageRecorder,
     eval_callbacks,
     observe_evaluations,
-    observe_steps,
     recorder_for,
 )
 from rltrack.adapters.sb3_writer import WriterBody
@@ -121,19 +131,21 @@ class CallbackBody:
       `log_hparams` and framework details with `set_run_info`; with
       `save_freq=N` it saves the model every N calls (like SB3's
       `CheckpointCallback`: with k envs that is every N*k timesteps) and
-      hands it to `log_checkpoint(path, iteration=num_timesteps)`, which
-      writes `ckpt/iteration_<num_timesteps>.pth.tar`.
+      writes it as `ckpt/iteration_<train_iter>.pth.tar`.
     * As an `EvalCallback`'s `callback_on_new_best` (or `callback_after_eval`):
-      when the evaluation found a new best mean reward it saves the model and
-      calls `log_checkpoint(path, iteration=num_timesteps, metric=best_mean_reward)`,
-      so `ckpt/ckpt_best.pth.tar` is the best model so far. It also attaches
-      the writer and records hyperparameters, so this position alone is enough.
+      when the evaluation found a new best mean reward it saves the model as
+      `ckpt/iteration_<train_iter>.pth.tar` and `ckpt/ckpt_best.pth.tar`
+      (`log_checkpoint(..., metric=best_mean_reward)`); that evaluation's
+      evaluator block names it in `ckpt_name`. It also attaches the writer and
+      records hyperparameters, so this position alone is enough.
 
-    Checkpoints are SB3 zip files (`model.save`) whatever their `.pth.tar`
-    name: `PPO.load("ckpt/ckpt_best.pth.tar")` reads them. As in SB3's
-    `CheckpointCallback`, the model is saved on the training thread, here to a
-    temporary file that `log_checkpoint` copies into the run directory before
-    it returns; the temporary file is removed right after.
+    Checkpoints are laid out as DI-engine's learner writes them: the
+    `.pth.tar` is a dict for `torch.load` (`model`, `optimizer`, `last_iter`,
+    `last_step`; see `di_checkpoint`), named by `train_iter` as DI-engine
+    names them by its learner iteration, and SB3's own zip (`model.save`)
+    lies beside it as `iteration_<train_iter>.zip` / `ckpt_best.zip` for
+    `PPO.load`. As in SB3's `CheckpointCallback`, both are written on the
+    training thread before the call returns.
     """
 
     def __init__(
@@ -177,7 +189,7 @@ class CallbackBody:
             )
         writer = None
         if self.attach and getattr(self.model, "_logger", None) is not None:
-            writer = add_writer(self.model.logger, self.rltrack_logger, train_iter_key=train_iter_key(self.model))
+            writer = add_writer(self.model.logger, self.rltrack_logger, writer=_attached(self.model, self.rltrack_logger), **axis_options(self.model))
         if self.stages:
             self._start_stages(writer)
         if self.log_hparams:
@@ -221,8 +233,8 @@ class CallbackBody:
         return self.parent is not None and hasattr(self.parent, "best_mean_reward")  # an EvalCallback
 
     def _on_step(self) -> bool:
-        if self._recorder is not None:
-            self._recorder.step(self.locals.get("infos"))
+        if self._recorder is not None:  # SB3 stores this step's transitions after its callbacks
+            self._recorder.step(self.locals.get("infos"), stored_envsteps=self.num_timesteps - self.model.n_envs)
         if self._below_eval():
             best = float(self.parent.best_mean_reward)
             if best > self.best_logged:
@@ -233,13 +245,22 @@ class CallbackBody:
         return True
 
     def _checkpoint(self, metric: float | None) -> None:
+        """`ckpt/iteration_<train_iter>.pth.tar` as DI-engine writes it (see
+        `di_checkpoint`), SB3's own zip beside it as `iteration_<train_iter>.zip`
+        (and `ckpt_best.zip` beside `ckpt_best.pth.tar`), all before returning."""
         if self._staging is None:
             self._staging = Path(tempfile.mkdtemp(prefix="rltrack-sb3-"))
             self._cleanup = weakref.finalize(self, shutil.rmtree, self._staging, True)
         path = self._staging / f"model_{self.num_timesteps}_{self.n_calls}.zip"
         self.model.save(path)
         try:
-            written = self.rltrack_logger.log_checkpoint(path, iteration=self.num_timesteps, metric=metric)  # copied before it returns
+            state = di_checkpoint(self.model)
+            written = self.rltrack_logger.log_checkpoint(state, iteration=state["last_iter"], metric=metric)  # saved before it returns
+            if written is not None:
+                try:
+                    _beside(self.rltrack_logger.run_dir / written, path, may_be_best=metric is not None)
+                except OSError as exc:  # the checkpoint itself is written; training goes on
+                    self.rltrack_logger.report.count("dropped", f"SB3 zip beside a checkpoint not written ({type(exc).__name__})", section="sb3")
         finally:
             path.unlink(missing_ok=True)
         if written is not None:
@@ -290,62 +311,149 @@ if TYPE_CHECKING:
         """Hyperparameters and checkpoints of an SB3 model, to an rltrack `Logger`."""
 
 
-def train_iter_key(model: Any) -> str | None:
-    """The SB3 key that counts training iterations for `model`'s algorithm."""
+def axis_options(model: Any) -> dict[str, Any]:
+    """The writer options that give `model`'s algorithm its `train_iter` axis:
+    on-policy (PPO, A2C) `time/iterations`, counted as rollout-and-update
+    rounds of `n_steps * n_envs` env steps; off-policy (DQN, SAC, TD3)
+    `train/n_updates`, SB3's gradient steps, which never restart."""
     from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
     from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
     if isinstance(model, OnPolicyAlgorithm):
-        return "time/iterations"
+        return {"train_iter_key": "time/iterations", "rollout_steps": model.n_steps * model.n_envs}
     if isinstance(model, OffPolicyAlgorithm):
-        return "train/n_updates"
-    return None
+        return {"train_iter_key": "train/n_updates"}
+    return {"train_iter_key": None}
 
 
-def add_writer(sb3_logger: Any, logger: Logger, **writer_options: Any) -> Any:
-    """Appends an `RLTrackWriter(logger, **writer_options)` to
-    `sb3_logger.output_formats`, unless one for the same rltrack logger is
-    there already; returns that writer."""
+def train_iter(model: Any) -> int:
+    """`model`'s `train_iter` now, on the axis `axis_options` gives its dumps:
+    rounds completed (on-policy) or gradient steps (off-policy)."""
+    rollout_steps = axis_options(model).get("rollout_steps")
+    return int(model.num_timesteps // rollout_steps) if rollout_steps else int(getattr(model, "_n_updates", 0))
+
+
+def di_checkpoint(model: Any) -> dict[str, Any]:
+    """`model` as DI-engine's learner saves a checkpoint, for `torch.load`:
+    `model` (the policy's state dict), `optimizer` (the policy's optimizer;
+    SAC/TD3's several optimizers as `optimizer_<name>`: `optimizer_actor`,
+    `optimizer_critic`, `optimizer_ent_coef`), `last_iter` (`train_iter`) and
+    `last_step` (`num_timesteps`)."""
+    state: dict[str, Any] = {"model": model.policy.state_dict()}
+    optimizers = {name: value for name, value in model.get_parameters().items() if name != "policy"}
+    if list(optimizers) == ["policy.optimizer"]:
+        state["optimizer"] = optimizers["policy.optimizer"]
+    else:
+        for name, value in optimizers.items():
+            state["optimizer_" + name.removesuffix(".optimizer").removesuffix("_optimizer").rpartition(".")[2]] = value
+    state["last_iter"] = train_iter(model)
+    state["last_step"] = int(model.num_timesteps)
+    return state
+
+
+def _beside(checkpoint: Path, sb3_zip: Path, may_be_best: bool) -> None:
+    """Copies SB3's zip next to a `.pth.tar` checkpoint (same name, `.zip`),
+    and, for a checkpoint with a metric, next to `ckpt_best.pth.tar` when
+    `log_checkpoint` just made that the same file."""
+    import filecmp
+
+    for target in (checkpoint, checkpoint.with_name("ckpt_best.pth.tar")):
+        if target is checkpoint or (may_be_best and target.is_file() and filecmp.cmp(target, checkpoint, shallow=False)):
+            destination = target.with_name(target.name.removesuffix(".pth.tar") + ".zip")
+            tmp = destination.with_name(f".{destination.name}.tmp")
+            shutil.copyfile(sb3_zip, tmp)
+            os.replace(tmp, destination)
+
+
+#: The writer `attach` made for each model, per rltrack logger.
+_WRITERS: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+
+
+def _attached(model: Any, logger: Logger) -> Any:
+    """The writer `attach(model, logger)` made, or None."""
+    return next((w for w in _WRITERS.get(model, ()) if w.logger is logger), None)
+
+
+def add_writer(sb3_logger: Any, logger: Logger, *, writer: Any = None, **writer_options: Any) -> Any:
+    """Appends `writer` (default: a new `RLTrackWriter(logger, **writer_options)`)
+    to `sb3_logger.output_formats`, unless one for the same rltrack logger is
+    there already; returns the writer that is there."""
     writer_cls = _classes()["RLTrackWriter"]
     for existing in sb3_logger.output_formats:
         if isinstance(existing, writer_cls) and existing.logger is logger:
             return existing
-    writer = writer_cls(logger, **writer_options)
+    if writer is None:
+        writer = writer_cls(logger, **writer_options)
     sb3_logger.output_formats.append(writer)
     return writer
 
 
-def attach(
-    model: BaseAlgorithm, logger: Logger, *, tb_log_name: str | None = None, stages: bool = True, buffer_seconds: float = 60.0,
-    **writer_options: Any,
-) -> Any:  # fmt: skip
+def attach(model: BaseAlgorithm, logger: Logger, *, stages: bool = True, buffer_seconds: float = 60.0, **writer_options: Any) -> Any:
     """Adds an `RLTrackWriter` to `model`'s SB3 logger and returns the writer.
 
     If the model has a logger set with `model.set_logger(...)`, the writer is
-    appended to it and its own outputs stay as they are. Otherwise (SB3 would
-    build its default logger inside `learn()`), a logger is configured now
-    exactly as SB3 would — `stdout` when `model.verbose >= 1`, `tensorboard`
-    under `model.tensorboard_log/<tb_log_name>_<n>` when that is set, with
-    `tb_log_name` defaulting to the algorithm's name as in `learn()` — and set
-    with `model.set_logger`. Unlike SB3's default, that logger is then kept
-    across `learn()` calls (one TensorBoard directory rather than one per
-    call); to keep SB3's per-call behaviour, pass `RLTrackCallback(logger)` to
-    `learn()` instead of calling `attach`.
+    appended to it now and its own outputs stay as they are. Otherwise SB3
+    builds its default logger inside each `learn()` (stdout, and TensorBoard
+    under `tensorboard_log/<tb_log_name>_<n>` with the `tb_log_name` given to
+    `learn()`), and the writer joins it there: a hook on the model's VecEnv
+    (an attribute of that env object, not a wrapper) appends the writer to
+    whatever logger the model holds at each step, before any dump. So a
+    logger set later with `model.set_logger(configure(...))` gets the writer
+    too. A model without an env cannot be hooked: `attach` raises (set the
+    env first, or pass `RLTrackCallback(logger)` to `learn()`).
     """
     _classes()
-    if not getattr(model, "_custom_logger", False):
-        from stable_baselines3.common.utils import configure_logger
-
-        sb3_logger = configure_logger(model.verbose, model.tensorboard_log, tb_log_name or type(model).__name__, True)
-        model.set_logger(sb3_logger)
-    writer_options.setdefault("train_iter_key", train_iter_key(model))
-    writer = add_writer(model.logger, logger, **writer_options)
-    if stages and getattr(model, "env", None) is not None:
+    env = getattr(model, "env", None)
+    if env is None:
+        raise ValueError(
+            "attach(model, logger): the model has no env yet, and rltrack follows the model's SB3 logger through its env; "
+            "call model.set_env(env) first, or pass RLTrackCallback(logger) to model.learn()"
+        )
+    writer = _attached(model, logger)
+    if writer is None:
+        options = {**axis_options(model), **writer_options}
+        writer = _classes()["RLTrackWriter"](logger, **options)
+        _WRITERS.setdefault(model, []).append(writer)
+    if getattr(model, "_custom_logger", False):
+        add_writer(model.logger, logger, writer=writer)
+    recorder = None
+    if stages:
         recorder = recorder_for(logger, model, buffer_seconds)
         recorder.writer = writer
         writer.use_stages(recorder)
-        observe_steps(model.env, recorder)
+    _observe_steps(env, model, writer, recorder)
     return writer
+
+
+def _observe_steps(venv: Any, model: Any, writer: Any, recorder: StageRecorder | None) -> None:
+    """The hook of `attach` on `venv.step_wait`: at each step, adds `writer`
+    to the model's SB3 logger when that logger is new (SB3 builds one per
+    `learn()`; a user may set another), and hands the step's infos to the
+    stage recorder unless an `RLTrackCallback` feeds it. The hook is an
+    attribute of this one VecEnv object, not a wrapper: the model's env keeps
+    its type and its wrapper chain, which SB3 walks side by side with the eval
+    env's (`EvalCallback`'s type check, `sync_envs_normalization` copying
+    `VecNormalize` statistics level by level)."""
+    seen: list[Any] = [None]
+
+    def on_step(infos: Any) -> None:
+        sb3_logger = vars(model).get("_logger")
+        if sb3_logger is not seen[0] and sb3_logger is not None:
+            seen[0] = sb3_logger
+            add_writer(sb3_logger, writer.logger, writer=writer)
+        if recorder is not None and not recorder.fed_by_callback:
+            recorder.observed_step(infos)
+
+    if "_rltrack_on_step" not in vars(venv):
+        step_wait = venv.step_wait
+
+        def observed_step_wait() -> Any:
+            result = step_wait()
+            venv._rltrack_on_step(result[3])
+            return result
+
+        venv.step_wait = observed_step_wait
+    venv._rltrack_on_step = on_step
 
 
 def model_hparams(model: BaseAlgorithm) -> dict[str, Any]:
@@ -372,5 +480,8 @@ def model_hparams(model: BaseAlgorithm) -> dict[str, Any]:
     return hparams
 
 
-__all__ = ["CANONICAL", "FORMAT_NAME", "NAMESPACES", "RLTrackCallback", "RLTrackWriter", "add_writer", "attach", "model_hparams", "train_iter_key"]
+__all__ = [
+    "CANONICAL", "FORMAT_NAME", "NAMESPACES", "RLTrackCallback", "RLTrackWriter", "add_writer", "attach", "axis_options", "di_checkpoint",
+    "model_hparams", "train_iter",
+]  # fmt: skip
 

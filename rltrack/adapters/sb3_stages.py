@@ -37,18 +37,31 @@ class StageRecorder:
       `model._n_updates`), its `train/*` values; at the dump their averages
       over the calls, named canonically (`train/loss` -> `total_loss_avg`,
       `train/learning_rate` -> `cur_lr_avg`, others `<leaf>_avg`).
-    * buffer (off-policy): `pushed_in` (rows added, from the buffer's write
+    * buffer (off-policy), every `buffer_seconds`, in transitions as DI-engine
+      counts them (an SB3 buffer row holds one transition per env, so rows
+      are multiplied by `n_envs`): `pushed_in` (added, from the buffer's write
       position), `sampled_out` (gradient steps x `batch_size`), `removed`
-      (rows overwritten), `current_have` (`replay_buffer.size()`), every
-      `buffer_seconds`. SB3's replay buffers keep no priorities, use counts or
+      (overwritten), `current_have` (`replay_buffer.size() * n_envs`), at the
+      env steps whose transitions the buffer holds (the callback sees a step
+      before SB3 stores it: its table is at the previous step's
+      `num_timesteps`). SB3's replay buffers keep no priorities, use counts or
       ages, so there is no sampling table.
+
+    Across `learn()` calls the collector's totals follow SB3's own counters:
+    a call with `reset_num_timesteps=True` restarts `num_timesteps` (the
+    `env_steps` axis), so the totals restart with it and the episodes of the
+    previous call's unfinished stage are dropped, as SB3 drops its own
+    episode buffer; with `reset_num_timesteps=False` they carry on. A new
+    model object (`PPO.load`) starts the totals at its `num_timesteps`, so
+    `total_envstep_count` equals `env_steps` throughout.
     """
 
     def __init__(self, logger: Logger, model: Any, buffer_seconds: float) -> None:
         self.logger = logger
         self.model = model
         self.writer: Any = None
-        self.collector = stages.CollectorStats()
+        self.collector = stages.CollectorStats(envsteps=model.num_timesteps)
+        self.learn_start = getattr(model, "start_time", None)
         self.learner = stages.LearnerAverages()
         self.rewards: list[float] = []
         self.lengths: list[float] = []
@@ -61,10 +74,13 @@ class StageRecorder:
         #: The namespaces whose canonical names the blocks give ("evaluator" once an EvalCallback is observed).
         self.namespaces = {"collector", "learner"}
         self.last_step: float | None = None  # the env observer's: when the previous step ended
+        #: During an observed evaluation: the writer's dumps, held back until the evaluator block is sent (see `hold`).
+        self.held: list[tuple[Any, dict[str, int]]] | None = None
         self.replay = getattr(model, "replay_buffer", None)
         self.throughput = None if self.replay is None else stages.BufferThroughput(buffer_seconds)
         if self.replay is not None:
             self.buffer_pos, self.buffer_size, self.buffer_updates = self.replay.pos, self.replay.size(), self.seen_updates
+            self.buffer_envs = int(getattr(self.replay, "n_envs", 1))
 
     def steps(self) -> dict[str, int]:
         """The axes the writer gives SB3's own records now."""
@@ -80,14 +96,28 @@ class StageRecorder:
             self.collect_time += time.perf_counter() - self.rollout_started
             self.rollout_started = None
 
-    def step(self, infos: Any) -> None:
+    def step(self, infos: Any, stored_envsteps: int | None = None) -> None:
+        """One step's infos; `stored_envsteps`: the env steps whose transitions
+        the replay buffer holds now (default `num_timesteps`)."""
+        if getattr(self.model, "start_time", None) != self.learn_start:
+            self._new_learn_call()
         for info in infos or ():
             episode = info.get("episode") if isinstance(info, dict) else None
             if episode is not None:
                 self.rewards.append(float(episode["r"]))
                 self.lengths.append(float(episode["l"]))
         if self.throughput is not None:
-            self._buffer_counts()
+            self._buffer_counts(self.model.num_timesteps if stored_envsteps is None else stored_envsteps)
+
+    def _new_learn_call(self) -> None:
+        """A `learn()` call began; if it reset SB3's `num_timesteps`, the collector's totals restart with it."""
+        self.learn_start = getattr(self.model, "start_time", None)
+        start = getattr(self.model, "_num_timesteps_at_start", self.model.num_timesteps)
+        if start < self.stage_start:
+            self.collector = stages.CollectorStats(envsteps=start)
+            self.rewards, self.lengths = [], []
+            self.stage_start = start
+            self.collect_time = 0.0
 
     def observed_step(self, infos: Any) -> None:
         """A step seen by the env observer of `attach` (no callback in
@@ -109,16 +139,17 @@ class StageRecorder:
         self.seen_updates = updates
         self.learner.add(learner_values(self.model.logger.name_to_value))
 
-    def _buffer_counts(self) -> None:
-        replay, throughput = self.replay, self.throughput
+    def _buffer_counts(self, envsteps: int) -> None:
+        replay, throughput, envs = self.replay, self.throughput, self.buffer_envs
         assert replay is not None and throughput is not None
         pos, size, updates = replay.pos, replay.size(), getattr(self.model, "_n_updates", 0)
-        pushed = (pos - self.buffer_pos) % replay.buffer_size  # checked every step: never a whole buffer apart
-        throughput.add(pushed_in=pushed, sampled_out=(updates - self.buffer_updates) * self.model.batch_size, removed=pushed - (size - self.buffer_size))
+        pushed = (pos - self.buffer_pos) % replay.buffer_size  # rows; checked every step: never a whole buffer apart
+        removed = pushed - (size - self.buffer_size)
+        throughput.add(pushed_in=pushed * envs, sampled_out=(updates - self.buffer_updates) * self.model.batch_size, removed=removed * envs)
         self.buffer_pos, self.buffer_size, self.buffer_updates = pos, size, updates
-        block = throughput.take(size)
+        block = throughput.take(size * envs)
         if block is not None:
-            emit_block(self.logger, "buffer", block, self.steps(), source="sb3")
+            emit_block(self.logger, "buffer", block, {**self.steps(), "env_steps": envsteps}, source="sb3")
 
     def emit_stage(self, steps: dict[str, int]) -> None:
         """The collector block (and the learner block, if `train()` ran) of the
@@ -139,12 +170,34 @@ class StageRecorder:
         if self.rollout_started is not None:
             self.rollout_started = now
 
-    def emit_evaluation(self, rewards: list[float], lengths: list[float], env_ids: list[int], duration: float, ckpt_name: str | None) -> None:
-        steps = self.steps()
+    def hold(self) -> None:
+        """An `EvalCallback` step begins: SB3's dump in it (`eval/mean_reward`,
+        ...) is held back until `release`, so that the evaluator block, known
+        only once the step is over (its `ckpt_name` is written after SB3's
+        dump), comes first and both make one table, one block per evaluation."""
+        self.held = []
+
+    def release(self, evaluation: dict[str, Any] | None) -> None:
+        """Sends the evaluator block of `evaluation` (the `emit_evaluation`
+        arguments; None when the step evaluated nothing), then the held dumps."""
+        held, self.held = self.held or [], None
+        if evaluation is not None:
+            self.emit_evaluation(**evaluation, steps=held[0][1] if held else None)
+        for build, steps in held:
+            self.logger.emit_deferred(build)
+            self.logger.dump(steps)
+
+    def emit_evaluation(
+        self, rewards: list[float], lengths: list[float], env_ids: list[int], duration: float, ckpt_name: str | None,
+        steps: dict[str, int] | None = None,
+    ) -> None:  # fmt: skip
+        """The evaluator block at `steps`, left open for SB3's held dump; at no given steps: now, and ended."""
+        at = self.steps() if steps is None else steps
         block = stages.evaluator_block(
-            episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=steps.get("train_iter"), ckpt_name=ckpt_name
+            episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=at.get("train_iter"), ckpt_name=ckpt_name
         )
-        emit_block(self.logger, "evaluator", block, steps, source="sb3", info_lines=stages.evaluator_info_lines(rewards, env_ids))
+        info = stages.evaluator_info_lines(rewards, env_ids)
+        emit_block(self.logger, "evaluator", block, at, source="sb3", info_lines=info, dump=steps is None)
 
 
 #: The stage recorder of each rltrack logger (shared by the RLTrackCallbacks writing to it).
@@ -187,13 +240,20 @@ def observe_evaluations(eval_callback: Any, logger: Logger) -> None:
         seen.clear()
         LAST_CHECKPOINT.pop(logger, None)
         start = time.perf_counter()
-        result = on_step()
         recorder = _RECORDERS.get(logger)
-        if "rewards" in seen and recorder is not None:
-            recorder.emit_evaluation(
-                [float(r) for r in seen["rewards"]], [float(n) for n in seen["lengths"]], seen.get("env_ids", []),
-                seen["end"] - start, LAST_CHECKPOINT.pop(logger, None),
-            )
+        if recorder is not None:
+            recorder.hold()
+        evaluation = None
+        try:
+            result = on_step()
+            if "rewards" in seen:
+                evaluation = {
+                    "rewards": [float(r) for r in seen["rewards"]], "lengths": [float(n) for n in seen["lengths"]],
+                    "env_ids": seen.get("env_ids", []), "duration": seen["end"] - start, "ckpt_name": LAST_CHECKPOINT.pop(logger, None),
+                }  # fmt: skip
+        finally:
+            if recorder is not None:
+                recorder.release(evaluation)
         return bool(result)
 
     eval_callback._log_success_callback = capture
@@ -212,24 +272,3 @@ def eval_callbacks(callback: Any) -> list[Any]:
         stack.extend(getattr(item, "callbacks", None) or ())
         stack.extend(c for c in (getattr(item, "callback", None), getattr(item, "callback_on_new_best", None)) if c is not None)
     return found
-
-
-def observe_steps(venv: Any, recorder: StageRecorder) -> None:
-    """Hands each step's infos from `venv.step_wait` to the stage recorder of
-    `attach`, unless an `RLTrackCallback` feeds it. The hook is an attribute
-    of this one VecEnv object, not a wrapper: the model's env keeps its type
-    and its wrapper chain, which SB3 walks side by side with the eval env's
-    (`EvalCallback`'s type check, `sync_envs_normalization` copying
-    `VecNormalize` statistics level by level)."""
-    if "_rltrack_recorder" not in vars(venv):
-        step_wait = venv.step_wait
-
-        def observed_step_wait() -> Any:
-            result = step_wait()
-            current = venv._rltrack_recorder
-            if not current.fed_by_callback:
-                current.observed_step(result[3])
-            return result
-
-        venv.step_wait = observed_step_wait
-    venv._rltrack_recorder = recorder

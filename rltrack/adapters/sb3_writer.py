@@ -55,10 +55,18 @@ class WriterBody:
     untouched. Its format name for `exclude=` is "rltrack". See the module
     docstring of rltrack.adapters.sb3 for what is sent and how."""
 
-    def __init__(self, logger: Logger, *, names: str | None = None, train_iter_key: str | None = None, close_logger: bool = False) -> None:
+    def __init__(
+        self, logger: Logger, *, names: str | None = None, train_iter_key: str | None = None, rollout_steps: int | None = None,
+        close_logger: bool = False,
+    ) -> None:  # fmt: skip
         """`logger`: an rltrack Logger. `names` overrides the config's `run.names`
         ("both", "canonical", "native"). `train_iter_key`: the SB3 key giving
         the `train_iter` axis (default: see the module docstring).
+        `rollout_steps`: for an on-policy model, the env steps of one
+        rollout-and-update round (`n_steps * n_envs`); `train_iter` is then
+        `env_steps // rollout_steps` (the rounds completed) at every dump,
+        which counts on across `learn()` calls and `PPO.load` as SB3's
+        `num_timesteps` does (SB3's `time/iterations` restarts at 1 in every call).
         `close_logger=True` makes `close()` (called by SB3's `Logger.close()`)
         close the rltrack logger too; by default it stays open, since whoever
         made it closes it."""
@@ -66,6 +74,7 @@ class WriterBody:
         self.mode = names or logger.config.get("run", {}).get("names", "both")
         self.close_logger = close_logger
         self.train_iter: int | None = None
+        self.rollout_steps = rollout_steps
         #: The key `train_iter` is read from; None: the first of TRAIN_ITER_KEYS seen in a dump.
         self.train_iter_key: str | None = train_iter_key
         #: Pipeline thread only: the route of each native key, per set of namespaces the stage blocks cover.
@@ -78,7 +87,9 @@ class WriterBody:
         alone fill the canonical names of the namespaces they cover: SB3's
         native keys there keep only their native names (`rollout/ep_rew_mean`
         is a 100-episode moving mean, `collector/reward_mean` the stage's own
-        episodes). `eval/` keys keep their canonical twins until evaluator
+        episodes), and with `run.names = "canonical"` the native keys that
+        have a canonical name are not sent (the blocks carry that name).
+        `eval/` keys keep their canonical twins until evaluator
         blocks come (an `EvalCallback` observed through `RLTrackCallback`)."""
         self.stages = stages
 
@@ -93,7 +104,9 @@ class WriterBody:
                 if candidate in key_values:
                     iter_key = self.train_iter_key = candidate
                     break
-        if iter_key is not None:
+        if self.rollout_steps:
+            self.train_iter = step // self.rollout_steps
+        elif iter_key is not None:
             value = key_values.get(iter_key)
             if value is not None:
                 self.train_iter = value
@@ -106,8 +119,12 @@ class WriterBody:
         if self.stages is not None and ALGORITHM_DUMP_KEY in key_values:  # the algorithm's dump, not EvalCallback's
             self.stages.emit_stage(steps)
         covered = frozenset() if self.stages is None else frozenset(self.stages.namespaces)
-        self.logger.emit_deferred(partial(self._events, now, values, exclusions, steps, covered))
-        self.logger.dump(steps)
+        build = partial(self._events, now, values, exclusions, steps, covered)
+        if self.stages is not None and self.stages.held is not None and ALGORITHM_DUMP_KEY not in key_values:
+            self.stages.held.append((build, steps))  # an evaluation's dump: its evaluator block goes first, in the same table
+        else:
+            self.logger.emit_deferred(build)
+            self.logger.dump(steps)
 
     def _own_copy(self, key: str, value: Any, steps: dict[str, int]) -> Any:
         """A value that is not a plain Python one, safe to read later on the
@@ -123,7 +140,8 @@ class WriterBody:
         self, now: float, values: dict[str, Any], exclusions: dict[str, tuple[str, ...]], steps: dict[str, int], covered: frozenset[str]
     ) -> list[Event]:  # fmt: skip
         """Pipeline thread: one `Event` per namespace and kind of one SB3 dump.
-        SB3's keys of the namespaces `covered` by stage blocks keep their native names only."""
+        SB3's keys whose canonical name is in a namespace `covered` by stage
+        blocks keep their native names only, and are left out with `names = "canonical"`."""
         routes = self._routes.get(covered)
         if routes is None:
             routes = self._routes[covered] = {}
@@ -143,7 +161,11 @@ class WriterBody:
             targets = routes.get(key)
             if targets is None:
                 canonical = CANONICAL.get(key, "")
-                targets = routes[key] = _route(key, "native" if canonical.split("/", 1)[0] in covered else self.mode)
+                if canonical.split("/", 1)[0] not in covered:
+                    targets = _route(key, self.mode)
+                else:  # the block gives the canonical name: "canonical" drops the native key, other modes keep it as it is
+                    targets = [] if self.mode == "canonical" else _route(key, "native")
+                routes[key] = targets
             for namespace, leaf, kind, preagg in targets:
                 bucket = (namespace, media_kind or kind)
                 data = buckets.get(bucket)

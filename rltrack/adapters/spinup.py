@@ -64,7 +64,8 @@ takes; None means `RLTRACK_CONFIG` or the defaults). A run made here lives under
 the config's `run.root` (default `./runs`, next to every other rltrack run, so
 `rltrack` commands and run indexes find it); unless the config names it, the
 run is named after `output_dir`'s last component (`vpg_s0` with SpinningUp's
-`setup_logger_kwargs`), else `exp_name`, else `spinup`. Its `meta.json` info
+`setup_logger_kwargs`), else `exp_name`, else `spinup`; its task (the
+experiment its seeds share) is `exp_name` unless the config names one. Its `meta.json` info
 records `output_dir` and `exp_name`, and its path is printed after SpinningUp's
 "Logging data to" line. It is closed by `close()` or at interpreter exit.
 `send_to_rltrack=False` makes a plain SpinningUp logger.
@@ -397,6 +398,8 @@ def _make_rltrack_logger(config: Any, output_dir: str | None, exp_name: str | No
     if cfg["run"]["name"] is None:
         name = osp.basename(osp.normpath(output_dir)) if output_dir else None
         cfg["run"]["name"] = name or exp_name or "spinup"
+    if cfg["run"]["task"] is None and exp_name:
+        cfg["run"]["task"] = exp_name  # SpinningUp's experiment: its seeds are `<exp_name>_s<seed>` dirs
     return make_logger(cfg)
 
 

@@ -21,9 +21,15 @@ own Logger, made when the trial starts and closed when it ends:
 * directory: `<run.root>/<experiment>/<trial name>_<experiment tag>`, where
   `<experiment>` is Tune's experiment directory name (`tune.run(name=...)`,
   `RunConfig(name=...)`, or Tune's generated one) unless `run.name` is set in
-  the config, in which case `run.name` names that folder instead. A trial
-  resumed by `Tuner.restore` gets a new directory beside the first (the core's
-  rule for taken names);
+  the config, in which case `run.name` names that folder instead;
+* task (the experiment in the run index and in every tracker: MLflow
+  experiment, W&B project and group, trackio project, Neptune tag): Tune's
+  experiment name, unless `run.task` is set; the run is named after the
+  trial, so the trials of a sweep are runs of one experiment everywhere;
+* a trial restarted by `Tuner.restore` continues its own run (the directory
+  whose `meta.json` holds its trial id, resumed as `make_logger(resume=...)`
+  does: the same tracker runs, steps and journal), instead of starting a
+  second one;
 * hyperparameters: the trial's config (`log_hparams`), again if a scheduler
   such as PBT changes it;
 * `meta.json` "info": `framework`, `trial_id`, `trial_name`, `experiment`,
@@ -70,6 +76,8 @@ The behaviour lives in the plain class `TrialLoggers`, which needs no Ray.
 from __future__ import annotations
 
 import copy
+import json
+import os
 import sys
 import threading
 import time
@@ -194,6 +202,10 @@ class TrialLoggers:
         self.run_dirs: dict[str, Path] = {}
         #: Loggers closing on threads of their own (see `_close_id`), joined at the experiment's end.
         self._closing: list[threading.Thread] = []
+        #: Per experiment folder, the runs of trials from before this callback (see `_earlier_run`).
+        self._earlier: dict[Path, dict[str, Path]] = {}
+        #: The trials' loggers closed so far: what the agent has not delivered at the experiment's end is said there, once.
+        self._closed: list[Logger] = []
 
     @property
     def loggers(self) -> dict[str, Logger]:
@@ -219,11 +231,16 @@ class TrialLoggers:
         for trial_id in list(self._trials):
             status = getattr(by_id.get(trial_id), "status", None)
             self._close_id(trial_id, {"TERMINATED": "finished", "ERROR": "failed"}.get(str(status), "killed"))
-        timeout = self._config["run"]["close_timeout"]
-        deadline = None if timeout is None else time.monotonic() + float(timeout) + FLUSH_LIMIT
+        journals = time.monotonic() + FLUSH_LIMIT  # the closes only complete the journals: they do not wait for the agent
         for closing in self._closing:
-            closing.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            closing.join(max(0.0, journals - time.monotonic()))
         self._closing = [closing for closing in self._closing if closing.is_alive()]
+        timeout = self._config["run"]["close_timeout"]
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        closed, self._closed = self._closed, []
+        behind = {logger.run_dir: left for logger in closed if (left := logger.still_behind(deadline))}
+        if behind:
+            _say_left_behind(behind, len(closed), timeout)
 
     # -- pickling: Tuner pickles its run config; open loggers stay behind --
 
@@ -231,6 +248,8 @@ class TrialLoggers:
         state = self.__dict__.copy()
         state["_trials"] = {}
         state["_closing"] = []
+        state["_earlier"] = {}
+        state["_closed"] = []
         return state
 
     # -- the work --
@@ -244,9 +263,13 @@ class TrialLoggers:
         experiment = str(getattr(trial, "experiment_dir_name", None) or "tune")
         cfg = copy.deepcopy(self._config)
         group = cfg["run"]["name"] or experiment
+        cfg["run"]["stores"] = str(Path(cfg["run"]["stores"] or self._root).expanduser().resolve())  # one store for every experiment
         cfg["run"]["root"] = str(self._root / group)
         cfg["run"]["name"] = _run_name(trial)
-        logger = make_logger(cfg)
+        cfg["run"]["task"] = cfg["run"]["task"] or experiment
+        folder = self._root / group
+        logger = make_logger(cfg, resume=self._earlier_run(folder, trial.trial_id))
+        self._earlier[folder][trial.trial_id] = logger.run_dir  # a trial Tune retries after a failure continues it too
         entry = self._trials[trial.trial_id] = _Trial(logger, _state_for(logger), trial.config)
         self.run_dirs[trial.trial_id] = logger.run_dir
         info = {
@@ -263,6 +286,22 @@ class TrialLoggers:
         logger.log_hparams(trial.config or {})
         entry.state.hparams_logged = True
         return entry
+
+    def _earlier_run(self, folder: Path, trial_id: str) -> Path | None:
+        """This trial's run from before, when `Tuner.restore` restarts an
+        interrupted or failed trial (under its trial id, not always under
+        its name): the run directory in `folder` whose meta.json holds the
+        trial id. The folder is read once per callback."""
+        if folder not in self._earlier:
+            self._earlier[folder] = found = {}
+            for meta in sorted(folder.glob("*/meta.json")):
+                try:
+                    info = json.loads(meta.read_text(encoding="utf-8")).get("info") or {}
+                except (OSError, ValueError):
+                    continue
+                if isinstance(info, dict) and isinstance(info.get("trial_id"), str):
+                    found.setdefault(info["trial_id"], meta.parent)
+        return self._earlier[folder].get(trial_id)
 
     def _result(self, trial: Any, result: dict[str, Any]) -> None:
         entry = self._trials.get(trial.trial_id) or self._open(trial)
@@ -282,10 +321,14 @@ class TrialLoggers:
         its driver thread, which must not wait for a tracker (64 trials ending
         one after the other each waited up to close_timeout: 1.4x Tune's wall
         time). The thread is not a daemon, so the process finishes the
-        journal before it exits."""
+        journal before it exits. It does not wait for the agent, and says
+        nothing of it: the experiment's end waits `close_timeout` for every
+        trial at once and says once what is left (each trial said "not done
+        at close" before, while the agent finished seconds later)."""
         entry = self._trials.pop(trial_id, None)
         if entry is not None:
-            closing = threading.Thread(target=entry.logger.close, kwargs={"status": status}, name=f"rltrack-close-{trial_id}")
+            self._closed.append(entry.logger)
+            closing = threading.Thread(target=entry.logger.close, kwargs={"status": status, "timeout": 0, "quiet": True}, name=f"rltrack-close-{trial_id}")
             closing.start()
             self._closing = [c for c in self._closing if c.is_alive()] + [closing]
 
@@ -303,6 +346,22 @@ class TrialLoggers:
                 if entry.errors > 1:
                     return
             print(f"rltrack: {reason} (trial {trial}; Tune continues)\n{traceback.format_exc()}", file=sys.stderr)
+
+
+def _say_left_behind(behind: Mapping[Path, Mapping[str, str | None]], trials: int, timeout: float | None) -> None:
+    """The one stderr line of a sweep whose agent had not delivered every trial when its wait ended."""
+    trackers = sorted({name for left in behind.values() for name in left if name != "files"})
+    errors = sorted({f"{name}: {error}" for left in behind.values() for name, error in left.items() if error})
+    parent = Path(os.path.commonpath([str(run_dir) for run_dir in behind]))
+    sync = " ".join(f"--to {name}" for name in trackers)
+    print(
+        f"rltrack: {len(behind)} of {trials} trials' runs not delivered when the experiment ended"
+        + (f" and {timeout:g} s after" if timeout else "")
+        + (f" ({'; '.join(errors[:3])})" if errors else "")
+        + "; `rltrack status` shows what the agent still delivers, report.json of each run what is pending"
+        + (f"; to finish now: for run in {parent}/*/; do rltrack sync \"$run\" {sync}; done" if trackers else ""),
+        file=sys.stderr,
+    )
 
 
 def _run_name(trial: Any) -> str:

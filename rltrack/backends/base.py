@@ -30,6 +30,25 @@ class RunContext:
     #: `run.worker`): files of its own carry it (see rltrack.journal).
     worker: str | None = None
 
+    @property
+    def stores(self) -> Path:
+        """Where the trackers' default stores go (MLflow's SQLite file,
+        trackio's directory, TensorBoard's logdir): config `run.stores`, which
+        `make_logger` always fills with the runs root (the Tune adapter, which
+        puts trials in a folder per experiment, keeps the user's root), else
+        the directory above the run's."""
+        stores = self.config.get("run", {}).get("stores")
+        return Path(stores) if isinstance(stores, str) and stores else self.run_dir.parent.resolve()
+
+    @property
+    def task(self) -> str:
+        """The experiment the run belongs to (config `run.task`, which
+        `make_logger` always fills; the run's name for runs made before it
+        did): every tracker groups the run under it (MLflow's experiment, W&B's
+        project and group, Neptune's tags, trackio's project)."""
+        task = self.config.get("run", {}).get("task")
+        return task if isinstance(task, str) and task else self.name
+
 
 class Backend:
     """Base class: subclasses override what they need. `name` is the config name."""

@@ -17,8 +17,10 @@ learner's `=== Training Iteration N Result ===` line, then its grids. The
 histogram and text parts of a record (a block's `each_reward` and `ckpt_name`:
 same namespace, time and steps as the numbers just tabled) join its block;
 `INFO` text is printed one line per line, a learner's `model` as `model:` and
-the structure under it. Other namespaces get a two-column box per dump, other
-text records `key: value` lines. `tb_axes = ["iter", "step"]` writes each
+the structure under it. Other namespaces get a two-column box per dump, and
+so do collector tables that hold none of the collector block's keys
+(`rltrack.stages.is_collection`: SB3's exploration rate at an evaluation's
+dump is not a collection); other text records `key: value` lines. `tb_axes = ["iter", "step"]` writes each
 value as `<namespace>_iter/<key>` against `train_iter` and
 `<namespace>_step/<key>` against `env_steps`
 (`rltrack.backends.tfevents.check_tb_axes`); by default tags are
@@ -48,7 +50,7 @@ from rltrack.backends.tables import (
 from rltrack.backends.tfevents import EventFileWriter, check_tb_axes
 from rltrack.events import NUMERIC_KINDS, Event, tag
 from rltrack.rundir import safe_filename
-from rltrack.stages import BLOCK_KEYS, INFO_KEY, ITER_AXIS, MODEL_KEY
+from rltrack.stages import BLOCK_KEYS, INFO_KEY, ITER_AXIS, MODEL_KEY, is_collection
 
 DEFAULT_NAMESPACE = "main"
 
@@ -116,7 +118,7 @@ class LocalBackend(Backend):
     def _write_table(self, namespace: str, pending: Pending) -> None:
         prefix = _prefix(pending.time, pending.steps)
         order = BLOCK_KEYS.get(namespace)
-        if order is None:
+        if order is None or (namespace == "collector" and not is_collection(pending.values)):
             text = f"{prefix}\n{format_table(namespace or DEFAULT_NAMESPACE, pending.values)}\n"
         elif namespace == "collector":
             text = f"{prefix}collect end:\n{format_lines(_in_block_order(pending.values, order))}"

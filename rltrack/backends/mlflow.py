@@ -14,6 +14,9 @@ Why it looks the way it does:
   for the report are kept aside and added only once a batch is acknowledged.
 * The MLflow run is created on the first delivery and its id kept in
   `cursors/mlflow_run.json`, so `rltrack sync` continues the same run.
+* The MLflow experiment is `experiment`, by default the run's task (its
+  experiment in rltrack, `RunContext.task`): seeds and trials of one
+  experiment are runs of one MLflow experiment, named after their run.
 * With no `tracking_uri` the store is `sqlite:///<run root>/mlflow.db` with
   artifacts in `<run root>/mlartifacts`: it works without a server.
 
@@ -30,7 +33,11 @@ Mapping (what users see in MLflow):
 * checkpoints (artifact events with a `path` in the run directory): uploaded
   under the same relative directory; the best one is named in tag
   `rltrack.best_checkpoint`.
-* histograms, images, videos: MLflow has no such metric type; counted as dropped.
+* images and videos (files the adapter saved under `media/` in the run
+  directory): uploaded as artifacts under the same relative directory
+  (`media/<namespace>/<key>_<step>.png`), which a re-delivered batch
+  overwrites rather than doubles (see `MlflowBatch._media`).
+* histograms: MLflow has no such type; counted as dropped.
 * keys MLflow would refuse are renamed by `mlflow_key` and listed in the report.
 """
 
@@ -38,21 +45,49 @@ from __future__ import annotations
 
 import json
 import threading
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.mlflow_batch import MAX_TAG_VALUE, MlflowBatch, mlflow_key
 from rltrack.backends.mlflow_sqlite import SqliteMetricWriter, sqlite_path, store_file
-from rltrack.backends.remote import RemoteBackend
+from rltrack.backends.remote import RemoteBackend, raised
 from rltrack.delivery import CURSOR_DIR, Cursor
 from rltrack.events import Event
 from rltrack.optional import ensure_installed, require
 
 STATUSES = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
-DEFAULT_EXPERIMENT = "rltrack"
 PURPOSE = "The MLflow backend"
+
+
+#: The tracking URI schemes MLflow serves without a plugin; a database's may
+#: name a driver too (`postgresql+psycopg2`). No scheme is a local path.
+URI_SCHEMES = ("file", "databricks", "databricks-uc", "uc", "http", "https", "postgresql", "mysql", "sqlite", "mssql")
+_DATABASES = ("postgresql", "mysql", "sqlite", "mssql")
+
+
+def check_uri(uri: str) -> None:
+    """A `tracking_uri` MLflow can open, checked without MLflow and without
+    the network: a known scheme (or one a plugin registers), a database URI
+    in SQLAlchemy's `scheme://` form, a server's host. What only the server
+    can tell (down, credentials refused) is found by the first delivery."""
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower().split("+")[0]
+    example = "e.g. 'http://127.0.0.1:5000', 'sqlite:////abs/path/mlflow.db', 'postgresql://user@host/db', or leave it out (sqlite:///<root>/mlflow.db)"
+    if scheme and scheme not in URI_SCHEMES and scheme not in _plugin_schemes():
+        raise ValueError(f"tracking_uri = {uri!r} is not a URI MLflow can open (unknown scheme {parts.scheme!r}); {example}")
+    if scheme in _DATABASES and not uri.partition(":")[2].startswith("//"):
+        raise ValueError(f"tracking_uri = {uri!r} is not a database URI (a database URI starts with '{parts.scheme}://'); {example}")
+    if scheme in ("http", "https") and not parts.hostname:
+        raise ValueError(f"tracking_uri = {uri!r} names no server; {example}")
+
+
+def _plugin_schemes() -> set[str]:
+    """The tracking store schemes installed plugins register with MLflow."""
+    return {entry.name for entry in metadata.entry_points(group="mlflow.tracking_store")}
 
 
 class MlflowBackend(RemoteBackend):
@@ -65,15 +100,17 @@ class MlflowBackend(RemoteBackend):
     def __init__(
         self,
         tracking_uri: str | None = None,
-        experiment: str = DEFAULT_EXPERIMENT,
+        experiment: str | None = None,
         run_name: str | None = None,
         tags: dict[str, Any] | None = None,
         bulk_sqlite: bool = True,
     ) -> None:
         if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri):
             raise ValueError(f"tracking_uri = {tracking_uri!r} must be a URI such as 'http://127.0.0.1:5000' or 'sqlite:///mlflow.db'")
-        if not isinstance(experiment, str) or not experiment:
-            raise ValueError(f"experiment = {experiment!r} must be a non-empty experiment name")
+        if tracking_uri is not None:
+            check_uri(tracking_uri)
+        if experiment is not None and (not isinstance(experiment, str) or not experiment):
+            raise ValueError(f"experiment = {experiment!r} must be a non-empty experiment name (or left out: the run's task)")
         if run_name is not None and (not isinstance(run_name, str) or not run_name):
             raise ValueError(f"run_name = {run_name!r} must be a non-empty string (or left out: the run directory's name)")
         if tags is not None and not isinstance(tags, dict):
@@ -87,10 +124,24 @@ class MlflowBackend(RemoteBackend):
             raise ValueError(f"bulk_sqlite = {bulk_sqlite!r} must be true or false")
         self.bulk_sqlite = bulk_sqlite  # metrics into a SQLite store in bulk (rltrack.backends.mlflow_sqlite)
 
+    def target(self, run: RunContext) -> str:
+        return f"{self._store_uri(run)} experiment {self.experiment or run.task}"
+
+    def _store_uri(self, run: RunContext) -> str:
+        return self._tracking_uri or f"sqlite:///{run.stores / 'mlflow.db'}"
+
+    def cannot_heal(self, exc: Exception) -> str | None:
+        if raised(exc, "UnsupportedModelRegistryStoreURIException", "ArgumentError"):
+            return f"fix tracking_uri ({self.tracking_uri!r})"
+        if getattr(exc, "error_code", None) in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+            return "set the credentials the server takes (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN)"
+        return super().cannot_heal(exc)
+
     def open(self, run: RunContext) -> None:
         super().open(run)
-        self.tracking_uri = self._tracking_uri or f"sqlite:///{run.run_dir.parent.resolve() / 'mlflow.db'}"
-        self._state_path = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        self.tracking_uri = self._store_uri(run)
+        self.experiment_name = self.experiment or run.task
+        self._state_path = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
         self._client: Any = None
         self._run_id: str | None = None
         self._params: dict[str, str] = {}  # what the MLflow run holds
@@ -208,11 +259,11 @@ class MlflowBackend(RemoteBackend):
         )
         self._run_id = created.info.run_id
         self._save_state()
-        if Cursor(self.run.run_dir, self.name).offset > 0:  # the cursor belongs to a run in another store, or a deleted one
+        if Cursor(self.run.run_dir, self.cursor_name).offset > 0:  # the MLflow run was deleted
             self.run.report.count(
                 "incomplete",
                 f"MLflow run {self._run_id} starts where an earlier {self.name} delivery stopped; to give it the "
-                f"whole run, delete {CURSOR_DIR}/{self.name}.json and run rltrack sync again",
+                f"whole run, delete {CURSOR_DIR}/{self.cursor_name}.json and run rltrack sync again",
                 section=self.name,
             )
         return created.info.run_id
@@ -225,13 +276,13 @@ class MlflowBackend(RemoteBackend):
 
     def _experiment_id(self) -> str:
         client = self._mlflow_client()
-        found = client.get_experiment_by_name(self.experiment)
+        found = client.get_experiment_by_name(self.experiment_name)
         if found is not None:
             return str(found.experiment_id)
         try:
-            return str(client.create_experiment(self.experiment, artifact_location=self._artifact_location()))
+            return str(client.create_experiment(self.experiment_name, artifact_location=self._artifact_location()))
         except Exception:  # another process may have created it meanwhile
-            found = client.get_experiment_by_name(self.experiment)
+            found = client.get_experiment_by_name(self.experiment_name)
             if found is None:
                 raise
             return str(found.experiment_id)

@@ -100,6 +100,8 @@ class MlflowBatch:
             self._text(event, step)
         elif event.kind == "artifact":
             self._artifact(event)
+        elif event.kind in ("image", "video"):
+            self._media(event)
         else:
             self.counts["dropped", f"{event.kind} events: MLflow has no {event.kind} type (kept in the journal)"] += 1
             return
@@ -166,15 +168,31 @@ class MlflowBatch:
             self.texts[artifact_file] = self.texts.get(artifact_file, "") + f"--- step {step} ({stamp})\n{text}\n"
 
     def _artifact(self, event: Event) -> None:
-        relative = event.data.get("path")
-        local = self.run_dir / str(relative) if relative else None
-        if local is None or not local.is_file():
-            self.counts["dropped", "artifact event whose file is not in the run directory"] += 1
-            return
-        posix = Path(str(relative)).as_posix()
-        self.files.append((local, posixpath.dirname(posix) or None))
-        if event.data.get("best"):
+        posix = self._file(event.data.get("path"), "artifact event")
+        if posix is not None and event.data.get("best"):
             self.tags["rltrack.best_checkpoint"] = posix
+
+    def _media(self, event: Event) -> None:
+        """Images and videos, saved in the run directory by the adapter
+        (`{key: {"path": "media/<namespace>/<key>_<step>.png", ...}}`), are
+        uploaded as artifacts under the same relative directory. Not with
+        `log_image(key=..., step=...)`: MLflow names those files with a random
+        id, so a batch delivered again would show each image twice."""
+        for value in event.data.values():
+            if self._file(value.get("path") if isinstance(value, dict) else value, f"{event.kind} value") is not None:
+                self.counts["delivered", f"{event.kind} files"] += 1
+
+    def _file(self, relative: Any, what: str) -> str | None:
+        """Queues the run directory's file at `relative` for upload under its
+        own relative directory; its posix path, or None (counted) when it is no
+        file of the run directory."""
+        local = self.run_dir / relative if isinstance(relative, str) and relative else None
+        if local is None or not local.is_file() or not local.resolve().is_relative_to(self.run_dir.resolve()):
+            self.counts["dropped", f"{what} whose file is not in the run directory"] += 1
+            return None
+        posix = Path(relative).as_posix()
+        self.files.append((local, posixpath.dirname(posix) or None))
+        return posix
 
     def requests(self, entities: Any) -> Iterator[dict[str, list[Any]]]:
         """`log_batch` keyword arguments within MLflow's per-request limits:

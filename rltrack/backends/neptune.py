@@ -14,6 +14,10 @@ Why it is built this way:
   traceback hook, hardware monitoring), and so are git and source-file
   capture: the Neptune run may be created long after training (`rltrack sync`
   replays journals), when they would describe the sync, not the training.
+* **Grouping**: Neptune 1.x has no groups below a project (which names a
+  workspace, so it is never derived): the run's task (its experiment,
+  `RunContext.task`) is one of its tags, beside `tags`; the run is named
+  after the rltrack run.
 * **Series**: each value goes to `run["<namespace>/<key>"]` at the event's
   primary step with the event's wall time as timestamp; the other step axes
   of scalar records are series of their own (`<namespace>/<axis>`). One
@@ -57,12 +61,19 @@ from typing import Any, Sequence
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.neptune_queue import operations
-from rltrack.backends.remote import RemoteBackend, check_names, check_tags
+from rltrack.backends.remote import RemoteBackend, check_names, check_tags, raised
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import ensure_installed, require
 
 MODES = ("offline", "debug", "async", "sync")
+#: The modes that talk to a server, which needs a token and a project.
+ONLINE_MODES = ("async", "sync")
+#: The client's errors that retrying cannot heal: credentials, the project.
+CANNOT_HEAL = (
+    "NeptuneMissingApiTokenException", "NeptuneInvalidApiTokenException", "ProjectNotFound",
+    "NeptuneMissingProjectNameException", "InactiveProjectException", "CannotSynchronizeOfflineRunsWithoutProject",
+)  # fmt: skip
 #: `init_run` reads where to put its files from this variable; it is process-wide.
 _DATA_DIR_VAR = "NEPTUNE_DATA_DIRECTORY"
 _DATA_DIR_LOCK = threading.Lock()
@@ -91,6 +102,10 @@ class NeptuneBackend(RemoteBackend):
         check_names(project=project, name=name, dir=dir)
         check_tags(tags)
         ensure_installed("neptune", "neptune", "The neptune backend")
+        if mode in ONLINE_MODES and not os.environ.get("NEPTUNE_API_TOKEN"):
+            raise ValueError(f'mode = "{mode}" needs NEPTUNE_API_TOKEN in the environment of the training process (a token in the config is refused), or use mode = "offline"')
+        if mode in ONLINE_MODES and not (project or os.environ.get("NEPTUNE_PROJECT")):
+            raise ValueError(f'mode = "{mode}" needs a project: set project = "workspace/project" (or NEPTUNE_PROJECT)')
         self.project = project
         self.mode = mode
         self.run_name = name
@@ -102,6 +117,15 @@ class NeptuneBackend(RemoteBackend):
         self._kinds: dict[str, str] = {}  # series path -> "float" | "string" | "file"
         self._counts: Counter[tuple[str, str]] = Counter()  # this batch's, reported once it is written
         self._earlier: dict[str, int] = {}  # series path -> last step held by earlier sessions' folders
+
+    def target(self, run: RunContext) -> str:
+        where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"
+        return f"{self.mode} {self.project or ''} in {where}"
+
+    def cannot_heal(self, exc: Exception) -> str | None:
+        if raised(exc, *CANNOT_HEAL):
+            return "set NEPTUNE_API_TOKEN (from the environment only: a token in the config is refused) and the project where the agent runs"
+        return super().cannot_heal(exc)
 
     def open(self, run: RunContext) -> None:
         super().open(run)
@@ -132,7 +156,7 @@ class NeptuneBackend(RemoteBackend):
         started (a crashed one, synced with nothing left to send) is opened
         again to be marked failed, as the MLflow backend ends it FAILED."""
         if self._run is None:
-            started_before = (self.run.run_dir / CURSOR_DIR / f"{self.name}_run.json").is_file()
+            started_before = (self.run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json").is_file()
             if status == "finished" or not started_before:
                 return
             self._run = self._init()
@@ -144,7 +168,7 @@ class NeptuneBackend(RemoteBackend):
 
     def _init(self) -> Any:
         self._neptune = neptune = require("neptune", "neptune", "The neptune backend")
-        state_path = self.run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        state_path = self.run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
         folders: list[str] = json.loads(state_path.read_text())["folders"] if state_path.is_file() else []
         if self.mode == "offline":
             self._resume_from([self.data_dir / "offline" / name for name in folders])
@@ -179,7 +203,7 @@ class NeptuneBackend(RemoteBackend):
                 project=self.project,
                 mode=self.mode,
                 name=self.run_name or self.run.name,
-                tags=self.tags,
+                tags=list(dict.fromkeys([*self.tags, self.run.task])),  # the experiment: Neptune 1.x groups runs by tags
                 capture_stdout=False,
                 capture_stderr=False,
                 capture_hardware_metrics=False,

@@ -20,6 +20,7 @@ any longer.
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from rltrack.backends.base import RunContext
@@ -38,12 +39,49 @@ def check_tags(tags: Sequence[str]) -> None:
         raise ValueError(f'tags = {tags!r} must be a list of strings, e.g. tags = ["ppo", "cartpole"]')
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_RULE = re.compile(r"^[-=_* ]*([A-Za-z]+(Exception|Error))?[-=_* ]*$")  # a help page's banner: ----NeptuneXException----
+
+
+def error_text(exc: BaseException) -> str:
+    """`Type: message` in one line: the first line of the message that says
+    something, without terminal colours, at most 300 characters. A tracker's
+    own help page (Neptune prints a page of advice, colours and all, some of
+    which rltrack refuses, such as a token in code) is not pasted into rltrack's messages."""
+    for line in _ANSI.sub("", str(exc)).splitlines():
+        line = line.strip()
+        if line and not _RULE.match(line):
+            return f"{type(exc).__name__}: {line[:300]}"
+    return type(exc).__name__
+
+
+def raised(exc: BaseException, *names: str) -> bool:
+    """Whether `exc` is an instance of a class named one of `names` (a
+    tracker's exception classes, without importing its package)."""
+    return any(cls.__name__ in names for cls in type(exc).__mro__)
+
+
 class RemoteBackend:
     name = ""
+    #: What the tracker's files in the run's `cursors/` folder (its cursor, its
+    #: run's state) are named after when not `name`: `rltrack sync` sets it
+    #: before `open` for a store other than the one the run was delivered to.
+    cursor_key = ""
     #: Events per `deliver` call; each backend splits further to its tracker's limits.
     max_batch = 1000
     #: The tracker client's modules, imported by the agent on its main thread before this tracker's lane starts.
     client_modules: tuple[str, ...] = ()
+
+    @property
+    def cursor_name(self) -> str:
+        return self.cursor_key or self.name
+
+    def target(self, run: RunContext) -> str:
+        """Which store and grouping this tracker's settings deliver `run` to
+        (its URI or directory, and project or experiment), as text: a cursor
+        records it, so that delivering to another store starts afresh; "": not
+        known (then every delivery counts as the same store)."""
+        return ""
 
     def open(self, run: RunContext) -> None:
         self.run = run
@@ -66,6 +104,16 @@ class RemoteBackend:
 
     def store_now(self) -> None:
         """Stores what the tracker took without waiting any longer (the end of a journal)."""
+
+    def cannot_heal(self, exc: Exception) -> str | None:
+        """What to do about `exc` when retrying cannot help (credentials
+        refused, an unknown project, a store the URI cannot name); None for
+        an error that may pass (a server down, a timeout): that one is
+        retried with backoff. The delivery retries the other kind only after
+        minutes, and says so where the user looks, once."""
+        if isinstance(exc, ImportError):
+            return f"install what is missing ({exc.name or exc}) in the environment the agent runs in"
+        return None
 
     def continue_from(self, position: int | None) -> None:
         """Delivery (re)starts at a cursor saved at `position`: whatever the

@@ -29,7 +29,7 @@ class TensorBoardBackend(Backend):
 
     def open(self, run: RunContext) -> None:
         super().open(run)
-        logdir = self.logdir or run.run_dir.parent / "tensorboard"
+        logdir = self.logdir or run.stores / "tensorboard"
         self.writer = EventFileWriter(logdir / run.name, self.tb_axes)
 
     def write(self, events: list[Event]) -> None:

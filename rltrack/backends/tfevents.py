@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Sequence
 
 from rltrack.events import NUMERIC_KINDS, Event
-from rltrack.stages import ITER_AXIS, STEP_AXIS
+from rltrack.stages import ITER_AXIS, STEP_AXIS, is_throughput
 
 #: `tb_axes` names -> the step axis their tags are plotted against, as DI-engine
 #: writes each value twice: `<namespace>_iter/<key>` and `<namespace>_step/<key>`.
@@ -206,10 +206,14 @@ class EventFileWriter:
     (see `check_tb_axes`): write each value once per named axis, tagged
     `<namespace>_<name>/<key>` at the event's step on that axis; an event on
     none of those axes keeps `<namespace>/<key>` at its primary step.
-    Against a named axis the keys of `TB_AXES_SKIP` are left out, as DI-engine does."""
+    Against a named axis the keys of `TB_AXES_SKIP` are left out, and a
+    replay buffer's throughput table (`rltrack.stages.is_throughput`) is
+    written once, as `<namespace>_sec/<key>` at the table's number in this
+    file (0, 1, 2, ...), as DI-engine does."""
 
     def __init__(self, logdir: Path, tb_axes: Sequence[str] | None = None) -> None:
         self._axes = [(name, TB_AXES[name], TB_AXES_SKIP[name]) for name in check_tb_axes(tb_axes) or ()]
+        self._periods: dict[str, int] = {}  # throughput tables written so far, per namespace
         self._layouts: dict[tuple[str, tuple[str, ...]], _ScalarLayout] = {}
         logdir.mkdir(parents=True, exist_ok=True)
         self._file: IO[bytes] = self._create(logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}")
@@ -233,6 +237,11 @@ class EventFileWriter:
         if event.kind not in NUMERIC_KINDS and event.kind != "histogram":
             return
         data = event.data
+        if self._axes and event.kind in NUMERIC_KINDS and is_throughput(event.namespace, data):
+            period = self._periods.get(event.namespace, 0)
+            self._periods[event.namespace] = period + 1
+            self.scalars(event.time, period, f"{event.namespace}_sec/", data)
+            return
         placements = self._axes and [
             (f"{event.namespace or NO_NAMESPACE}_{name}/", event.steps[axis], data if skip.isdisjoint(data) else _without(data, skip))
             for name, axis, skip in self._axes

@@ -115,14 +115,17 @@ class TrackioBackend(RemoteBackend):
             None  # the trackio run: project, name, id, config
         )
 
+    def target(self, run: RunContext) -> str:
+        where = self.space_id or self.server_url or str(self._store_dir(run))
+        return f"{where} project {self.project or run.task}"
+
+    def _store_dir(self, run: RunContext) -> Path:
+        return Path(self.dir).expanduser().resolve() if self.dir else run.stores / "trackio"
+
     def open(self, run: RunContext) -> None:
         super().open(run)
-        self.store = (
-            Path(self.dir).expanduser().resolve()
-            if self.dir
-            else run.run_dir.parent.resolve() / "trackio"
-        )
-        self._state_path = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        self.store = self._store_dir(run)
+        self._state_path = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
 
     def deliver(self, events: list[Event]) -> None:
         with _STORE_LOCK, self._at_store():
@@ -164,7 +167,7 @@ class TrackioBackend(RemoteBackend):
             if self._state_path.is_file()
             else {}
         )
-        project = self.project or self._task()
+        project = self.project or self.run.task
         if saved.get("project") != project or saved.get("store") != self._where():
             saved = {}  # delivered to another project or store before: a new trackio run there
         from trackio.sqlite_storage import SQLiteStorage
@@ -189,11 +192,6 @@ class TrackioBackend(RemoteBackend):
         if self.space_id or self.server_url:
             self._remote = self._connect()
         return self._state
-
-    def _task(self) -> str:
-        meta = self.run.run_dir / "meta.json"
-        task = json.loads(meta.read_text()).get("task") if meta.is_file() else None
-        return str(task or self.run.config.get("run", {}).get("task") or self.run.name)
 
     def _where(self) -> str:
         return self.space_id or self.server_url or str(self.store)

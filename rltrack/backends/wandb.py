@@ -35,11 +35,19 @@ Why it is built this way:
   `wandb.Html` (escaped, in `<pre>`), hyperparameters as the run's config
   (`config.update(..., allow_val_change=True)` when they change), checkpoints
   as `model` artifacts with aliases `latest`, `iteration_<N>` and `best`.
+* **Grouping**: the W&B project is `project`, by default the run's task
+  (its experiment in rltrack, `RunContext.task`, with the characters W&B
+  refuses in project names replaced by `_`), and the W&B group is `group`, by
+  default the task too, so that the experiment stays a group when several
+  share one project; the W&B run is named after the rltrack run.
 * **Offline by default.** This is the mode that works everywhere (no account,
   no network; hosted and self-hosted W&B both take the files later with
   `wandb sync <run_dir>/wandb/offline-run-*`). `mode = "online"` needs an
-  API key (`WANDB_API_KEY` or `wandb login`). Files go to `dir`, by default
-  the run directory, so a run directory holds everything of its run.
+  API key (`WANDB_API_KEY` or `wandb login`; checked at `make_logger`).
+  Files go to `dir`, by default the run directory, so a run directory holds
+  everything of its run. A `dir` that is not writable is refused (at
+  `make_logger`, and again before `wandb.init`): W&B would fall back without
+  a word to the system's temporary directory, where nothing looks for it.
 * **One W&B run per rltrack run**: the id of the W&B run, once created, is
   kept in `cursors/wandb_run.json` and resumed (`resume="allow"`), so
   `rltrack sync` after a crash continues the same run (online: at the
@@ -65,19 +73,24 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import configparser
 import errno
 import functools
 import html
 import json
 import math
+import netrc
+import os
 import re
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlsplit
 
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
-from rltrack.backends.remote import RemoteBackend, check_names, check_tags
+from rltrack.backends.remote import RemoteBackend, check_names, check_tags, raised
 from rltrack.backends.wandb_files import HistoryFile, rows_in_files
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
@@ -88,6 +101,33 @@ MODES = ("offline", "online", "disabled", "shared")
 EXIT_CODES = {"finished": 0, "failed": 1}
 KILLED_EXIT_CODE = 255
 _ARTIFACT_NAME = re.compile(r"[^A-Za-z0-9_.\-]+")
+#: Characters W&B refuses in a project name, and its longest.
+_PROJECT_UNSAFE = re.compile(r"[/\\#?%:]")
+MAX_PROJECT = 128
+
+
+def wandb_project(task: str) -> str:
+    """A task as a W&B project name."""
+    return _PROJECT_UNSAFE.sub("_", task)[:MAX_PROJECT]
+
+
+class DirNotWritable(OSError):
+    """The W&B directory cannot take W&B's files: W&B would fall back, without a word, to the system's temporary directory."""
+
+
+def _check_dir(dir: str) -> None:
+    """`dir` can hold W&B's files: it is a writable directory, or the nearest
+    directory above it that exists is (W&B creates the rest). A local look at
+    `make_logger`; the agent looks again before `wandb.init`."""
+    path = Path(dir).expanduser().absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    if not path.is_dir() or not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(
+            f"dir = {dir!r} is not writable ({path} is not a writable directory): W&B would fall back to "
+            f"{tempfile.gettempdir()}/wandb without a word, where neither `rltrack sync` nor `wandb sync` finds the run; "
+            "choose a writable directory, or leave dir out (the run directory)"
+        )
 
 
 class WandbBackend(RemoteBackend):
@@ -111,10 +151,17 @@ class WandbBackend(RemoteBackend):
         if mode not in MODES:
             raise ValueError(f"mode = {mode!r} is not a W&B mode; use one of {', '.join(MODES)}")
         check_names(project=project, entity=entity, group=group, name=name, dir=dir)
+        if dir is not None:
+            _check_dir(dir)
         check_tags(tags)
         if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
             raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
         ensure_installed("wandb", "wandb", "The wandb backend")
+        if mode in ("online", "shared") and not _has_api_key():
+            raise ValueError(
+                f'mode = "{mode}" needs a W&B API key and none is set: set WANDB_API_KEY (or run `wandb login`) in the environment '
+                'of the training process, or use mode = "offline" and upload later with `wandb sync`'
+            )
         self.settings = {"project": project, "entity": entity, "group": group, "name": name, "mode": mode, "tags": list(tags)}
         self.dir = dir
         self.init_timeout = float(init_timeout)
@@ -128,10 +175,15 @@ class WandbBackend(RemoteBackend):
         self._rows_before_file = 0  # rows the W&B run held before this session's file
         self._failed_id: str | None = None  # W&B keeps this id reserved in this process
 
+    def target(self, run: RunContext) -> str:
+        where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"
+        project = self.settings["project"] or wandb_project(run.task)
+        return f"{self.settings['mode']} {self.settings['entity'] or ''}/{project} group {self.settings['group'] or run.task} in {where}"
+
     def open(self, run: RunContext) -> None:
         super().open(run)
         self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
-        self._state = run.run_dir / CURSOR_DIR / f"{self.name}_run.json"
+        self._state = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
 
     def deliver(self, events: list[Event]) -> None:
         if self._run is None:
@@ -160,6 +212,15 @@ class WandbBackend(RemoteBackend):
         if self._run is not None:
             self._run.finish(exit_code=EXIT_CODES.get(status, KILLED_EXIT_CODE))
             self._run = None
+
+    def cannot_heal(self, exc: Exception) -> str | None:
+        if raised(exc, "AuthenticationError"):
+            return "set a valid WANDB_API_KEY (or run `wandb login`) where the agent runs"
+        if raised(exc, "UsageError"):
+            return "fix the setting the error names"
+        if isinstance(exc, DirNotWritable):
+            return f"make {self._dir} writable, or set [backends.wandb] dir to a writable directory (left out: the run directory)"
+        return super().cannot_heal(exc)
 
     def position(self) -> int:
         if self._rows is None:  # before `wandb.init`: what the saved run's files hold
@@ -206,7 +267,15 @@ class WandbBackend(RemoteBackend):
     def _init(self, hparams: list[Event]) -> Any:
         self._wandb = wandb = require("wandb", "wandb", "The wandb backend")
         _list_packages_once(wandb)
-        self._dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # said below, with the fix
+        if not os.access(self._dir, os.W_OK | os.R_OK | os.X_OK):
+            raise DirNotWritable(
+                f"{self._dir} is not writable here; W&B would write to {tempfile.gettempdir()}/wandb instead, where neither "
+                "`rltrack sync` nor `wandb sync <run_dir>/wandb/offline-run-*` looks, readable by every user"
+            )
         config: dict[str, Any] = {}
         for event in hparams:
             config.update(event.data)
@@ -225,7 +294,9 @@ class WandbBackend(RemoteBackend):
             self.position()
         try:
             run = wandb.init(
-                **{k: v for k, v in self.settings.items() if k != "name"},
+                **{k: v for k, v in self.settings.items() if k not in ("name", "project", "group")},
+                project=self.settings["project"] or wandb_project(self.run.task),
+                group=self.settings["group"] or self.run.task,
                 name=self.settings["name"] or self.run.name,
                 id=run_id,
                 resume=resume,
@@ -357,6 +428,29 @@ class WandbBackend(RemoteBackend):
         artifact.add_file(str(path), name=path.name, policy="immutable")
         aliases = ["latest"] + ([f"iteration_{iteration}"] if iteration is not None else []) + (["best"] if event.data.get("best") else [])
         self._run.log_artifact(artifact, aliases=aliases)
+
+
+def _has_api_key() -> bool:
+    """Whether W&B will find an API key, looked for where wandb looks,
+    without importing it: the environment, the netrc entry of its server, its
+    settings file. No network: whether the server takes the key is found by
+    the first delivery."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    host = urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or ""
+    for path in (os.environ.get("NETRC"), "~/.netrc", "~/_netrc"):
+        try:
+            if path and netrc.netrc(os.path.expanduser(path)).authenticators(host):
+                return True
+        except (OSError, netrc.NetrcParseError):
+            continue
+    config_dir = os.environ.get("WANDB_CONFIG_DIR") or os.path.join(os.environ.get("XDG_CONFIG_HOME") or "~/.config", "wandb")
+    try:
+        settings = configparser.ConfigParser()
+        settings.read(os.path.join(os.path.expanduser(config_dir), "settings"))
+        return bool(settings.get("default", "api_key", fallback=""))
+    except configparser.Error:
+        return False
 
 
 def _list_packages_once(wandb: Any) -> None:

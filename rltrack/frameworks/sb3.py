@@ -62,8 +62,10 @@ ALGORITHM_DUMP_KEY = "time/fps"
 #: SB3 `train/` keys that are counters or settings, not values averaged in the learner block.
 NOT_LEARNER_VALUES = frozenset({"train/n_updates", "train/clip_range", "train/clip_range_vf"})
 
-#: Under `time/`, the leaf keys that are durations (sent as kind `timing`).
-DURATION = re.compile(r"elapsed|duration|_time$|^time_|_sec$|_seconds$")
+#: Under `time/`, the leaf keys that are durations (sent as kind `timing`); not
+#: SB3's `time_elapsed`, a running clock (seconds since `learn()` began), which
+#: summed as a stage's durations counted each second many times over.
+DURATION = re.compile(r"^(?!time_elapsed$)(?:.*elapsed.*|.*duration.*|.*_time|time_.*|.*_sec|.*_seconds)$")
 
 
 def excluded(formats: tuple[str, ...] | None) -> bool:

@@ -72,7 +72,8 @@ RUN_INFO_KEYS = frozenset(
 )
 
 #: Tune's own durations (seconds): `timing` events.
-TIMING_KEYS = frozenset({"time_this_iter_s", "time_total_s", "time_since_restore"})
+#: Tune's duration of each iteration; `time_total_s` and `time_since_restore` are running clocks, kept as scalars.
+TIMING_KEYS = frozenset({"time_this_iter_s"})
 
 #: The train_iter axis.
 ITERATION_KEY = "training_iteration"

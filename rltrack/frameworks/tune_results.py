@@ -20,8 +20,8 @@ What one result dict becomes (the same for both ways in):
   (`env_runners/num_env_steps_sampled_lifetime` for RLlib's new API stack,
   `timesteps_total` for Tune trainables that report it), the primary axis
   when known; those keys stay metrics too;
-* Tune's own durations `time_this_iter_s`, `time_total_s`, `time_since_restore`
-  are `timing` events; so are RLlib keys with a `timers` path component or a
+* Tune's own duration of each iteration, `time_this_iter_s`, is a `timing`
+  event (its running clocks `time_total_s`, `time_since_restore` are metrics); so are RLlib keys with a `timers` path component or a
   last component ending in `_timer` (`timers/training_iteration`,
   `env_runners/env_step_timer`);
 * every other key is a metric under its native name: namespace = its first
@@ -96,7 +96,9 @@ from rltrack.frameworks.tune import (
 )
 from rltrack.stages import (
     BLOCK_KEYS,
+    COUNT_KEYS,
     CollectorStats,
+    as_count,
     block_events,
     evaluator_block,
     evaluator_info_lines,
@@ -349,7 +351,9 @@ def _episode_block(namespace: str, runners: Mapping[str, Any], state: RunState, 
     found = {}
     for native, canonical in CANONICAL.items():
         if native.startswith(prefix) and canonical.startswith(f"{namespace}/") and native[len(prefix):] in runners:
-            found[canonical[len(namespace) + 1:]] = runners[native[len(prefix):]]
+            key = canonical[len(namespace) + 1:]
+            value = runners[native[len(prefix):]]
+            found[key] = as_count(value) if key in COUNT_KEYS else value
     if namespace == "evaluator" and train_iter is not None:
         found["train_iter"] = train_iter
     block = {key: found[key] for key in BLOCK_KEYS[namespace] if key in found}

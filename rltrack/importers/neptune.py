@@ -24,14 +24,18 @@ What becomes what:
   truncated (counted).
 * Single-value fields and string sets -> one hparams event: `parameters/...`
   at the top level (rltrack's Neptune backend writes hyperparameters there),
-  other namespaces under their own path. `sys/...` and `source_code/...` go to
-  meta.json `info["neptune"]`; `sys/name` names the run, `sys/failed` sets its
-  status.
+  other namespaces under their own path. The single values of `sys/...`,
+  `source_code/...` and `monitoring/...` (the client's hostname, pid and tid
+  per process) go to meta.json `info["neptune"]`, not to the hyperparameters;
+  `sys/name` names the run, `sys/failed` sets its status. Monitoring series
+  (stdout, stderr, cpu, memory) are series like any other.
 * Uploaded files (still on disk, or kept in the folder's `upload_path/`) ->
   `files/<path>.<ext>` and artifact events (`iteration` read from a name
   like `iteration_<N>`, `best` for a name `best`).
-* `Clear*Log` and `DeleteAttribute`: the earlier operations on that path are
-  left out, as Neptune would have shown them.
+* `Clear*Log` and `DeleteAttribute`: the earlier values and files of that
+  path are left out, as Neptune would have shown them, and counted per value
+  (the client clears every monitoring series when a run starts: nothing is
+  counted for that).
 * Not imported, counted in report.json (section `neptune-import`): source
   file sets, series configuration, Neptune artifacts, copied attributes, and
   containers that are not runs (models, projects).
@@ -65,8 +69,9 @@ SOURCE = "neptune"
 STEP_AXIS = "step"
 CONTAINER_TYPES = ("run", "model", "model_version", "project")
 MODE_DIRS = ("offline", "async", "sync")
-#: Namespaces the client fills about the run itself; they go to meta.json info.
-RUN_LEVEL = ("sys", "source_code")
+#: Namespaces the client fills about the run itself; their single values go to
+#: meta.json info (`monitoring/<process hash>/` holds each process's hostname, pid and tid).
+RUN_LEVEL = ("sys", "source_code", "monitoring")
 ASSIGNS = ("AssignFloat", "AssignInt", "AssignBool", "AssignString", "AssignDatetime")
 STRING_SETS = ("AddStrings", "RemoveStrings", "ClearStringSet")
 RESETS = ("ClearFloatLog", "ClearStringLog", "ClearImageLog", "DeleteAttribute")
@@ -216,15 +221,17 @@ class _Replay:
                 continue
             if kind in (*ASSIGNS, *STRING_SETS, *RESETS):
                 continue  # done by _Fields
-            if seq < self.resets.get(path, -1):
-                self.report.count("dropped", "cleared or deleted later in Neptune", section=SECTION)
+            if kind not in SERIES and kind not in UPLOADS:
+                self.report.count("dropped", f"{kind} operations (not imported)", section=SECTION)
+            elif seq < self.resets.get(path, -1):
+                values = len(op.get("values", [])) if kind in SERIES else 1
+                if values:
+                    self.report.count("dropped", "values cleared or deleted later in Neptune", values, section=SECTION)
             elif kind in SERIES:
                 for value in op.get("values", []):
                     self._value(kind, path, value)
-            elif kind in UPLOADS:
-                self._file(folder, kind, path, op, at)
             else:
-                self.report.count("dropped", f"{kind} operations (not imported)", section=SECTION)
+                self._file(folder, kind, path, op, at)
 
     def _value(self, kind: str, path: FieldPath, point: dict[str, Any]) -> None:
         step = self._step(path, point.get("step"))

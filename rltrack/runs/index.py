@@ -83,18 +83,34 @@ def index_path(root: Path) -> Path:
     return root / INDEX_NAME
 
 
+class RootError(ValueError):
+    """The runs root does not exist or cannot hold its index; the message says which and what to do."""
+
+
 def connect(root: Path) -> sqlite3.Connection:
     """The index of `root` (created empty if missing); several processes may write it.
     An index made by another version of this schema is emptied (the next refresh
-    fills it again from the run directories)."""
-    root.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(index_path(root), timeout=30.0)
-    db.execute("PRAGMA foreign_keys = ON")
-    if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-        with db:
-            db.executescript("DROP TABLE IF EXISTS fields; DROP TABLE IF EXISTS runs;")
-            db.executescript(_SCHEMA)
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    fills it again from the run directories). A root that does not exist is
+    never created (a mistyped --root would look like a root without runs), and
+    one where the index cannot be written is a `RootError` too."""
+    if not root.is_dir():
+        raise RootError(
+            f"no runs root at {root}: {'it is a file' if root.exists() else 'it does not exist'}; "
+            "pass --root the directory that holds your run directories (run.root in the config, default ./runs)"
+        )
+    try:
+        db = sqlite3.connect(index_path(root), timeout=30.0)
+        db.execute("PRAGMA foreign_keys = ON")
+        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            with db:
+                db.executescript("DROP TABLE IF EXISTS fields; DROP TABLE IF EXISTS runs;")
+                db.executescript(_SCHEMA)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except sqlite3.OperationalError as exc:
+        raise RootError(
+            f"the runs root {root} cannot hold its index {INDEX_NAME} ({exc}): it is read-only for you; "
+            "copy the runs to a directory you can write, or ask for write access"
+        ) from None
     return db
 
 
@@ -163,7 +179,11 @@ def refresh(root: Path, db: sqlite3.Connection | None = None) -> dict[str, int]:
     """Brings the index of `root` up to date; returns counts of added, updated, removed, unreadable runs."""
     root = Path(root)
     with closing(db if db is not None else connect(root)) as conn:
-        return _refresh(conn, root)
+        try:
+            return _refresh(conn, root)
+        except sqlite3.OperationalError as exc:  # an index file that is there but read-only
+            raise RootError(f"the index of runs root {root} cannot be updated ({exc}): it is read-only for you; "
+                            "copy the runs to a directory you can write, or ask for write access") from None
 
 
 def _refresh(db: sqlite3.Connection, root: Path) -> dict[str, int]:

@@ -228,10 +228,13 @@ def group_value(run: PlottedRun, key: str) -> Any:
 
 
 def default_group_keys(runs: Sequence[PlottedRun]) -> list[str]:
-    """The hyperparameters (and `source`) whose values differ between runs, seeds left out."""
-    names = sorted({name for run in runs for name in run.hparams} | {"source"})
+    """The hyperparameters every run has whose values differ between the runs,
+    seeds left out, and `source` when the runs come from several frameworks (a
+    hyperparameter only some runs have, as across frameworks, says nothing
+    about the others)."""
+    shared = set.intersection(*(set(run.hparams) for run in runs)) if runs else set()
     keys = []
-    for name in names:
+    for name in sorted(shared | {"source"}):
         if SEED_NAME.search(name):
             continue
         if len({repr(group_value(run, name)) for run in runs}) > 1:
@@ -244,8 +247,29 @@ def group_values(run: PlottedRun, keys: Sequence[str]) -> tuple[str, ...]:
     return tuple("?" if (value := group_value(run, key)) is None else str(value) for key in keys)
 
 
+def short_keys(keys: Sequence[str]) -> list[str]:
+    """Each key by its last part (`policy/learn/learning_rate` -> `learning_rate`)
+    where that part names one key only, else in full: what a legend shows."""
+    last = Counter(key.rsplit("/", 1)[-1] for key in keys)
+    return [key.rsplit("/", 1)[-1] if last[key.rsplit("/", 1)[-1]] == 1 else key for key in keys]
+
+
+#: Characters of one value in a group label (longer ones lose their middle).
+MAX_LABEL_VALUE = 40
+
+
 def group_label(keys: Sequence[str], values: Sequence[str]) -> str:
-    return ", ".join(f"{key}={value}" for key, value in zip(keys, values)) or "all runs"
+    pairs = zip(short_keys(keys), values)
+    return ", ".join(f"{key}={shortened(value, MAX_LABEL_VALUE)}" for key, value in pairs) or "all runs"
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text`, its middle replaced by "…" when longer than `limit` characters:
+    the start and the end (where values that differ often differ) stay."""
+    if len(text) <= limit:
+        return text
+    head = max((limit - 1) // 2, 1)
+    return text[:head] + "…" + text[len(text) - max(limit - 1 - head, 1):]
 
 
 def plot_runs(
@@ -301,23 +325,49 @@ def new_figure(width_px: int, height_px: int) -> Figure:
     return Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI, layout="constrained")
 
 
+#: Pixels per character of a legend label at the legend's font size (a generous average).
+_LEGEND_CHAR_PX = 7.0
+
+
 def draw_curves(curves: Sequence[GroupCurve], metric: str, x_label: str, size: tuple[int, int]) -> Figure:
+    """The groups' means and bands on one axes. The legend goes below the axes,
+    inside the figure (constrained layout makes room for it), in as many
+    columns as fit, each label cut to its column's width: however long the
+    group labels, it stays in the figure and readable."""
     figure = new_figure(*size)
     axes = figure.add_subplot()
-    for curve in curves:
-        (line,) = axes.plot(curve.x, curve.mean, label=f"{curve.label} (n={len(curve.runs)})")
-        axes.fill_between(curve.x, curve.lower, curve.upper, color=line.get_color(), alpha=0.25, linewidth=0)
+    draw_groups(axes, curves)
     axes.set_xlabel(x_label)
     axes.set_ylabel(metric)
     axes.set_title(f"{metric}: mean over runs, {CONFIDENCE:.0%} confidence band")
-    axes.grid(alpha=0.3)
-    axes.legend(loc="best", fontsize="small")
+    add_legend(figure, axes, size[0])
     return figure
 
 
-def plot_metrics(run: PlottedRun, keys: Sequence[str] | None = None) -> Figure:
-    """One subplot per metric key (default: all of the run's metrics), against the primary step axis."""
+def draw_groups(axes: Any, curves: Sequence[GroupCurve]) -> None:
+    """Each group's mean as a line labelled with its group and n, its band shaded."""
+    for curve in curves:
+        (line,) = axes.plot(curve.x, curve.mean, label=f"{curve.label} (n={len(curve.runs)})")
+        axes.fill_between(curve.x, curve.lower, curve.upper, color=line.get_color(), alpha=0.25, linewidth=0)
+    axes.grid(alpha=0.3)
+
+
+def add_legend(figure: Figure, axes: Any, width_px: int) -> None:
+    """The axes' legend below it, inside the figure (see `draw_curves`)."""
+    handles, labels = axes.get_legend_handles_labels()
+    if not handles:
+        return
+    longest = max(len(label) for label in labels)
+    columns = max(1, min(len(labels), 4, int(width_px * 0.9 // ((min(longest, 60) + 4) * _LEGEND_CHAR_PX))))
+    limit = max(12, int(width_px * 0.9 / columns / _LEGEND_CHAR_PX) - 4)
+    figure.legend(handles, [shortened(label, limit) for label in labels], loc="outside lower center", ncols=columns, fontsize="small")
+
+
+def plot_metrics(run: PlottedRun, keys: Sequence[str] | None = None, labels: Sequence[tuple[str, str]] | None = None) -> Figure:
+    """One subplot per metric key (default: all of the run's metrics), against the
+    primary step axis; `labels`: (x, y) axis labels per key (default: "step", the key)."""
     chosen = list(keys) if keys is not None else sorted(run.metrics)
+    labels = list(labels) if labels is not None else [("step", key) for key in chosen]
     rows = max(1, math.ceil(len(chosen) / COLUMNS))
     figure = new_figure(320 * min(max(len(chosen), 1), COLUMNS), 240 * rows)
     for index, key in enumerate(chosen, start=1):
@@ -325,6 +375,8 @@ def plot_metrics(run: PlottedRun, keys: Sequence[str] | None = None) -> Figure:
         points = run.metrics.get(key, [])
         axes.plot([step for step, _ in points], [value for _, value in points], linewidth=1)
         axes.set_title(key, fontsize="small")
+        axes.set_xlabel(labels[index - 1][0], fontsize="x-small")
+        axes.set_ylabel(labels[index - 1][1], fontsize="x-small")
         axes.tick_params(labelsize="x-small")
         axes.grid(alpha=0.3)
     if not chosen:

@@ -11,11 +11,13 @@ an SB3 dir and an rltrack run plot on one axis. Step axes follow the adapters:
 `env_steps` (primary when known), `train_iter`, `epoch`.
 
 What a format does not record is said plainly rather than guessed: host
-"unknown", status "unknown" (Tune: the trial's status in the experiment's
+"unknown", status "unknown" (DI-engine: "finished" when the experiment holds
+the `result.pkl` its pipelines write at their end, else "killed"; Tune: the trial's status in the experiment's
 `experiment_state-*.json`, or "failed" when the trial left `error.txt`; its
 tracked hyperparameters are the state's `evaluated_params`, what the search
-varied). Task: the config's `exp_name`, else the directory's name (Tune: the
-experiment's). The start time is the first
+varied). Task: the config's `exp_name` without a trailing `seed<N>`
+(DI-engine names seeds `cartpole_dqn_seed0`), else the directory's name (Tune:
+the experiment's). The start time is the first
 recorded time, else the time the first file was written.
 """
 
@@ -46,10 +48,15 @@ def _namespace_and_key(tag: str) -> tuple[str, str]:
     return (namespace, key) if key else ("", tag)
 
 
+#: The seed at the end of an experiment's name: DI-engine's `cartpole_dqn_seed0`, `..._seed_1`.
+_SEED_SUFFIX = re.compile(r"[_\-.]?seed[_\-]?\d+$", re.IGNORECASE)
+
+
 def _task(path: Path, config: dict[str, Any]) -> str:
-    """The config's `exp_name`, else the run directory's own name."""
+    """The config's `exp_name` without a trailing seed (its seeds are one
+    experiment), else the run directory's own name."""
     name = config.get("exp_name")
-    return name if isinstance(name, str) and name else path.name
+    return (_SEED_SUFFIX.sub("", name) or name) if isinstance(name, str) and name else path.name
 
 
 def _json_dict(path: Path) -> dict[str, Any]:
@@ -254,7 +261,17 @@ class DIEngineFormat:
             start = accumulator.FirstEventTimestamp()
         except ValueError:  # an empty event file
             start = _earliest_mtime(files)
-        return RunInfo(path, self.name, self.name, _task(path, config), _tfevents_host(files[0]), "", start, UNKNOWN, config, scalar_hparams(config))
+        return RunInfo(path, self.name, self.name, _task(path, config), _tfevents_host(files[0]), "", start, self._status(path), config,
+                       scalar_hparams(config))  # fmt: skip
+
+    @staticmethod
+    def _status(path: Path) -> str:
+        """"finished" when the experiment holds `result.pkl`, which DI-engine's
+        pipelines write once they end (`serial_pipeline`, the task pipeline's
+        `final_ctx_saver`); "killed" without it: the pipeline stopped before
+        its end (or is still running). The file is a pickle: its presence is
+        read, never its content (unpickling runs code)."""
+        return "finished" if (path / "result.pkl").is_file() else "killed"
 
     def samples(self, path: Path) -> list[Sample]:
         from tensorboard.backend.event_processing.event_accumulator import (
@@ -292,7 +309,7 @@ class DIEngineFormat:
         return None
 
     def signature_files(self, path: Path) -> list[Path]:
-        return [path / "total_config.py", *sorted((path / "log" / "serial").glob("events.out.tfevents.*"))]
+        return [path / "total_config.py", path / "result.pkl", *sorted((path / "log" / "serial").glob("events.out.tfevents.*"))]
 
 
 def _tfevents_host(path: Path) -> str:

@@ -1,4 +1,4 @@
-"""A run as one self-contained HTML page (`rltrack report RUN -o report.html`).
+"""A run as one self-contained HTML page (what `rltrack report RUN -o report.html` writes for one run).
 
 The page holds the run's identity, its hyperparameters and config, a summary
 table (final, best and mean of every metric), one figure per metric group
@@ -11,13 +11,11 @@ base64 PNG, no scripts and no external URL. Everything that came from the run
 
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import io
 import math
 import pprint
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -25,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from rltrack.backends.tables import format_value
 from rltrack.runs.plot import DPI, plot_metrics, plot_timelog, stage_times
+from rltrack.runs.records import native_to_canonical
+from rltrack.runs.run import MAIN_METRICS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -46,6 +46,52 @@ pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: .85em; }
 img { max-width: 100%; height: auto; display: block; margin: .5em 0; }
 .note { color: #666; font-size: .9em; }
 """
+
+
+#: Step axes and what they count: the x axis's unit.
+AXIS_UNITS = {
+    "env_steps": "environment steps",
+    "train_iter": "training iterations",
+    "epoch": "epochs",
+    "step": "records",
+}
+
+
+def value_panels(runs: Sequence[Run]) -> list[tuple[str, list[str]]]:
+    """(metric, the other names of the same values) per panel: keys whose series
+    are equal in every run (a native key and its canonical twin) share a panel,
+    named by the canonical name; main metrics first, then by how many runs
+    have the metric, then by name."""
+    canonical = set(native_to_canonical().values())
+    same: dict[tuple, list[str]] = {}
+    for key in sorted({key for run in runs for key in run.metrics}):
+        series = tuple(tuple(run.metrics.get(key, ())) for run in runs)
+        same.setdefault(series, []).append(key)
+    chosen = []
+    for keys in same.values():
+        keys.sort(key=lambda k: (k not in canonical, k))
+        chosen.append((keys[0], keys[1:]))
+    having = {key: sum(key in run.metrics for run in runs) for key, _ in chosen}
+    main = list(MAIN_METRICS)
+    return sorted(chosen, key=lambda c: (main.index(c[0]) if c[0] in main else len(main), -having[c[0]], c[0]))
+
+
+def primary_axis(runs: Sequence[Run], metric: str) -> str:
+    """The name of the step axis the metric's points are at (the first axis of its
+    samples), when the runs agree; else "step"."""
+    names = set()
+    for run in runs:
+        sample = next((s for s in run.samples if s.tag == metric and s.kind == "scalars"), None)
+        if sample is not None:
+            names.add(next(iter(sample.steps), "step"))
+    return names.pop() if len(names) == 1 else "step"
+
+
+def value_unit(metric: str) -> str:
+    """The y axis's label: the metric, with seconds for durations."""
+    leaf = metric.rsplit("/", 1)[-1]
+    seconds = leaf.endswith(("_time", "_s", "_sec", "_seconds", "duration")) or "time_" in leaf
+    return f"{metric} (s)" if seconds else metric
 
 
 def metric_summary(run: Run) -> list[tuple[str, int, float, float, float]]:
@@ -109,12 +155,20 @@ def overview(run: Run) -> str:
 
 
 def metric_figures(run: Run) -> str:
+    """A figure per namespace, a subplot per value (`value_panels`: a native key and
+    its canonical twin holding the same numbers are drawn once, the twin named below)."""
     parts = []
-    for namespace, keys in metric_groups(run.metrics).items():
+    chosen = dict(value_panels([run]))
+    axis = {key: primary_axis([run], key) for key in chosen}
+    for namespace, keys in metric_groups(chosen).items():
         shown = keys[:MAX_PLOTS_PER_GROUP]
         title = namespace or "(no namespace)"
+        labels = [(f"{axis[key]} ({AXIS_UNITS.get(axis[key], 'steps')})", value_unit(key)) for key in shown]
         parts.append(f'<h3 class="metric-group">{html.escape(title)}</h3>')
-        parts.append(f'<img alt="{html.escape(title)} metrics" src="{png_data_uri(plot_metrics(run, shown))}">')
+        parts.append(f'<img alt="{html.escape(title)} metrics" src="{png_data_uri(plot_metrics(run, shown, labels))}">')
+        twins = [f"{key} = {', '.join(chosen[key])}" for key in shown if chosen[key]]
+        if twins:
+            parts.append(f'<p class="note">Same values under another name: {html.escape("; ".join(twins))}.</p>')
         if len(keys) > len(shown):
             parts.append(f'<p class="note">{len(keys) - len(shown)} more metrics of this group are in the summary table.</p>')
     return "".join(parts) or '<p class="note">no metrics</p>'
@@ -175,12 +229,17 @@ def render_report(run: Run) -> str:
         section("timings", "Stage timings", timings(run)),
         section("checkpoints", "Checkpoints", checkpoints(run)),
     ]
-    title = html.escape(f"rltrack run {run.id}")
+    return page(f"rltrack run {run.id}", sections)
+
+
+def page(title: str, sections: Sequence[str]) -> str:
+    """A whole page: `title` (escaped here) as its title and heading, then the sections."""
+    heading = html.escape(title)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{heading}</title>'
         f'<link rel="icon" href="data:,"><style>{STYLE}</style></head>'
-        f"<body><h1>{title}</h1>{''.join(sections)}</body></html>\n"
+        f"<body><h1>{heading}</h1>{''.join(sections)}</body></html>\n"
     )
 
 
@@ -189,20 +248,3 @@ def write_report(run: Run, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_report(run), encoding="utf-8")
     return path
-
-
-def report_command(args: argparse.Namespace) -> int:
-    """`rltrack report RUN -o report.html`."""
-    from rltrack.runs.index import load
-
-    try:
-        run = load(args.run, args.root)
-        write_report(run, args.output)
-    except (LookupError, ValueError, OSError) as exc:
-        print(f"rltrack report: {exc}", file=sys.stderr)
-        return 2
-    except ImportError as exc:
-        print(f"rltrack report: a package is missing ({exc}); install the extra: pip install 'rltrack[runs]'", file=sys.stderr)
-        return 2
-    print(args.output)
-    return 0

@@ -38,15 +38,15 @@ def agent_home(tmp_path, monkeypatch):
     monkeypatch.setenv("RLTRACK_AGENT_IDLE", "2")
     directory = agent_dir()
     yield directory
-    for process in agents(directory):  # never leave one behind
+    for process in agents(directory, "rltrack.agent_keeper") + agents(directory):  # never leave one behind (the keepers first)
         process.kill()
 
 
-def agents(directory: Path) -> list[psutil.Process]:
-    """The live agent processes of `directory` (their command line names it)."""
+def agents(directory: Path, module: str = "rltrack.agent") -> list[psutil.Process]:
+    """The live agent processes of `directory` (their command line names it), or its keepers."""
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
-        if (process.info["cmdline"] or [])[-3:] == ["-m", "rltrack.agent", str(directory)] and process.info["status"] != psutil.STATUS_ZOMBIE:
+        if (process.info["cmdline"] or [])[-3:] == ["-m", module, str(directory)] and process.info["status"] != psutil.STATUS_ZOMBIE:
             found.append(process)
     return found
 
@@ -207,7 +207,7 @@ def test_the_agent_reads_a_registration_again_only_when_it_changed(tmp_path, mon
     write_private(registration_path(directory, "k"), registration)
     reads = []
     monkeypatch.setattr(agent_module, "read_json", lambda path: reads.append(path) or read_json(path))
-    agent = agent_module.Agent(directory)
+    agent = agent_module.Agent(directory, budget=16)
 
     def scan() -> None:
         agent._scanned_at = 0.0
@@ -262,16 +262,25 @@ UNREACHABLE = textwrap.dedent(
 )
 
 
-def test_the_agent_runs_at_the_lowest_priority_in_the_starters_session(agent_home, tmp_path):
-    """Its own process group (a Ctrl-C for training does not reach it), the
-    starter's session: where the kernel shares the CPU between sessions first,
-    an agent in a session of its own took as much CPU as a whole Tune sweep
-    (64 trials on 2 cores: 1.28x Tune's wall time, 1.09x in the starter's)."""
+def test_the_agent_leaves_the_starters_process_tree_but_not_its_session_and_runs_at_the_lowest_priority(agent_home, tmp_path):
+    """Out of the starter's process tree (Ray kills a worker's children when
+    it exits), in a process group of its own (a Ctrl-C for training does not
+    reach it), in `/` (its starter's directory can be removed), but in the
+    starter's session: where the kernel shares the CPU between sessions first
+    (autogroups), an agent in a session of its own took as much CPU as a whole
+    Tune sweep (64 trials on 2 cores: 1.28x Tune's wall time, 1.09x in the starter's)."""
     with rltrack.make_logger(config(tmp_path / "runs", "priority")) as logger:
         logger.write({"x": 1.0}, step=0)
         assert logger.flush(timeout=30)
         [agent] = agents(agent_home)
-        assert os.getsid(agent.pid) == os.getsid(0) and os.getpgid(agent.pid) == agent.pid != os.getpgid(0)
+        [keeper] = agents(agent_home, "rltrack.agent_keeper")
+        assert agent.ppid() == keeper.pid and keeper.ppid() != os.getpid()  # the keeper's parent exited: it was orphaned
+        assert os.getpid() not in [parent.pid for parent in agent.parents()]
+        assert os.getsid(agent.pid) == os.getsid(0) and os.getpgid(agent.pid) != os.getpgid(0)
+        assert agent.cwd() == "/"
+        autogroup = Path("/proc/self/autogroup")
+        if autogroup.exists():  # the kernel's CPU share by session: the starter's
+            assert Path(f"/proc/{agent.pid}/autogroup").read_text().split()[0] == autogroup.read_text().split()[0]
         assert agent.nice() == 19
         if hasattr(os, "sched_getscheduler"):
             assert os.sched_getscheduler(agent.pid) == os.SCHED_BATCH

@@ -14,6 +14,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -90,6 +91,58 @@ def test_processes_write_one_run_each_in_files_of_their_own(tmp_path):
     # `payload` differs per writer, so every actor's record is a row of its own
     payloads = sorted(m.value for m in client.get_metric_history(run.info.run_id, "collector/payload"))
     assert payloads == sorted(WRITERS.index(w) * 1e6 + s for w in WRITERS[1:] for s in range(RECORDS))
+
+
+THREADED_WRITER = textwrap.dedent(
+    """
+    import sys, threading
+    import rltrack
+
+    root, worker, threads, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    config = {"run": {"root": root, "name": "threads", "worker": worker, "close_timeout": 300}, "backends": {"use": ["local", "mlflow"]}}
+    logger = rltrack.make_logger(config)
+    start = threading.Barrier(threads)
+
+    def write(thread):
+        start.wait()  # every thread writes at once
+        for step in range(steps):
+            logger.write({f"{worker}_t{thread}": float(step)}, step=step)
+
+    pool = [threading.Thread(target=write, args=(thread,)) for thread in range(threads)]
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    print("CLOSED=" + str(logger.close()), flush=True)
+    """
+)
+
+
+def test_four_processes_of_eight_threads_write_one_run_and_mlflow_holds_every_value_once(tmp_path):
+    """4 processes × 8 threads, each thread a key of its own at steps 0-999,
+    all into one run: 32,000 values, delivered by the agent into one MLflow
+    run in which every key holds each of its 1,000 steps once."""
+    processes, threads, steps = 4, 8, 1000
+    workers = [f"w{p}" for p in range(processes)]
+    started = time.monotonic()
+    procs = [
+        subprocess.Popen([sys.executable, "-c", THREADED_WRITER, str(tmp_path), worker, str(threads), str(steps)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+        for worker in workers
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0 and "CLOSED=True" in out, err  # the agent delivered everything within close
+    print(f"{processes} processes x {threads} threads, {processes * threads * steps} values: delivered {time.monotonic() - started:.1f} s after the start")
+    run_dir = tmp_path / "threads"
+    keys = [f"{worker}_t{thread}" for worker in workers for thread in range(threads)]
+    journaled = Counter((key, e.steps["step"]) for e in rltrack.read_journal(run_dir) for key in e.data if key in keys)
+    assert journaled == Counter((key, step) for key in keys for step in range(steps))
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])  # one MLflow run for the 4 writers
+    for key in keys:
+        history = client.get_metric_history(run.info.run_id, key)
+        assert sorted((m.step, m.value) for m in history) == [(step, float(step)) for step in range(steps)], key  # each step once
 
 
 @pytest.mark.slow

@@ -13,18 +13,27 @@ seeing a copy of it (symlinks) without mlflow.
 
 from __future__ import annotations
 
+import errno
+import importlib.util
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
+import pandas as pd
 import pytest
 
 import rltrack
+from rltrack.agent_files import agent_dir
+from rltrack.events import Event
+from rltrack.journal import JournalWriter, read_batch
 from mlflow_server import free_port
 from reliability_helpers import REPO, child_env
 
@@ -36,27 +45,49 @@ def mount(*args: str) -> None:
 
 
 @pytest.fixture
-def read_only_root(tmp_path: Path) -> Iterator[Path]:
-    source, target = tmp_path / "source", tmp_path / "read_only"
+def bind_mount(tmp_path: Path) -> Iterator[Path]:
+    """A directory bind-mounted onto itself, which a test can make read-only
+    (`remount(target, "ro")`) and writable again."""
+    source, target = tmp_path / "source", tmp_path / "mounted"
     source.mkdir()
     target.mkdir()
     mount("--bind", str(source), str(target))
     try:
-        mount("-o", "remount,bind,ro", str(target))
         yield target
     finally:
         subprocess.run(["umount", "--lazy", str(target)], check=True)  # lazy: a file the logger failed to close may still be open
+
+
+def remount(target: Path, mode: str) -> None:
+    mount("-o", f"remount,bind,{mode}", str(target))
+
+
+@pytest.fixture
+def read_only_root(bind_mount: Path) -> Path:
+    remount(bind_mount, "ro")
+    return bind_mount
+
+
+@contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    where.mkdir()
+    mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where))
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "--lazy", str(where)], check=True)  # lazy: a file the logger failed to close may still be open
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    target = tmp_path / "small"
-    target.mkdir()
-    mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(target))
-    try:
-        yield target
-    finally:
-        subprocess.run(["umount", "--lazy", str(target)], check=True)  # lazy: a file the logger failed to close may still be open
+    with tmpfs(tmp_path / "small", "2m") as disk:
+        yield disk
+
+
+@pytest.fixture
+def three_mb_disk(tmp_path: Path) -> Iterator[Path]:
+    with tmpfs(tmp_path / "three", "3m") as disk:
+        yield disk
 
 
 def rltrack_lines(stderr: str) -> list[str]:
@@ -111,6 +142,97 @@ def test_a_full_disk_keeps_training_and_the_journal_keeps_what_fitted(small_disk
     assert write_seconds < 10
 
 
+def fill(disk: Path) -> Path:
+    """Writes a file on `disk` until the disk refuses more; returns it."""
+    filler = disk / "filler"
+    with filler.open("wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC, exc
+    with filler.open("ab", buffering=0) as f:  # the last pages, a byte at a time
+        try:
+            while True:
+                f.write(b"\0")
+        except OSError:
+            pass
+    return filler
+
+
+class Said:
+    """What the process has printed on stderr so far, read as it comes."""
+
+    def __init__(self, capfd: pytest.CaptureFixture[str]) -> None:
+        self.capfd = capfd
+        self.text = ""
+
+    def all(self) -> str:
+        self.text += self.capfd.readouterr().err
+        return self.text
+
+    def has(self, part: str) -> bool:
+        return part in self.all()
+
+
+def wait_for(condition: Callable[[], bool], what: str, limit: float = 120.0) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {limit:.0f} s for {what}"
+        time.sleep(0.05)
+
+
+def test_a_disk_full_for_a_while_loses_nothing_written_while_space_existed(three_mb_disk: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The issue's steps on a 3 MB tmpfs: 1,000 values, the disk filled by
+    another file, 1,000 more, the space freed, 1,000 more. Before, the line
+    being written when the disk filled stayed torn in the middle of the
+    journal, the agent died on it again and again (progress.csv got none of
+    the values) and the first value after space came back was lost."""
+    logger = rltrack.make_logger({"run": {"root": str(three_mb_disk), "name": "full"}, "backends": {"use": ["local"]}})
+    for i in range(1000):
+        logger.write({"x": float(i)}, step=i)
+    assert logger.flush(timeout=120)
+    filler = fill(three_mb_disk)
+    for i in range(1000, 2000):
+        logger.write({"x": float(i)}, step=i)
+    wait_for(lambda: any("No space left" in reason for reason in logger.report.as_dict()["counts"].get("core.errors", {})), "the journal to meet the full disk")
+    filler.unlink()
+    for i in range(2000, 3000):
+        logger.write({"x": float(i)}, step=i)
+    closed = logger.close(timeout=120)
+    lines = (logger.run_dir / "journal.jsonl").read_bytes().split(b"\n")
+    assert lines[-1] == b""  # ends with a whole line
+    journaled = [entry["data"]["x"] for entry in map(json.loads, lines[:-1]) if entry.get("kind") == "scalars"]  # no torn line anywhere
+    assert journaled == [float(i) for i in range(3000)]  # the lines the disk refused were kept and written once it took them
+    assert closed
+    assert pd.read_csv(logger.run_dir / "progress.csv")["x"].tolist() == journaled
+    said = rltrack_lines(capfd.readouterr().err)
+    assert any("No space left on device" in line for line in said) and len(said) <= 6, said
+    refused = sum(logger.report.as_dict()["counts"]["core.errors"].values())
+    print(f"\ndisk full: {len(journaled)} of 3000 values journaled and in progress.csv; the journal's flush refused {refused} times; stderr: {said}")
+
+
+def test_a_line_the_full_disk_cut_short_is_cut_back_and_written_whole_when_space_returns(three_mb_disk: Path) -> None:
+    path = three_mb_disk / "journal.jsonl"
+    writer = JournalWriter(path)
+    filler = fill(three_mb_disk)
+    os.truncate(filler, filler.stat().st_size - 10_000)  # a few pages free: part of what comes next fits
+    events = [Event(float(i), {"x": float(i), "pad": "p" * 300}, steps={"step": i}) for i in range(100)]
+    writer.append(events)
+    with pytest.raises(OSError) as refused:
+        writer.flush()
+    assert refused.value.errno == errno.ENOSPC
+    held = path.read_bytes()
+    assert 0 < len(held) and not held.endswith(b"\n")  # the disk took part of a line: torn at the end, where readers wait for it
+    assert read_batch(path, 0, 1000)[1] == held.rfind(b"\n") + 1
+    filler.unlink()
+    writer.append([Event(100.0, {"x": 100.0}, steps={"step": 100})])  # the first value after space returns
+    writer.close()
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and [json.loads(line)["data"]["x"] for line in lines[:-1]] == [float(i) for i in range(101)]
+    assert writer.lost == 0
+
+
 MISSING_MLFLOW = textwrap.dedent(
     """
     import sys
@@ -147,6 +269,8 @@ def test_an_unreachable_tracker_is_reported_once_and_never_slows_training(tmp_pa
     for i in range(3000):
         logger.write({"x": float(i)}, step=i)
     training = time.monotonic() - start
+    status = agent_dir() / "status.json"  # what `rltrack status` shows: the agent has met the error (a loaded machine starts it slowly)
+    wait_for(lambda: status.is_file() and "not reachable" in status.read_text(), "the agent to try MLflow")
     closing = time.monotonic()
     assert logger.close(timeout=3) is False
     assert time.monotonic() - closing < 6
@@ -155,3 +279,92 @@ def test_an_unreachable_tracker_is_reported_once_and_never_slows_training(tmp_pa
     assert len(lines) == 1 and f"rltrack sync {logger.run_dir} --to mlflow" in lines[0] and "not reachable" in lines[0], lines
     assert len(list(rltrack.read_journal(logger.run_dir))) == 3000
     assert os.path.getsize(logger.run_dir / "journal.jsonl") > 0
+
+
+def test_an_error_that_cannot_heal_is_told_once_while_training_runs_and_not_retried(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A PostgreSQL tracking URI where no PostgreSQL driver is installed: the
+    URI is well formed (make_logger takes it), and MLflow cannot open the
+    store however often it is asked. Before, nothing was said until close,
+    whose message said the agent goes on delivering, and the agent retried
+    for 5 minutes."""
+    pytest.importorskip("mlflow")
+    if importlib.util.find_spec("psycopg") or importlib.util.find_spec("psycopg2"):
+        pytest.skip("a PostgreSQL driver is installed here")
+    cfg = {"run": {"root": str(tmp_path), "name": "pg", "close_timeout": 120}, "backends": {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": "postgresql://rltrack@127.0.0.1:1/none"}}}
+    logger = rltrack.make_logger(cfg)
+    said = Said(capfd)
+    for i in range(100):
+        logger.write({"x": float(i)}, step=i)
+    wait_for(lambda: said.has("retrying cannot help"), "the error to be told while training runs")
+    for i in range(100, 200):
+        logger.write({"x": float(i)}, step=i)
+    assert logger.close() is False
+    lines = rltrack_lines(said.all())
+    (during,) = [line for line in lines if "retrying cannot help" in line]
+    assert "mlflow refuses" in during and "No module named" in during and f"rltrack sync {logger.run_dir} --to mlflow" in during
+    (closing,) = [line for line in lines if "at close" in line or "not delivered" in line]
+    assert "not delivered" in closing and "No module named" not in closing, closing  # the agent gave up at the end; the error is not said twice
+    report = json.loads((logger.run_dir / "report.json").read_text())["counts"]
+    assert sum(report["mlflow.errors"].values()) == 1  # one attempt: not retried within the run
+    assert "mlflow.pending" in report
+
+
+def test_a_wandb_dir_that_is_not_writable_is_said_and_nothing_goes_to_the_temp_directory(bind_mount: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """W&B falls back without a word to /tmp/wandb (readable by every user)
+    when its directory is not writable: `close` said True, report.json and
+    stderr nothing, sync "nothing pending", and the README's `wandb sync`
+    never looked there (issue 27). Now: refused at `make_logger` when it can
+    be seen then; otherwise told while training runs, the values kept in the
+    journal, and `rltrack sync` delivers them once the directory is fixed."""
+    wandb_reader = pytest.importorskip("wandb_reader")
+    temp = Path(tempfile.gettempdir()) / "wandb"
+    before = set(temp.glob("offline-run-*")) if temp.is_dir() else set()
+    remount(bind_mount, "ro")
+    cfg = {"run": {"root": str(bind_mount.parent / "runs"), "name": "w"}, "backends": {"use": ["local", "wandb"], "wandb": {"dir": str(bind_mount / "wandb_files")}}}
+    with pytest.raises(rltrack.ConfigError, match="is not writable"):
+        rltrack.make_logger(cfg)
+    remount(bind_mount, "rw")
+    logger = rltrack.make_logger(cfg)
+    remount(bind_mount, "ro")  # read-only by the time the agent starts the W&B run
+    said = Said(capfd)
+    for i in range(100):
+        logger.write({"x": float(i)}, step=i)
+    wait_for(lambda: said.has("is not writable"), "the W&B directory to be said not writable")  # by the agent opening W&B, or by its first delivery
+    assert logger.close() is False
+    lines = rltrack_lines(said.all())
+    assert len([line for line in lines if "is not writable" in line]) == 1, lines
+    (closing,) = [line for line in lines if "not delivered" in line or "not done" in line]
+    assert f"rltrack sync {logger.run_dir} --to wandb" in closing, closing
+    assert (set(temp.glob("offline-run-*")) if temp.is_dir() else set()) == before  # nothing went to the temporary directory
+    remount(bind_mount, "rw")
+    done = subprocess.run([sys.executable, "-m", "rltrack.cli", "sync", str(logger.run_dir), "--to", "wandb"], capture_output=True, text=True,
+                          env=child_env(bind_mount.parent), cwd=REPO, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    files = wandb_reader.run_files(bind_mount / "wandb_files")
+    assert [row["x"] for f in files for row in wandb_reader.history(f)] == [float(i) for i in range(100)]
+
+
+def test_a_tracker_down_for_a_while_is_told_once_while_training_runs(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A server that does not answer: retried with backoff (it may come
+    back), and said once on stderr after `TELL_FAILING_AFTER` seconds of
+    training; before, nothing was said until close (issue 27)."""
+    pytest.importorskip("mlflow")
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": "down"}, "backends": {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": uri}}})
+    said = Said(capfd)
+    step = 0
+
+    def training_says_it() -> bool:
+        nonlocal step
+        logger.write({"x": float(step)}, step=step)
+        step += 1
+        return said.has("has refused every batch")
+
+    wait_for(training_says_it, "a tracker down to be told")
+    for i in range(step, step + 100):
+        logger.write({"x": float(i)}, step=i)
+    assert logger.close(timeout=1) is False
+    lines = rltrack_lines(said.all())
+    (during,) = [line for line in lines if "has refused every batch" in line]
+    assert "mlflow" in during and "not reachable" in during and "retries with backoff" in during
+    assert not any("retrying cannot help" in line for line in lines)  # it may come back: not an error that cannot heal

@@ -205,3 +205,46 @@ def test_sync_gives_up_on_a_tracker_still_down_after_its_timeout_and_says_what_i
     assert f"rltrack sync {logger.run_dir} --to mlflow" in err
     assert took < 30  # (no timing target: without the limit this call never returns)
     assert Cursor(logger.run_dir, "mlflow").offset == 0
+
+
+def _mlflow_values(database, key):
+    """Every run's values of `key` in the MLflow SQLite store `database`, per run name."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{database}")
+    found = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    return {run.info.run_name: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)] for run in found}
+
+
+@pytest.mark.slow
+def test_sync_replays_a_delivered_run_into_another_store_once(tmp_path):
+    """The README's merge workflow: a run delivered to the default MLflow file and
+    trackio directory, then `rltrack sync RUN --to mlflow --to trackio --config shared.toml`
+    with other stores: the whole run lands there; a second sync, into either store, sends nothing."""
+    pytest.importorskip("trackio")
+    from trackio_reader import store
+
+    root, shared = tmp_path / "runs", tmp_path / "shared"
+    with rltrack.make_logger({
+        "run": {"root": str(root), "name": "merged", "task": "merge", "close_timeout": None},
+        "backends": {"use": ["local", "mlflow", "trackio"]},
+    }) as logger:  # fmt: skip
+        for i in range(50):
+            logger.write({"reward": float(i)}, step=i, namespace="collector")
+    expected = [(i, float(i)) for i in range(50)]
+    assert _mlflow_values(root / "mlflow.db", "collector/reward") == {"merged": expected}
+    config = tmp_path / "shared.toml"
+    config.write_text(f'[backends.mlflow]\ntracking_uri = "sqlite:///{shared / "mlflow.db"}"\n[backends.trackio]\ndir = "{shared / "trackio"}"\n')
+
+    for attempt in (1, 2):
+        done = sync_command(str(logger.run_dir), "--to", "mlflow", "--to", "trackio", "--config", str(config))
+        assert done.returncode == 0, done.stderr
+        assert ("nothing pending" in done.stderr) == (attempt == 2), done.stderr
+        assert _mlflow_values(shared / "mlflow.db", "collector/reward") == {"merged": expected}
+        (rows,) = store(shared / "trackio", "merge")["logs"].values()
+        assert sorted((row["step"], row["collector/reward"]) for row in rows if "collector/reward" in row) == expected
+    home = sync_command(str(logger.run_dir), "--to", "mlflow", "--to", "trackio")  # the run's own stores: already there
+    assert home.returncode == 0 and home.stderr.count("nothing pending") == 2, home.stderr
+    assert _mlflow_values(root / "mlflow.db", "collector/reward") == {"merged": expected}
+    (rows,) = store(root / "trackio", "merge")["logs"].values()
+    assert len([row for row in rows if "collector/reward" in row]) == 50

@@ -11,6 +11,7 @@ stores in their own test modules.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -262,3 +263,83 @@ def test_a_delivery_waits_for_another_process_delivering_the_same_cursor(tmp_pat
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_damaged_line_in_the_middle_of_a_journal_is_skipped_and_counted_by_the_agent(tmp_path):
+    """The agent died on a line it could not parse (`JSONDecodeError`), was
+    started again and died again: nothing after the line was delivered (issue 27)."""
+    name = "stand_in_tracker:FileTracker"
+    logger = make_logger({"run": {"root": str(tmp_path), "name": "run"}, "backends": {"use": ["local", name], name: {}}})
+    for i in range(10):
+        logger.write({"x": float(i)}, step=i)
+    assert logger.flush(timeout=60)
+    with (logger.run_dir / "journal.jsonl").open("a") as f:
+        f.write('{"schema": 1, "time": 12\n')  # what something other than rltrack left in the file
+    for i in range(10, 20):
+        logger.write({"x": float(i)}, step=i)
+    assert logger.close(timeout=60)
+    assert [e.data["x"] for e in received(logger.run_dir)] == [float(i) for i in range(20)]
+    assert [line.split(",")[-1] for line in (logger.run_dir / "progress.csv").read_text().splitlines()[1:]] == [str(float(i)) for i in range(20)]
+    counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]
+    skipped = {"journal.jsonl: lines that are not journal lines, skipped": 1}
+    assert counts["filetracker.unparsable"] == skipped and counts["files.unparsable"] == skipped, counts
+
+
+def test_a_run_whose_journal_cannot_be_read_does_not_stop_the_agent_serving_the_others(tmp_path, capfd, monkeypatch):
+    """An exception serving one run ended the agent (of every run); the next
+    logger started another, which died on the same run: the other runs' local
+    files were written anew by each new agent, and nothing was said. The
+    agent gives the run up `RLTRACK_AGENT_RETRY` after its end, and exits
+    once idle (it served it for ever otherwise)."""
+    from rltrack.agent_files import LOCK, agent_dir
+    from rltrack.locks import hold
+
+    monkeypatch.setenv("RLTRACK_AGENT_DIR", str(tmp_path / "agent"))  # an agent of its own, quick to give up and to exit
+    monkeypatch.setenv("RLTRACK_AGENT_RETRY", "1")
+    monkeypatch.setenv("RLTRACK_AGENT_IDLE", "1")
+    broken = make_logger({"run": {"root": str(tmp_path), "name": "broken"}, "backends": {"use": ["local"]}})
+    healthy = make_logger({"run": {"root": str(tmp_path), "name": "healthy"}, "backends": {"use": ["local"]}})
+    broken.write({"x": 0.0}, step=0)
+    assert broken.flush(timeout=60)
+    journal = broken.run_dir / "journal.jsonl"
+    journal.unlink()
+    journal.mkdir()  # what the agent reads next is a directory: IsADirectoryError
+    (journal / "pad").write_bytes(b"x" * 10_000)
+    broken.write({"x": 1.0}, step=1)
+    said = ""
+    deadline = time.monotonic() + 120
+    while "agent.serve" not in said:
+        assert time.monotonic() < deadline, f"the agent's error was not told in 120 s: {said}"
+        healthy.write({"x": 1.0}, step=1)
+        time.sleep(0.05)
+        said += capfd.readouterr().err
+    for i in range(200):
+        healthy.write({"y": float(i)}, step=i)
+    assert healthy.close(timeout=60)
+    assert broken.close(timeout=1) is False
+    said += capfd.readouterr().err
+    assert said.count("agent.serve: IsADirectoryError") == 1, said
+    counts = json.loads((healthy.run_dir / "report.json").read_text())["counts"]
+    assert "files.rebuilt" not in counts  # one agent wrote them from start to end
+    assert [line.split(",")[-1] for line in (healthy.run_dir / "progress.csv").read_text().splitlines()[-200:]] == [str(float(i)) for i in range(200)]
+    lock = agent_dir() / LOCK
+    assert wait_until(lambda: (fd := hold(lock, 0.0)) is not None and os.close(fd) is None, 120), "the agent still serves the broken run"
+    errors = json.loads((broken.run_dir / "report.json").read_text())["counts"]["core.errors"]
+    assert any(reason.startswith("agent.serve: IsADirectoryError") for reason in errors)  # the agent's counts reached report.json when it gave up
+
+
+def test_a_skipped_line_is_counted_once_however_often_its_batch_is_retried(tmp_path):
+    run_dir = create_run_dir(tmp_path, "run")
+    lines = [Event(1.0, {"x": i}, steps={"step": i}).to_json() for i in range(10)]
+    (run_dir / "journal.jsonl").write_text("\n".join(lines[:5] + ["{damaged"] + lines[5:]) + "\n")
+    report = Report()
+    flaky = ListTracker(failures=3)
+    flaky.open(RunContext(run_dir, "run", {}, report))
+    worker = DeliveryWorker(flaky, run_dir)
+    while not worker.done:
+        worker.next_try = 0.0  # no backoff wait in a test
+        worker.step()
+        if worker.caught_up():
+            worker.journal_complete = True
+    assert [e.data["x"] for e in flaky.received] == list(range(10))
+    assert Cursor(run_dir, "listtracker").report.as_dict()["counts"]["listtracker.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}

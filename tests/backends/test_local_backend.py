@@ -140,10 +140,13 @@ def test_total_config_files_hold_config_and_hparams(tmp_path: Path) -> None:
         logger.log_hparams(hparams)
         logger.log_hparams({"seed": 7})  # a second call adds to the first
     expected_hparams = {**hparams, "gamma": "nan", "clip": "inf", "seed": 7}  # non-finite floats as text
+    expected_config = rltrack.load_config(cfg)
+    # make_logger fills in the task (under pytest: the run's name) and where the default stores go (the root)
+    expected_config["run"].update(task=logger.name, stores=str(Path(expected_config["run"]["root"]).resolve()))
     for name in ("total_config.py", "formatted_total_config.py"):
         total = ast.literal_eval((logger.run_dir / name).read_text())
         assert total["hparams"] == expected_hparams, name
-        assert total["config"] == rltrack.load_config(cfg), name
+        assert total["config"] == expected_config, name
 
 
 def test_nested_hparams_given_in_two_calls_are_merged(tmp_path: Path) -> None:

@@ -122,7 +122,7 @@ def test_other_kinds_parameters_checkpoints_and_status(full_run):
     assert assigned["parameters/lr"] == 3e-4 and assigned["parameters/net/act"] == "tanh"
     assert assigned["parameters/net/layers"] == "[64, 64]" and assigned["parameters/seed"] == "None"
     assert assigned["sys/name"] == "everything" and assigned["sys/failed"] is False
-    assert [op["values"] for op in ops if op["type"] == "AddStrings" and op["path"] == ["sys", "tags"]] == [["ppo"]]
+    assert [op["values"] for op in ops if op["type"] == "AddStrings" and op["path"] == ["sys", "tags"]] == [["everything", "ppo"]]  # the task is a tag
 
     strings = series(ops, "LogStrings")
     assert strings["evaluator/summary"][0][:2] == (11, "x" * 1000)
@@ -178,3 +178,21 @@ def test_keys_with_empty_path_parts_get_series_of_their_own_and_the_rename_is_re
     assert [(s, v) for s, v, _ in got[mapped]] == [(step, float(step)) for step in range(1, 6)]
     renamed = json.loads((logger.run_dir / "report.json").read_text())["renamed"]["neptune"]
     assert renamed == {"ns/a//b": mapped, "ns//lead": neptune_path("ns//lead")}
+
+
+def test_neptunes_help_page_is_not_pasted_into_rltracks_messages():
+    """The client's missing-token error is a page of advice in terminal
+    colours, including `api_token=` in code, which rltrack refuses (issue 27)."""
+    from neptune.exceptions import NeptuneMissingApiTokenException, ProjectNotFound
+
+    from rltrack.backends.neptune import NeptuneBackend
+    from rltrack.backends.remote import error_text
+
+    exc = NeptuneMissingApiTokenException()
+    assert "\n" in str(exc) and "api_token" in str(exc)  # what the client says
+    text = error_text(exc)
+    assert text == "NeptuneMissingApiTokenException: The Neptune client couldn't find your API token."
+    fix = NeptuneBackend().cannot_heal(exc)
+    assert fix is not None and "NEPTUNE_API_TOKEN" in fix and "api_token=" not in fix
+    assert NeptuneBackend().cannot_heal(ProjectNotFound("w/p")) is not None
+    assert NeptuneBackend().cannot_heal(ConnectionError("down")) is None  # may pass: retried with backoff

@@ -25,41 +25,13 @@ pytest.importorskip(
 )
 
 from reliability_helpers import PYTHON, child_env, read_run_dir, sync_run
+from trackio_reader import store
 
 import rltrack
 from rltrack.backends import RunContext
 from rltrack.backends.trackio import TrackioBackend
 from rltrack.delivery import Cursor
 from rltrack.report import Report
-
-READER = """
-import json, sys
-from trackio.sqlite_storage import SQLiteStorage as S
-project = sys.argv[1]
-runs = S.get_runs(project)
-print(json.dumps({"runs": runs, "logs": {r: S.get_logs(project, r) for r in runs},
-                  "config": {r: S.get_run_config(project, r) for r in runs}}, default=str))
-"""
-
-
-def store(directory: Path, project: str) -> dict[str, Any]:
-    """Runs, rows and configs of `project` in the trackio store `directory`."""
-    env = {
-        "TRACKIO_DIR": str(directory),
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(directory.parent),
-    }
-    done = subprocess.run(
-        [PYTHON, "-c", READER, project],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
-
 
 def series(rows: list[dict[str, Any]], key: str) -> list[tuple[int, Any]]:
     return sorted((row["step"], row[key]) for row in rows if key in row)

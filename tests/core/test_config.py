@@ -123,7 +123,7 @@ def test_toml_yaml_and_dict_give_the_same_config(tmp_path, root):
     from_dict = load_config(as_dict(root))
     assert from_toml == from_yaml == from_yml == from_dict
     assert from_dict["run"] == {
-        "root": root, "name": "cartpole_ppo", "task": None, "tracked": ["env_id", "lr"], "names": "both", "backup_code": [], "redact": [], "worker": None,
+        "root": root, "stores": None, "name": "cartpole_ppo", "task": None, "tracked": ["env_id", "lr"], "names": "both", "backup_code": [], "redact": [], "worker": None,
         "close_timeout": 5.0,
     }
     assert from_dict["filters"] == as_dict(root)["filters"]
@@ -163,7 +163,7 @@ def test_a_file_config_builds_its_filters_in_order(tmp_path, root):
 def test_defaults_are_the_local_backend_under_runs():
     config = load_config()
     assert config == {
-        "run": {"root": "runs", "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0},
+        "run": {"root": "runs", "stores": None, "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0},
         "filters": [],
         "backends": {"use": ["local"]},
     }
@@ -198,7 +198,7 @@ def test_rltrack_backends_overrides_backends_use(tmp_path, root, monkeypatch):
 def test_keyword_overrides_merge_tables_and_replace_lists(tmp_path, root):
     path = write(tmp_path, "c.toml", TOML.format(root=root))
     config = load_config(path, run={"name": "other", "tracked": ["gamma"]}, filters=[{"type": "keys", "drop": "time"}])
-    assert config["run"] == {"root": root, "name": "other", "task": None, "tracked": ["gamma"], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0}
+    assert config["run"] == {"root": root, "stores": None, "name": "other", "task": None, "tracked": ["gamma"], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0}
     assert config["filters"] == [{"type": "keys", "drop": "time"}]
     assert config["backends"] == {"use": ["memory"]}
     logger = make_logger(path, run={"name": "other"}, backends={"use": ["memory", "console"]})
@@ -245,7 +245,7 @@ def test_unknown_section_in_keyword_overrides(root):
 
 def test_unknown_key_in_run(root):
     message = mistake({"run": {"root": root, "nmae": "x"}})
-    assert_says(message, "unknown key 'run.nmae'", "allowed: root, name, task, tracked, names, backup_code, redact, worker", "Did you mean 'name'?")
+    assert_says(message, "unknown key 'run.nmae'", "allowed: root, stores, name, task, tracked, names, backup_code, redact, worker", "Did you mean 'name'?")
 
 
 def test_unknown_key_in_a_file_names_the_file(tmp_path):
@@ -326,7 +326,7 @@ def test_wrong_run_values(root, run, parts):
 @pytest.mark.parametrize(
     ("config", "parts"),
     [
-        ({"run": "cartpole"}, ["run must be a table with keys root, name, task, tracked, names, backup_code, redact, worker", "got 'cartpole'"]),
+        ({"run": "cartpole"}, ["run must be a table with keys root, stores, name, task, tracked, names, backup_code, redact, worker", "got 'cartpole'"]),
         ({"filters": {"type": "none"}}, ["filters = {'type': 'none'} must be a list of tables", "[[filters]] in TOML"]),
         ({"filters": ["none"]}, ["filters[0] must be a table with a 'type' key", "got 'none'"]),
         ({"backends": ["local"]}, ["backends must be a table with a 'use' list", "got ['local']"]),
@@ -497,3 +497,47 @@ def test_task_and_backup_code_reach_the_run_directory(tmp_path, monkeypatch):
 def test_bad_task_or_backup_code_names_the_key(tmp_path, run, bad):
     with pytest.raises(ConfigError, match=bad.replace(".", r"\.")):
         load_config({"run": {"root": str(tmp_path), **run}})
+
+
+@pytest.mark.parametrize(
+    "backend, settings, parts",
+    [
+        ("mlflow", {"tracking_uri": "localhost:5000"}, ["tracking_uri = 'localhost:5000'", "unknown scheme 'localhost'", "http://127.0.0.1:5000"]),
+        ("mlflow", {"tracking_uri": "htp://127.0.0.1:5000"}, ["unknown scheme 'htp'"]),
+        ("mlflow", {"tracking_uri": "sqlite:/runs/mlflow.db"}, ["is not a database URI", "'sqlite://'"]),
+        ("mlflow", {"tracking_uri": "http:///path"}, ["names no server"]),
+        ("wandb", {"mode": "online"}, ['mode = "online" needs a W&B API key', "WANDB_API_KEY", "wandb login"]),
+        ("neptune", {"mode": "async", "project": "w/p"}, ['mode = "async" needs NEPTUNE_API_TOKEN']),
+        ("neptune", {"mode": "sync"}, ["NEPTUNE_API_TOKEN"]),
+    ],
+)
+def test_tracker_settings_that_cannot_work_are_refused_at_make_logger(root, tmp_path, monkeypatch, backend, settings, parts):
+    """Found by a local look (no network), before training starts: before,
+    nothing was said until close, and the agent retried for 5 minutes (issue 27)."""
+    pytest.importorskip(backend)
+    for name in ("WANDB_API_KEY", "WANDB_IDENTITY_TOKEN_FILE", "NEPTUNE_API_TOKEN", "NEPTUNE_PROJECT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc, no wandb settings file
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.delenv("NETRC", raising=False)
+    with pytest.raises(ConfigError) as caught:
+        make_logger({"run": {"root": root}, "backends": {"use": [backend], backend: settings}})
+    assert_says(str(caught.value), f"backends.{backend}", *parts)
+    assert not (tmp_path / "runs").exists()  # nothing was created before the error
+
+
+def test_a_wandb_key_in_netrc_or_the_environment_is_enough(root, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    from rltrack.backends.wandb import WandbBackend
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    (tmp_path / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "k" * 40 + "\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    WandbBackend(mode="online")
+    (tmp_path / ".netrc").unlink()
+    with pytest.raises(ValueError, match="needs a W&B API key"):
+        WandbBackend(mode="online")
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    WandbBackend(mode="online")

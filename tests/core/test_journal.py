@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 import rltrack
 from rltrack.events import SCHEMA_VERSION, Event
-from rltrack.journal import JOURNAL_NAME, JournalWriter, read_journal
+from rltrack.journal import JOURNAL_NAME, JournalWriter, count_skipped, read_batch, read_journal
+from rltrack.report import Report
 
 
 @pytest.fixture(autouse=True)
@@ -238,23 +239,33 @@ def test_a_writer_killed_mid_run_leaves_a_readable_journal(tmp_path):
     "bad",
     ["not json at all", "[1, 2]", "123", '{"data": {}}', '{"time": null}', '{"time": "noon"}', '{"time": 1, "steps": {"a": "x"}}', '{"time": 1, "data": [1]}'],
 )
-def test_a_bad_line_in_the_middle_names_file_and_line(tmp_path, bad):
+def test_a_bad_line_in_the_middle_is_skipped_and_counted_by_every_reader(tmp_path, bad):
+    """Damage anywhere in a journal costs its reader that line only: the
+    agent died on such a line and delivered nothing after it (issue 27)."""
     events = random_events(4)
     lines = [e.to_json() for e in events]
     path = tmp_path / JOURNAL_NAME
     path.write_text("\n".join(lines[:2] + [bad] + lines[2:]) + "\n")
-    reader = read_journal(path)
-    assert [e.to_dict() for e in (next(reader), next(reader))] == [e.to_dict() for e in events[:2]]
-    with pytest.raises(ValueError, match=rf"^{path}:3: not a journal line"):
-        next(reader)
+    told = []
+    read = list(read_journal(path, on_bad=lambda file, offset, reason: told.append((file, offset, reason))))
+    assert [e.to_dict() for e in read] == [e.to_dict() for e in events]
+    offset = len(lines[0]) + len(lines[1]) + 2
+    assert [(file, at) for file, at, _ in told] == [(path, offset)] and told[0][2].startswith("not a journal line")
+    with pytest.warns(RuntimeWarning, match=rf"{path}: 1 lines skipped .*first at byte {offset}"):
+        assert len(list(read_journal(tmp_path))) == 4
+    report = Report()
+    entries, end = read_batch(path, 0, 100, count_skipped(report, "mlflow"))
+    assert [e.to_dict() for e in entries] == [e.to_dict() for e in events] and end == path.stat().st_size
+    assert report.as_dict()["counts"]["mlflow.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}
 
 
-def test_a_bad_complete_last_line_is_an_error_too(tmp_path):
+def test_a_bad_complete_last_line_is_skipped_and_counted_too(tmp_path):
     path = write_journal(tmp_path / JOURNAL_NAME, random_events(2))
     with path.open("a") as f:
         f.write("garbage\n")  # terminated: not a crash, something else damaged the file
-    with pytest.raises(ValueError, match=rf"{path}:3:"):
-        list(read_journal(path))
+    told = []
+    assert len(list(read_journal(path, on_bad=lambda *bad: told.append(bad)))) == 2
+    assert len(told) == 1
 
 
 def test_a_newer_schema_says_to_upgrade(tmp_path):

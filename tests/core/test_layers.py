@@ -48,6 +48,7 @@ LAYERS: dict[str, int] = {
     "rltrack.agent_files": 5,
     "rltrack.agent_link": 5,
     "rltrack.agent_lanes": 5,
+    "rltrack.agent_keeper": 5,
     "rltrack.agent": 5,
     # 6: the run database (reads run directories; `make_logger(resume=<run id>)` looks runs up in it)
     "rltrack.runs": 6,
@@ -65,6 +66,7 @@ LAYERS: dict[str, int] = {
     "rltrack.sync": 9,
     "rltrack.runs.cli": 9,
     "rltrack.runs.plot_command": 9,
+    "rltrack.runs.report_command": 9,
     # 10: the public facade, `rltrack/__init__.py`
     "rltrack": 10,
 }

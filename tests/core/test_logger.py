@@ -433,3 +433,40 @@ def test_a_run_whose_values_changed_says_so_once_at_close_and_in_rltrack_show(tm
     assert cli.main(["show", str(logger.run_dir)]) == 0
     out = capfd.readouterr().out
     assert "report.json:" in out and "core.dropped" in out
+
+
+class NoInt:
+    """A step value whose `int()` raises something other than TypeError/ValueError."""
+
+    def __int__(self) -> int:
+        raise RuntimeError("no int for you")
+
+
+def test_a_step_whose_int_raises_costs_that_step_only(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """`dump(step=x)` with `int(x)` raising stopped the logger for good: 100
+    of 200 records journaled, meta.json `running` forever, close True (issue 27)."""
+    logger = make(tmp_path)
+    for i in range(200):
+        logger.write({"x": float(i)}, step=i)
+        if i == 99:
+            logger.dump(step=NoInt())
+    logger.write({"y": 1.0}, step={"env_steps": NoInt(), "train_iter": 7})
+    assert logger.close(timeout=30)
+    assert [e.data["x"] for e in journal(logger, "scalars") if "x" in e.data] == [float(i) for i in range(200)]
+    (y,) = [e for e in journal(logger, "scalars") if "y" in e.data]
+    assert y.steps == {"train_iter": 7}  # the axis that is no integer is dropped, the record kept
+    assert meta(logger.run_dir)["status"] == "finished"
+    dropped = json.loads((logger.run_dir / "report.json").read_text())["counts"]["core.dropped"]
+    assert sum(n for reason, n in dropped.items() if "is not an integer" in reason) == 2
+
+
+def test_close_is_false_when_a_record_written_never_reached_the_journal(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    logger = make(tmp_path)
+    logger.write({"x": 1.0}, step=1)
+    logger.emit_deferred(lambda: [1 / 0])  # an adapter's build that raises: its records are lost
+    logger.write({"x": 2.0}, step=2)
+    assert logger.close(timeout=30) is False
+    assert [e.data["x"] for e in journal(logger, "scalars")] == [1.0, 2.0]
+    assert meta(logger.run_dir)["status"] == "finished"
+    err = capfd.readouterr().err
+    assert "ZeroDivisionError" in err and "1 records written are not in the journal" in err

@@ -11,7 +11,6 @@ import json
 import math
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -107,10 +106,10 @@ def test_namespaces_kinds_and_step_axes(tmp_path):
     assert scalars["collector"][1].data["ep_rew_mean"] == 22.0
     assert scalars["collector"][1].data["reward_mean"] == 22.0
     assert scalars["collector"][1].data["total_envstep_count"] == 512  # canonical twin of time/total_timesteps
-    assert set(scalars["time"][0].data) == {"fps", "iterations", "total_timesteps"}
+    assert set(scalars["time"][0].data) == {"fps", "iterations", "time_elapsed", "total_timesteps"}  # a running clock, not a duration
     assert scalars["learner"][0].data["approx_kl"] == pytest.approx(0.01)
     timing = by_namespace(events, "timing")
-    assert [e.data for e in timing["time"]] == [{"time_elapsed": 3}, {"time_elapsed": 3}]
+    assert "time" not in timing
     assert by_namespace(events, "text")["custom"][0].data == {"note": "hello"}
     for event in events:
         assert event.source == "sb3" and event.run == logger.name
@@ -224,7 +223,7 @@ def test_routing_happens_on_the_pipeline_thread(tmp_path):
     ppo_like_dump(sb3_logger, 1)
     logger.close()
     assert {(e.namespace, e.kind) for e in sb3_events(logger)} == {
-        ("collector", "scalars"), ("time", "scalars"), ("time", "timing"), ("learner", "scalars"), ("custom", "text")
+        ("collector", "scalars"), ("time", "scalars"), ("learner", "scalars"), ("custom", "text")
     }
 
 
@@ -289,6 +288,41 @@ def test_typed_values_become_media_and_hparams(tmp_path):
     assert by_namespace(sb3_events(logger))["learner"][0].data == {"loss": 0.5, "total_loss_avg": 0.5}
     columns, _ = read_csv(tmp_path / "sb3" / "progress.csv")
     assert columns == ["train/loss"]
+
+
+def test_images_figures_and_videos_reach_mlflow_as_artifacts(tmp_path):
+    """What SB3 records with `self.logger.record(key, Image(...) | Figure(...) |
+    Video(...))` is uploaded to the MLflow run (embedded SQLite store) under the
+    run directory's own `media/` paths, byte for byte; nothing counted as dropped."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from mlflow_server import tracker
+
+    logger = rltrack.make_logger(
+        {"run": {"root": str(tmp_path / "runs"), "name": "media", "close_timeout": 300}, "backends": {"use": ["mlflow"]}}
+    )
+    sb3_logger = Logger(None, [RLTrackWriter(logger)])
+    sb3_logger.record("eval/frame", Image(np.full((8, 10, 3), 200, dtype=np.uint8), "HWC"))
+    figure = plt.figure(figsize=(2, 1.5), dpi=50)
+    plt.plot([0, 1], [1, 0])
+    sb3_logger.record("trajectory/figure", Figure(figure, close=True))
+    sb3_logger.record("trajectory/video", Video(torch.rand(1, 4, 3, 6, 7), fps=10))
+    sb3_logger.dump(step=256)
+    sb3_logger.record("eval/frame", Image(np.zeros((8, 10, 3), dtype=np.uint8), "HWC"))
+    sb3_logger.dump(step=512)
+    assert logger.close(), "the agent did not deliver the run to MLflow within close_timeout"
+    client, run_id = tracker(logger.run_dir)
+    uploaded = sorted(f.path for folder in ("media/evaluator", "media/trajectory") for f in client.list_artifacts(run_id, folder))
+    local = sorted(p.relative_to(logger.run_dir).as_posix() for p in (logger.run_dir / "media").rglob("*") if p.is_file())
+    assert uploaded == local == ["media/evaluator/frame_256.png", "media/evaluator/frame_512.png", "media/trajectory/figure_256.png", "media/trajectory/video_256.png"]
+    for path in uploaded:
+        downloaded = client.download_artifacts(run_id, path, str(tmp_path / "down"))
+        assert Path(downloaded).read_bytes() == (logger.run_dir / path).read_bytes()
+    counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]
+    assert not counts.get("mlflow.dropped")
+    assert (counts["mlflow.delivered"]["image files"], counts["mlflow.delivered"]["video files"]) == (3, 1)
 
 
 def test_image_given_as_a_file_path_is_copied(tmp_path):
@@ -363,21 +397,23 @@ def test_attach_keeps_a_set_logger_and_is_idempotent(tmp_path):
     logger.close()
 
 
-def test_attach_configures_the_logger_sb3_would(tmp_path):
+def test_attach_joins_the_logger_sb3_builds_in_learn(tmp_path):
     logger = make_logger(tmp_path)
     model = PPO("MlpPolicy", cartpole(), verbose=1, tensorboard_log=str(tmp_path / "tb"), **PPO_KWARGS)
     writer = attach(model, logger)
+    assert model._custom_logger is False  # SB3 still builds its default logger per learn()
+    model.learn(ROLLOUT)
     names = [type(f).__name__ for f in model.logger.output_formats]
     assert names == ["HumanOutputFormat", "TensorBoardOutputFormat", "RLTrackWriter"]
     assert model.logger.get_dir() == str(tmp_path / "tb" / "PPO_1")
-    assert writer.logger is logger and writer.train_iter_key == "time/iterations"
+    assert writer.logger is logger and writer.train_iter_key == "time/iterations" and writer.rollout_steps == ROLLOUT
     from stable_baselines3 import DQN
 
     dqn_writer = attach(DQN("MlpPolicy", "CartPole-v1", buffer_size=1000, device="cpu"), logger)
-    assert dqn_writer.train_iter_key == "train/n_updates"  # off-policy: gradient steps
-    quiet = PPO("MlpPolicy", cartpole(), verbose=0, **PPO_KWARGS)
-    attach(quiet, logger)
-    assert [type(f).__name__ for f in quiet.logger.output_formats] == ["RLTrackWriter"]  # SB3 would print nothing
+    assert dqn_writer.train_iter_key == "train/n_updates" and dqn_writer.rollout_steps is None  # off-policy: gradient steps
+    model.save(tmp_path / "saved.zip")
+    with pytest.raises(ValueError, match="no env yet"):  # loaded without env: nothing to follow SB3's logger through
+        attach(PPO.load(tmp_path / "saved.zip", device="cpu"), logger)
     logger.close()
 
 
@@ -426,8 +462,80 @@ def test_callback_after_eval_checkpoints_only_improvements(tmp_path):
     assert not staging.exists()
     logger.close()
     checkpoints = [e.data for e in logger.backends["memory"].events if e.kind == "artifact"]
-    assert [(c["iteration"], c["metric"], c["best"]) for c in checkpoints] == [(100, 1.0, True), (300, 2.5, True)]
-    assert PPO.load(logger.run_dir / "ckpt" / "ckpt_best.pth.tar", device="cpu").n_steps == model.n_steps
+    # named by train_iter, as DI-engine names them by its learner iteration: 100 and 300 timesteps are rounds 0 and 1
+    assert [(c["iteration"], c["metric"], c["best"]) for c in checkpoints] == [(0, 1.0, True), (1, 2.5, True)]
+    ckpt = logger.run_dir / "ckpt"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["ckpt_best.pth.tar", "ckpt_best.zip", "iteration_0.pth.tar", "iteration_0.zip", "iteration_1.pth.tar", "iteration_1.zip"]
+    assert PPO.load(ckpt / "ckpt_best.zip", device="cpu").n_steps == model.n_steps
+    assert (ckpt / "ckpt_best.zip").read_bytes() == (ckpt / "iteration_1.zip").read_bytes()
+
+
+def test_checkpoints_load_with_torch_as_di_engines_do(tmp_path):
+    """DI-engine's learner saves `{model, optimizer, last_iter, last_step}` with
+    `torch.save`; DI-style tooling reads it with `torch.load` and
+    `load_state_dict`. SB3's own zip lies beside it."""
+    from stable_baselines3 import SAC
+
+    logger = make_logger(tmp_path)
+    model = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
+    model.learn(2 * ROLLOUT, callback=RLTrackCallback(logger, save_freq=ROLLOUT // N_ENVS, log_hparams=False))
+    sac = SAC("MlpPolicy", "Pendulum-v1", learning_starts=10, device="cpu", policy_kwargs={"net_arch": [16]})
+    sac_logger = make_logger(tmp_path, name="sac")
+    sac.learn(30, callback=RLTrackCallback(sac_logger, save_freq=30, log_hparams=False))
+    logger.close()
+    sac_logger.close()
+    ckpt = logger.run_dir / "ckpt"
+    state = torch.load(ckpt / "iteration_2.pth.tar", weights_only=False)
+    assert set(state) == {"model", "optimizer", "last_iter", "last_step"}
+    assert (state["last_iter"], state["last_step"]) == (2, 2 * ROLLOUT)
+    fresh = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
+    fresh.policy.load_state_dict(state["model"])
+    fresh.policy.optimizer.load_state_dict(state["optimizer"])
+    saved = PPO.load(ckpt / "iteration_2.zip", device="cpu")  # SB3's zip of the same moment
+    assert saved.num_timesteps == 2 * ROLLOUT
+    for name, tensor in saved.policy.state_dict().items():
+        assert torch.equal(fresh.policy.state_dict()[name], tensor)
+    sac_state = torch.load(sac_logger.run_dir / "ckpt" / "iteration_19.pth.tar", weights_only=False)
+    assert set(sac_state) == {"model", "optimizer_actor", "optimizer_critic", "optimizer_ent_coef", "last_iter", "last_step"}
+    assert (sac_state["last_iter"], sac_state["last_step"]) == (19, 30) == (sac._n_updates - 1, sac.num_timesteps)  # saved before the last train()
+
+
+def test_a_zip_that_cannot_be_written_is_counted_not_raised(tmp_path):
+    logger = make_logger(tmp_path)
+    model = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
+    child = RLTrackCallback(logger, attach=False, log_hparams=False)
+    eval_callback = EvalCallback(cartpole(), callback_after_eval=child)
+    child.init_callback(model)
+    (logger.run_dir / "ckpt" / "iteration_0.zip").mkdir(parents=True)  # in the way of SB3's zip
+    eval_callback.best_mean_reward = 1.0
+    child.on_step()  # training goes on
+    logger.close()
+    assert torch.load(logger.run_dir / "ckpt" / "iteration_0.pth.tar", weights_only=False)["last_iter"] == 0
+    counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]["sb3.dropped"]
+    assert counts == {"SB3 zip beside a checkpoint not written (IsADirectoryError)": 1}
+
+
+def test_a_dqn_checkpoint_is_laid_out_as_di_engines(tmp_path):
+    """A real DI-engine 0.5.3 DQN checkpoint (its layout recorded in
+    tests/helpers/fixtures/dingine_dqn_cartpole_advanced/ckpt_structure.json)
+    against SB3's DQN through `RLTrackCallback`: the same keys and kinds, but
+    `target_model`, which SB3 keeps inside the policy's state dict (`q_net_target.*`)."""
+    from stable_baselines3 import DQN
+
+    fixture = Path(__file__).parents[1] / "helpers" / "fixtures" / "dingine_dqn_cartpole_advanced" / "ckpt_structure.json"
+    di = json.loads(fixture.read_text())["top_level"]
+    logger = make_logger(tmp_path)
+    model = DQN("MlpPolicy", "CartPole-v1", learning_starts=20, train_freq=4, device="cpu", policy_kwargs={"net_arch": [16]})
+    model.learn(100, callback=RLTrackCallback(logger, save_freq=100, log_hparams=False))
+    logger.close()
+    [written] = (logger.run_dir / "ckpt").glob("iteration_*.pth.tar")
+    ours = torch.load(written, weights_only=False)
+    assert set(ours) == set(di) - {"target_model"}
+    assert any(key.startswith("q_net_target.") for key in ours["model"]) and any(key.startswith("q_net.") for key in ours["model"])
+    assert all(isinstance(v, torch.Tensor) for v in ours["model"].values()) and di["model"]["kind"] == "state_dict"
+    assert sorted(ours["optimizer"]) == di["optimizer"]["keys"] == ["param_groups", "state"]
+    assert type(ours["last_iter"]).__name__ == di["last_iter"]["kind"] == type(ours["last_step"]).__name__ == di["last_step"]["kind"] == "int"
+    assert written.name == f"iteration_{ours['last_iter']}.pth.tar" and ours["last_step"] == 100  # named by its iteration, as DI-engine's
 
 
 def test_model_hparams_are_json_friendly():
@@ -542,22 +650,22 @@ def test_eval_callback_gives_evaluator_metrics_and_best_checkpoint(ppo_runs):
     evaluator = [e for e in events if e.namespace == "evaluator" and e.kind == "scalars"]
     assert [(e.steps["env_steps"], e.data["reward_mean"]) for e in evaluator] == evals
     assert all({"mean_reward", "mean_ep_length", "reward_mean", "avg_envstep_per_episode"} <= set(e.data) for e in evaluator)
-    # EvalCallback's dumps (mid-rollout, no time/iterations) keep PPO's iteration count as train_iter
+    # EvalCallback's dumps (no time/iterations) have PPO's rounds collected so far as train_iter, as the collector's have
     collector = [e for e in events if e.namespace == "collector" and "reward_mean" in e.data]
     for e in evaluator:
-        assert e.steps["train_iter"] == max(c.steps["train_iter"] for c in collector if c.steps["env_steps"] < e.steps["env_steps"])
+        assert e.steps["train_iter"] == max(c.steps["train_iter"] for c in collector if c.steps["env_steps"] <= e.steps["env_steps"])
 
     checkpoints = [e.data for e in events if e.kind == "artifact" and e.namespace == "ckpt"]
     best_rewards = [m for i, (_, m) in enumerate(evals) if m > max([-math.inf] + [r for _, r in evals[:i]])]
     assert [c["metric"] for c in checkpoints if c["metric"] is not None] == best_rewards
     assert all(c["best"] for c in checkpoints if c["metric"] is not None)
     periodic = [c["iteration"] for c in checkpoints if c["metric"] is None]
-    assert periodic == [EVAL_FREQ * 2, EVAL_FREQ * 4]
+    assert periodic == [EVAL_FREQ * 2 // ROLLOUT, EVAL_FREQ * 4 // ROLLOUT]  # named by train_iter, as DI-engine
     for c in checkpoints:
         assert (logger.run_dir / c["path"]).is_file()
     best = logger.run_dir / "ckpt" / "ckpt_best.pth.tar"
-    assert zipfile.is_zipfile(best)
-    loaded = PPO.load(best, device="cpu")
+    assert torch.load(best, weights_only=False)["last_step"] in [s for s, _ in evals]
+    loaded = PPO.load(best.with_name("ckpt_best.zip"), device="cpu")
     assert loaded.n_steps == ROLLOUT // N_ENVS
     [best_iteration] = [c["iteration"] for c in checkpoints if c["metric"] == best_rewards[-1]]
     assert best.read_bytes() == (logger.run_dir / "ckpt" / f"iteration_{best_iteration}.pth.tar").read_bytes()

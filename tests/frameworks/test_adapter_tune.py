@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -132,6 +133,7 @@ def test_plain_tune_result_non_numeric_values_and_late_keys_in_progress_csv(tmp_
     events = logger.backends["memory"].events
     assert {e.source for e in events if e.kind != "hparams"} == {"tune"}
     assert not any(e.preaggregated for e in events)
+    assert not [e for e in events if e.kind == "timing"]  # time_total_s is a running clock, not a stage's duration
     texts = [e.data for e in events if e.kind == "text"]
     assert [t["phase"] for t in texts] == ["it1", "it2", "it3"] and texts[0]["thing"] == "opaque-object"
     assert [e.data["weights"] for e in events if e.kind == "histogram"] == [[0.1, 0.2], [0.1, 0.4], [0.1, 0.6000000000000001]]
@@ -483,7 +485,7 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
     watcher_done = True
     thread.join()
     assert most_at_once == 1  # (an agent left idle by an earlier test may end meanwhile and another take over)
-    client = MlflowClient(f"sqlite:///{root.resolve() / 'sweep' / 'mlflow.db'}")  # beside the experiment's run directories
+    client = MlflowClient(f"sqlite:///{root.resolve() / 'mlflow.db'}")  # the root's store, shared by every experiment
     run_dirs = sorted(path for path in (root / "sweep").iterdir() if path.is_dir())
     assert len(run_dirs) == 8
     for run_dir in run_dirs:
@@ -550,7 +552,7 @@ def test_a_two_node_ray_cluster_delivers_the_driver_callback_and_the_trials_own_
     driver_runs = sorted(path for path in (tmp_path / "driver" / "cluster").iterdir() if path.is_dir())
     inner_runs = sorted((tmp_path / "inner").iterdir())
     assert len(driver_runs) == len(inner_runs) == 4
-    driver = MlflowClient(f"sqlite:///{tmp_path / 'driver' / 'cluster' / 'mlflow.db'}")
+    driver = MlflowClient(f"sqlite:///{tmp_path / 'driver' / 'mlflow.db'}")
     inner = MlflowClient(f"sqlite:///{tmp_path / 'inner.db'}")
     for client, run_dirs in ((driver, driver_runs), (inner, inner_runs)):
         values = []
@@ -560,3 +562,52 @@ def test_a_two_node_ray_cluster_delivers_the_driver_callback_and_the_trials_own_
             assert history == sorted(history) and len(history) == 20  # each value once
             values.append(history[0])
         assert sorted(values) == [100.0, 200.0, 300.0, 400.0]
+
+
+def _sweep(tmp_path: Path, trials: int, close_timeout: float, backends: dict[str, Any]):
+    from rltrack.adapters.tune import RLTrackCallback
+
+    callback = RLTrackCallback(run={"root": str(tmp_path / "runs"), "close_timeout": close_timeout}, backends=backends)
+    started = [_trial(tmp_path, i, {"x": i}) for i in range(trials)]
+    for trial in started:
+        callback.log_trial_start(trial)
+        for i in range(20):
+            callback.log_trial_result(i, trial, {"loss": float(i), "training_iteration": i + 1})
+    return callback, started
+
+
+def test_a_sweep_says_once_what_its_trials_left_behind(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """MLflow unreachable: one line for the sweep at its end, not one per trial (issue 27)."""
+    callback, trials = _sweep(tmp_path, 4, 1, {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": "http://127.0.0.1:9"}})
+    for trial in trials:
+        callback.log_trial_end(trial)
+    callback.on_experiment_end(trials=trials)
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("rltrack:") and ("not done" in line or "not delivered" in line)]
+    assert len(lines) == 1, lines
+    parent = callback.run_dirs[trials[0].trial_id].parent
+    assert "4 of 4 trials' runs not delivered" in lines[0] and f"for run in {parent}/*/; do rltrack sync \"$run\" --to mlflow; done" in lines[0]
+    for trial in trials:
+        assert "mlflow.pending" in json.loads((callback.run_dirs[trial.trial_id] / "report.json").read_text())["counts"]
+
+
+def test_a_sweep_whose_agent_delivers_within_the_bound_says_nothing(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The stand-in tracker hangs while the trials end (each trial said "not
+    done at close" before), then answers: the experiment's end waits for the
+    agent and nothing is said."""
+    from stand_in_tracker import received
+
+    hang = tmp_path / "hang"
+    hang.touch()
+    name = "stand_in_tracker:FileTracker"
+    callback, trials = _sweep(tmp_path, 3, 5, {"use": [name], name: {"hang_while": str(hang)}})
+    for trial in trials:
+        callback.log_trial_end(trial)
+    for closing in callback._closing:  # every trial's close has returned while the tracker hangs
+        closing.join(120)
+        assert not closing.is_alive()
+    hang.unlink()
+    callback.on_experiment_end(trials=trials)
+    said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("rltrack:")]
+    assert said == []
+    for trial in trials:
+        assert [e.data["loss"] for e in received(callback.run_dirs[trial.trial_id]) if "loss" in e.data] == [float(i) for i in range(20)]

@@ -11,12 +11,16 @@
   print and the checkpoint lines of DI-engine's learner), and the TensorBoard
   file has the same tags at the same steps on both axes.
 
-DI-engine is not needed: the fixture is static files.
+* rltrack's buffer throughput tags equal those of a second real run, with
+  DI-engine's advanced replay buffer (fixtures/dingine_dqn_cartpole_advanced).
+
+DI-engine is not needed: the fixtures are static files.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import runpy
 import shutil
@@ -68,8 +72,8 @@ def test_runs_ls_indexes_the_di_engine_directory_with_its_config_and_metrics(roo
     (row,) = json.loads(done.stdout)
     exp_config = runpy.run_path(str(FIXTURE / "total_config.py"))["exp_config"]  # the fixture's own reading of its config
     scalars = read_tfevents(FIXTURE / "log" / "serial")
-    assert (row["writer"], row["source"], row["status"]) == ("di-engine", "di-engine", "unknown")
-    assert row["task"] == exp_config["exp_name"] == "cartpole_dqn_seed0"
+    assert (row["writer"], row["source"], row["status"]) == ("di-engine", "di-engine", "killed")  # no result.pkl
+    assert exp_config["exp_name"] == "cartpole_dqn_seed0" and row["task"] == "cartpole_dqn"  # the seeds' experiment
     assert row["host"] == next((FIXTURE / "log" / "serial").glob("events.*")).name.split(".", 4)[4]
     assert row["policy/learn/learning_rate"] == exp_config["policy"]["learn"]["learning_rate"]
     assert row["policy/eval/evaluator/eval_freq"] == exp_config["policy"]["eval"]["evaluator"]["eval_freq"] == 100
@@ -80,6 +84,34 @@ def test_runs_ls_indexes_the_di_engine_directory_with_its_config_and_metrics(roo
     where = rltrack_cli("runs", "ls", "--root", str(root), "--json", "--where", "policy/learn/learning_rate==0.001 and seed==0")
     assert [r["path"] for r in json.loads(where.stdout)] == ["cartpole_dqn_seed0"]
     assert json.loads(rltrack_cli("runs", "ls", "--root", str(root), "--json", "--where", "seed==1").stdout) == []
+
+
+def test_status_is_finished_once_the_pipeline_wrote_result_pkl(root: Path) -> None:
+    """DI-engine writes result.pkl when its pipeline ends; a run stopped before has none."""
+    from rltrack.runs import query
+
+    assert list(query(root)["status"]) == ["killed"]
+    (root / "cartpole_dqn_seed0" / "result.pkl").write_bytes(pickle.dumps({"stop": True, "env_step": 2000, "train_iter": 200}))
+    assert list(query(root)["status"]) == ["finished"]  # the index notices the new file
+
+
+def test_two_seeds_are_one_experiment_and_one_plot_group(root: Path) -> None:
+    """DI-engine names each seed's experiment (`cartpole_dqn_seed0`, `..._seed1`):
+    `exp_name` is not a hyperparameter, the seed is not a grouping key."""
+    from rltrack.runs import query
+    from rltrack.runs.plot import plot_runs
+    from rltrack.runs.plot_command import select_runs
+
+    second = root / "cartpole_dqn_seed1"
+    shutil.copytree(FIXTURE, second)
+    config = second / "total_config.py"
+    config.write_text(config.read_text().replace("'exp_name': 'cartpole_dqn_seed0'", "'exp_name': 'cartpole_dqn_seed1'").replace("'seed': 0", "'seed': 1"))
+    table = query(root)
+    assert list(table["task"]) == ["cartpole_dqn", "cartpole_dqn"] and sorted(table["seed"]) == [0, 1]
+    assert "exp_name" not in table.columns
+    runs, _ = select_runs(["^cartpole_dqn/"], root)
+    (curve,) = plot_runs(runs, "evaluator/reward_mean").curves
+    assert curve.label == "all runs" and len(curve.runs) == 2 and set(curve.count) == {2}
 
 
 # ---- rltrack plot -------------------------------------------------------------------
@@ -99,14 +131,14 @@ def test_plot_draws_the_values_of_the_tensorboard_file(root: Path, tmp_path: Pat
     from rltrack.runs.plot_command import select_runs
 
     points = sorted(read_tfevents(FIXTURE / "log" / "serial")[tag].items())
-    runs, unmatched = select_runs(["cartpole_dqn_seed0"], root)
+    runs, unmatched = select_runs(["^cartpole_dqn/"], root)
     assert unmatched == [] and len(runs) == 1
     x, y = plot_runs(runs, metric, x_axis=axis).figure.axes[0].get_lines()[0].get_data()
     assert list(x) == [step for step, _ in points]
     assert list(y) == [values[0] for _, values in points]  # one value a step, as written
 
     out = tmp_path / "plot.png"
-    done = rltrack_cli("plot", "--root", str(root), "--metric", metric, "--x", axis, "cartpole_dqn_seed0", "-o", str(out))
+    done = rltrack_cli("plot", "--root", str(root), "--metric", metric, "--x", axis, "^cartpole_dqn/", "-o", str(out))
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"all runs: 1 run(s), {len(points)} points", str(out)]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -117,7 +149,7 @@ def test_plotted_evaluations_equal_the_evaluator_text_log(root: Path) -> None:
     from rltrack.runs.plot_command import select_runs
 
     tables = read_blocks(FIXTURE / "log" / "evaluator" / "evaluator_logger.txt")
-    runs, _ = select_runs(["cartpole_dqn_seed0"], root)
+    runs, _ = select_runs(["^cartpole_dqn/"], root)
     for key in ("reward_mean", "reward_max", "avg_envstep_per_sec"):
         x, y = plot_runs(runs, f"evaluator/{key}", x_axis="train_iter").figure.axes[0].get_lines()[0].get_data()
         assert list(x) == [b.values["train_iter"] for b in tables]
@@ -207,3 +239,28 @@ def test_tensorboard_tags_and_steps_are_di_engines(replayed: Path) -> None:
         assert sorted(mine[tag]) == sorted(theirs[tag]), tag
         for step, values in theirs[tag].items():
             assert mine[tag][step] == pytest.approx(values, rel=1e-6, abs=1e-6), (tag, step)
+
+
+# ---- the advanced replay buffer's throughput tables --------------------------------
+
+ADVANCED = FIXTURE.parent / "dingine_dqn_cartpole_advanced"
+#: DI-engine's PeriodicThruputMonitor table.
+THROUGHPUT = ("pushed_in", "sampled_out", "removed", "current_have")
+
+
+def test_buffer_throughput_tables_have_di_engines_tags_and_steps(tmp_path: Path) -> None:
+    """DI-engine's advanced buffer plots each throughput table as
+    `buffer_sec/<key>` at the table's number (0, 1, 2, ...), not against
+    iterations or env steps; rltrack writes the same tables the same way."""
+    di_scalars = read_tfevents(ADVANCED / "log" / "serial")
+    tables = [b for b in read_blocks(ADVANCED / "log" / "buffer" / "buffer_logger.txt") if "pushed_in" in b.values]
+    assert len(tables) > 10 and all(f"buffer_sec/{key}" in di_scalars for key in THROUGHPUT)
+    config = {"run": {"root": str(tmp_path), "name": "advanced"}, "backends": {"use": ["local"], "local": {"tb_axes": ["iter", "step"]}}}
+    with rltrack.make_logger(config) as logger:
+        for n, table in enumerate(tables):
+            emit_block(logger, "buffer", table.values, {"env_steps": 64 * n, "train_iter": 8 * n})  # steps a live adapter has
+    ours = read_tfevents(logger.run_dir / "log" / "serial")
+    assert set(THROUGHPUT) == stages.THROUGHPUT_KEYS
+    for key in THROUGHPUT:
+        assert ours[f"buffer_sec/{key}"] == di_scalars[f"buffer_sec/{key}"]
+        assert f"buffer_iter/{key}" not in ours and f"buffer_step/{key}" not in ours

@@ -8,6 +8,7 @@ test computes from those episodes with numpy."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -379,3 +380,35 @@ def test_rllib_ppo_iterations_give_blocks_from_individual_episodes(tmp_path: Pat
     assert [b.values["cur_lr_avg"] for b in learner] == pytest.approx(rllib_lr, rel=1e-5)
     assert {"policy_loss_avg", "value_loss_avg", "entropy_avg"} <= set(learner[0].values)
     assert_text_equals_tfevents(learner, "learner", tfevents, "env_steps")
+
+
+@pytest.mark.slow
+def test_rllib_counts_without_record_episodes_print_as_integers(tmp_path: Path, ray_cluster: Any) -> None:
+    """Without `record_episodes` the collector block comes from RLlib's own
+    statistics, which report counts as floats (`256.0`); the block prints them
+    as integers, as it does when computed from the episodes."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    from rltrack.adapters.tune import log_result
+
+    config = (
+        PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=0, num_envs_per_env_runner=2)
+        .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=1).debugging(seed=0)
+    )  # fmt: skip
+    algo = config.build_algo()
+    logger = rltrack.make_logger(_local_config(tmp_path, "rllib_counts"))
+    sampled = []
+    try:
+        for _ in range(2):
+            result = algo.train()
+            sampled.append(result["env_runners"]["num_env_steps_sampled_lifetime"])
+            log_result(logger, result)
+    finally:
+        algo.stop()
+        logger.close()
+    assert all(isinstance(s, float) for s in sampled)  # RLlib's own: floats
+    text = (logger.run_dir / "log" / "collector" / "collector_logger.txt").read_text()
+    totals = [line.split(": ")[1] for line in text.splitlines() if line.startswith("total_envstep_count: ")]
+    assert totals == [str(int(s)) for s in sampled]
+    counts = [line for line in text.splitlines() if line.split(":")[0] in ("episode_count", "envstep_count", "total_episode_count")]
+    assert counts and all(re.fullmatch(r"\w+: \d+", line) for line in counts)

@@ -1,7 +1,10 @@
 """SB3 PPO and DQN on CartPole with rltrack's DI-engine blocks: the collector and
 evaluator numbers equal those computed here from the episodes SB3's `Monitor`
 wrote to its CSV files, the text logs parsed back equal the tfevents on both
-axes, and DQN's buffer tables follow the replay buffer's size."""
+axes (the buffer's throughput tables as DI-engine's `buffer_sec/`), each
+evaluation is one evaluator table and each `collect end:` a collection, the
+buffer tables count transitions (n_envs of them per SB3 buffer row) at the
+step the buffer holds, and canonical names leave SB3's twins out."""
 
 from __future__ import annotations
 
@@ -13,8 +16,9 @@ import gymnasium as gym
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from stable_baselines3 import DQN, PPO
-from stable_baselines3.common.callbacks import BaseCallback, EvalCallback
+from stable_baselines3.common.callbacks import EvalCallback
 from stable_baselines3.common.monitor import Monitor
 
 import rltrack
@@ -22,18 +26,6 @@ from rltrack.adapters.sb3 import RLTrackCallback, attach
 from stage_reader import Block, holds, read_blocks, read_info_lines, read_tfevents
 
 EVAL_EPISODES = 3
-
-
-class BufferSizes(BaseCallback):
-    """The test's own record of `replay_buffer.size()` at every step (after rltrack's callback)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.sizes: dict[int, int] = {}
-
-    def _on_step(self) -> bool:
-        self.sizes[self.num_timesteps] = self.model.replay_buffer.size()
-        return True
 
 
 def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, *, attached: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -46,18 +38,17 @@ def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, *, atta
     eval_env = Monitor(gym.make("CartPole-v1"), str(tmp_path / "eval"))
     model = algo("MlpPolicy", env, seed=0, device="cpu", **kwargs)
     evaluation = EvalCallback(eval_env, eval_freq=timesteps // 4, n_eval_episodes=EVAL_EPISODES, callback_on_new_best=RLTrackCallback(logger), verbose=0)
-    sizes = BufferSizes()
-    callbacks = [RLTrackCallback(logger, buffer_seconds=0.05), evaluation] + ([sizes] if algo is DQN else [])
+    callbacks = [RLTrackCallback(logger, buffer_seconds=0.05), evaluation]
     if attached:
         attach(model, logger)
     if attached == "alone":
-        callbacks = [sizes] if algo is DQN else []
+        callbacks = []
     model.learn(timesteps, callback=callbacks, log_interval=log_interval)
     logger.close()
     env.close()
     eval_env.close()
     monitor = {name: pd.read_csv(tmp_path / f"{name}.monitor.csv", skiprows=1) for name in ("train", "eval")}
-    return {"run_dir": logger.run_dir, "monitor": monitor, "model": model, "sizes": sizes.sizes}
+    return {"run_dir": logger.run_dir, "monitor": monitor, "model": model}
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +125,9 @@ def test_evaluator_blocks_equal_the_eval_monitor_episodes(algo: str, request: py
     assert finals == pytest.approx(episodes["r"].tolist(), abs=1e-4)
     named = [b.values["ckpt_name"] for b in evaluator if "ckpt_name" in b.values]
     assert named and all(re.fullmatch(r"iteration_\d+\.pth\.tar", name) and (run["run_dir"] / "ckpt" / name).is_file() for name in named)
+    for block in (b for b in evaluator if "ckpt_name" in b.values):  # named as DI-engine names it: by the evaluated train_iter
+        assert block.values["ckpt_name"] == f"iteration_{int(block.values['train_iter'])}.pth.tar"
+        assert torch.load(run["run_dir"] / "ckpt" / block.values["ckpt_name"], weights_only=False)["last_step"] == block.steps["env_steps"]
     best = max((b for b in evaluator if "ckpt_name" in b.values), key=lambda b: b.values["reward_mean"])
     assert (run["run_dir"] / "ckpt" / "ckpt_best.pth.tar").read_bytes() == (run["run_dir"] / "ckpt" / best.values["ckpt_name"]).read_bytes()
 
@@ -149,7 +143,13 @@ def test_text_blocks_equal_the_tfevents_on_both_axes(algo: str, request: pytest.
     # eval_episode_return_mean repeats reward_mean, which has the tags
     not_plotted = {("evaluator", "iter", "train_iter"), ("evaluator", "step", "train_iter"), ("collector", "step", "total_envstep_count")}
     for namespace in namespaces:
-        for block in read_blocks(run["run_dir"] / "log" / namespace / f"{namespace}_logger.txt"):
+        for period, block in enumerate(read_blocks(run["run_dir"] / "log" / namespace / f"{namespace}_logger.txt")):
+            if namespace == "buffer":  # DI-engine's throughput tags: buffer_sec/<key> at the table's number
+                for key, value in block.values.items():
+                    assert f"buffer_iter/{key}" not in tfevents and f"buffer_step/{key}" not in tfevents
+                    assert tfevents[f"buffer_sec/{key}"][period] == [pytest.approx(value)]
+                    compared += 1
+                continue
             for key, value in block.values.items():
                 if isinstance(value, (int, float)) and key != "eval_episode_return_mean":
                     for name, axis in (("iter", "train_iter"), ("step", "env_steps")):
@@ -160,6 +160,9 @@ def test_text_blocks_equal_the_tfevents_on_both_axes(algo: str, request: pytest.
                             assert holds(tfevents[tag], block.steps[axis], value), (namespace, key, block.steps)
                     compared += 1
     assert compared > 100
+    if algo == "dqn":
+        tables = read_blocks(run["run_dir"] / "log" / "buffer" / "buffer_logger.txt")
+        assert sorted(tfevents["buffer_sec/current_have"]) == list(range(len(tables))) and len(tables) >= 3
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn", "ppo_attached"])
@@ -174,8 +177,8 @@ def test_learner_blocks_and_the_policy_printed_once(algo: str, request: pytest.F
 def test_dqn_buffer_tables_follow_the_replay_buffer(dqn: dict[str, Any]) -> None:
     buffer = read_blocks(dqn["run_dir"] / "log" / "buffer" / "buffer_logger.txt")
     assert len(buffer) >= 3
-    for block in buffer:
-        assert block.values["current_have"] == dqn["sizes"][block.steps["env_steps"]]
+    for block in buffer:  # the buffer holds the transitions of the steps up to its table's, one env: one per step
+        assert block.values["current_have"] == min(block.steps["env_steps"], 800)
     pushed = sum(b.values["pushed_in"] for b in buffer)
     removed = sum(b.values["removed"] for b in buffer)
     assert pushed - removed == buffer[-1].values["current_have"]  # the buffer started empty
@@ -210,3 +213,80 @@ def test_attach_leaves_the_env_as_sb3_and_evalcallback_expect(tmp_path):
     np.testing.assert_array_equal(eval_env.obs_rms.mean, env.obs_rms.mean)
     blocks = read_blocks(logger.run_dir / "log" / "collector" / "collector_logger.txt")
     assert sum(block.values["episode_count"] for block in blocks) > 0  # the hook saw the Monitor episodes
+
+
+def buffer_run(tmp_path: Path, algo: type, env_id: str, n_envs: int, timesteps: int, *, attached: bool, **kwargs: Any) -> tuple[list[Block], Any]:
+    """`algo` on `n_envs` envs with a buffer table at every step (`buffer_seconds`
+    tiny), through `RLTrackCallback` or `attach` alone; the tables read back."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": algo.__name__}, "backends": {"use": ["local"]}})
+    model = algo("MlpPolicy", make_vec_env(env_id, n_envs=n_envs, seed=0), seed=0, device="cpu", **kwargs)
+    if attached:
+        attach(model, logger, buffer_seconds=1e-9)
+    model.learn(timesteps, callback=None if attached else RLTrackCallback(logger, buffer_seconds=1e-9))
+    logger.close()
+    return read_blocks(logger.run_dir / "log" / "buffer" / "buffer_logger.txt"), model
+
+
+@pytest.mark.parametrize(
+    "algo, env_id, n_envs, capacity, attached",
+    [("DQN", "CartPole-v1", 4, 800, False), ("DQN", "CartPole-v1", 4, 800, True), ("TD3", "Pendulum-v1", 2, 200, False), ("SAC", "Pendulum-v1", 1, 10_000, False)],
+)
+def test_buffer_tables_count_transitions_at_the_steps_they_hold(tmp_path: Path, algo: str, env_id: str, n_envs: int, capacity: int, attached: bool) -> None:
+    """DI-engine counts transitions: with n envs an SB3 buffer row holds n of
+    them. The buffer started empty and is never reset, so after E env steps it
+    holds min(E, capacity) transitions, and every transition was pushed once."""
+    import stable_baselines3
+
+    steps = 1000 if algo == "DQN" else 300
+    buffer, model = buffer_run(
+        tmp_path, getattr(stable_baselines3, algo), env_id, n_envs, steps, attached=attached,
+        buffer_size=capacity, learning_starts=100, batch_size=32, train_freq=4 if algo == "DQN" else 1, policy_kwargs={"net_arch": [16]},
+    )  # fmt: skip
+    assert len(buffer) > 50
+    for block in buffer:
+        assert block.values["current_have"] == min(block.steps["env_steps"], capacity), block
+    assert buffer[-1].values["current_have"] == min(buffer[-1].steps["env_steps"], capacity)
+    assert sum(b.values["pushed_in"] for b in buffer) == buffer[-1].steps["env_steps"]  # every transition, from the first
+    assert sum(b.values["pushed_in"] - b.values["removed"] for b in buffer) == buffer[-1].values["current_have"]
+    if capacity < steps:
+        assert buffer[-1].values["current_have"] == capacity and sum(b.values["removed"] for b in buffer) > 0
+    assert sum(b.values["sampled_out"] for b in buffer) <= model._n_updates * 32
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_one_evaluator_block_per_evaluation_holding_sb3s_own_values(algo: str, request: pytest.FixtureRequest) -> None:
+    """SB3's `eval/` dump and the evaluator block of the same evaluation are one
+    table, as DI-engine writes one per evaluation; SB3's values are in it."""
+    run = request.getfixturevalue(algo)
+    tables = read_blocks(run["run_dir"] / "log" / "evaluator" / "evaluator_logger.txt")
+    assert len(tables) == 4  # EVAL_FREQ: 4 evaluations
+    for table in tables:
+        assert table.values["mean_reward"] == table.values["reward_mean"]
+        assert table.values["mean_ep_length"] == table.values["avg_envstep_per_episode"]
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_every_collection_block_holds_a_collection(algo: str, request: pytest.FixtureRequest) -> None:
+    """DQN records its exploration rate at every step, so EvalCallback's dump
+    carries it: that is no collection, and it must not read as one."""
+    run = request.getfixturevalue(algo)
+    text = (run["run_dir"] / "log" / "collector" / "collector_logger.txt").read_text()
+    sections = text.split("collect end:\n")[1:]
+    assert len(sections) >= 4 and all(section.startswith("episode_count: ") for section in sections)
+    if algo == "dqn":  # still in the text log, as a plain table
+        assert text.count("| exploration_rate |") == 4
+
+
+def test_canonical_names_leave_sb3s_twins_out_when_blocks_carry_them(tmp_path: Path) -> None:
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "canonical", "names": "canonical"}, "backends": {"use": ["local"]}})
+    model = DQN("MlpPolicy", Monitor(gym.make("CartPole-v1")), seed=0, device="cpu", learning_starts=100, train_freq=4, policy_kwargs={"net_arch": [16]})
+    evaluation = EvalCallback(Monitor(gym.make("CartPole-v1")), eval_freq=200, n_eval_episodes=2, verbose=0)
+    model.learn(600, callback=[RLTrackCallback(logger, buffer_seconds=0.05), evaluation], log_interval=4)
+    logger.close()
+    tags = set(read_tfevents(logger.run_dir / "log" / "serial"))
+    assert {"collector/reward_mean", "evaluator/reward_mean", "learner/total_loss_avg", "learner/cur_lr_avg", "collector/total_envstep_count"} <= tags
+    twins = {"evaluator/mean_reward", "evaluator/mean_ep_length", "collector/ep_rew_mean", "collector/ep_len_mean", "learner/loss", "learner/learning_rate", "time/total_timesteps", "time/fps"}
+    assert not twins & tags
+    assert {"collector/exploration_rate", "learner/n_updates"} <= tags  # no canonical name: kept as they are

@@ -117,7 +117,7 @@ def test_fields_files_and_run_info(imported):
     assert (run_dir / "files/report.txt").read_bytes() == b"in memory"
 
     report = json.loads((run_dir / "report.json").read_text())["counts"]["neptune-import.dropped"]
-    assert report == {"cleared or deleted later in Neptune": 1, "UploadFileSet operations (not imported)": 1}
+    assert report == {"values cleared or deleted later in Neptune": 1, "UploadFileSet operations (not imported)": 1}
 
     async_dir = runs[async_id]
     assert async_dir.name == f"neptune_{async_id[:8]}"
@@ -154,3 +154,28 @@ def test_an_imported_run_syncs_into_mlflow_with_every_value(imported, tmp_path):
     for tag, points in journal_points(run_dir, "scalars").items():
         history = sorted((m.step, m.value, m.timestamp) for m in client.get_metric_history(mlflow_run.info.run_id, tag))
         assert history == sorted((s, v, int(t * 1000)) for s, v, t in points), tag
+
+
+def test_a_run_with_the_clients_monitoring_keeps_it_out_of_the_hyperparameters(tmp_path):
+    """The client's defaults: it records each process's hostname, pid and tid
+    under `monitoring/<hash>/`, and clears every monitoring series as the run
+    starts. Those are facts about the run (meta.json), not hyperparameters,
+    and nothing the user logged was cleared."""
+    import neptune
+
+    run = neptune.init_run(mode="offline", name="monitored", capture_stdout=True, capture_stderr=True, capture_hardware_metrics=True, source_files=[], git_ref=False)
+    run["parameters/lr"] = 0.01
+    for i in range(3):
+        run["train/loss"].append(1.0 / (i + 1), step=i)
+    print("printed by training")
+    run.stop()
+    [run_dir] = import_folder(Path(".neptune"), tmp_path / "runs")
+    [hparams] = [e.data for e in rltrack.read_journal(run_dir) if e.kind == "hparams"]
+    assert hparams == {"lr": 0.01}
+    fields = json.loads((run_dir / "meta.json").read_text())["info"]["neptune"]["fields"]
+    monitoring = {key.rsplit("/", 1)[1]: value for key, value in fields.items() if key.startswith("monitoring/")}
+    assert set(monitoring) == {"hostname", "pid", "tid"} and monitoring["pid"].isdigit()
+    counts = json.loads((run_dir / "report.json").read_text())["counts"].get("neptune-import.dropped", {})
+    assert not any("cleared" in reason for reason in counts), counts
+    stdout = [e.data for e in rltrack.read_journal(run_dir) if e.kind == "text" and e.namespace == "monitoring"]
+    assert any("printed by training" in str(data) for data in stdout)

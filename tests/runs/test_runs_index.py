@@ -125,7 +125,7 @@ def test_foreign_and_rltrack_values_share_canonical_names(root) -> None:
     di = runs.load(path / by_name(made)["di"].path)
     assert [s for s, _ in di.metrics["evaluator/reward_mean"]] == [0, 1000, 2000]
     assert di.df.query("key == 'evaluator/reward_mean'")["train_iter"].tolist() == [0, 10, 20]
-    assert di.config["env"]["max_episode_steps"] == float("inf") and di.task == "cartpole_dqn_seed0"
+    assert di.config["env"]["max_episode_steps"] == float("inf") and di.task == "cartpole_dqn"
 
 
 def test_run_df_timelog_checkpoints_of_a_plain_run(root) -> None:

@@ -137,7 +137,7 @@ def test_group_means_and_bands_equal_an_independent_computation(made, tmp_path):
     shifted = result.curves[1]
     after_early_end = (shifted.x > early_end) & (shifted.x <= shared_end)
     assert after_early_end.any() and set(shifted.count[after_early_end]) == {3}  # the seed stopped early is not extrapolated
-    legend = result.figure.axes[0].get_legend()
+    (legend,) = result.figure.legends
     assert [text.get_text() for text in legend.get_texts()] == ["lr=0.001 (n=3)", "lr=0.003 (n=4)"]
 
     png = tmp_path / "groups.png"
@@ -184,6 +184,35 @@ def test_a_long_union_of_steps_becomes_an_even_grid(made):
 def test_default_groups_are_the_hyperparameters_that_differ_except_seeds(made):
     result = plot_runs([load(w.path) for w in made["rltrack"]], METRIC)
     assert [curve.label for curve in result.curves] == ["lr=0.001", "lr=0.003"]
+
+
+def test_runs_of_several_frameworks_are_grouped_by_source_not_by_keys_only_some_have(made):
+    result = plot_runs([load(w.path) for w in made["rltrack"][:3] + made["sb3"]], METRIC, x_axis="env_steps")
+    assert [(curve.label, len(curve.runs)) for curve in result.curves] == [("source=plain", 3), ("source=sb3", 2)]
+
+
+def test_long_group_labels_keep_the_legend_inside_the_figure_and_readable(tmp_path):
+    long_value = "a_description_of_the_network_" * 5
+    for index in range(6):
+        config = {"run": {"root": str(tmp_path), "name": f"long{index}", "task": "long"}}
+        with rltrack.make_logger(config) as logger:
+            logger.log_hparams({"policy": {"model": {"encoder": {"hidden_description": f"{long_value}{index}"}}},
+                                "learning_rate_of_the_critic_network": 0.001 * index, "seed": index})  # fmt: skip
+            for step in range(5):
+                logger.write({"reward_mean": step * index}, step=step, namespace="collector")
+    runs = [load(tmp_path / f"long{index}") for index in range(6)]
+    result = plot_runs(runs, METRIC, size=(960, 600))
+    assert len(result.curves) == 6 and all(len(curve.runs) == 1 for curve in result.curves)
+    assert result.curves[0].label.startswith("learning_rate_of_the_critic_network=0.0, hidden_description=a_description")  # last parts, no seed
+    figure = result.figure
+    result.save(str(tmp_path / "long.png"))  # lays the figure out, with Agg
+    (legend,) = figure.legends
+    box, page = legend.get_window_extent(), figure.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, (box, page)
+    assert not box.overlaps(figure.axes[0].get_window_extent())  # below the axes, not over the curves
+    texts = [text.get_text() for text in legend.get_texts()]
+    assert [text.rsplit("_", 1)[-1] for text in texts] == [f"{index} (n=1)" for index in range(6)]  # what differs is shown
+    assert all(len(text) < 140 for text in texts)
 
 
 def test_non_finite_values_are_dropped_and_runs_without_the_metric_listed(tmp_path, made):

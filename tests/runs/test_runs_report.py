@@ -253,6 +253,9 @@ def test_a_directory_written_by_sb3s_own_logger_gets_a_page_too(tmp_path):
     rows = {row[0]: row[1:] for row in page.rows["summary"][1:]}
     assert rows["collector/reward_mean"] == rows["rollout/ep_rew_mean"] == ["5", "50", "50", "30"]
     assert "no stage timings" in text and "no checkpoints" in text
+    # one chart per value: the canonical twin of SB3's key is drawn once, in the collector group
+    assert re.findall(r'<h3 class="metric-group">([^<]*)</h3>', text) == ["collector"]  # time/total_timesteps is collector/total_envstep_count
+    assert "Same values under another name: collector/reward_mean = rollout/ep_rew_mean" in text
 
 
 def test_report_help_and_a_run_that_does_not_exist(tmp_path, capsys):
@@ -262,5 +265,69 @@ def test_report_help_and_a_run_that_does_not_exist(tmp_path, capsys):
         main(["report", "--help"])
     assert help_exit.value.code == 0 and "--output" in capsys.readouterr().out
     assert main(["report", "no/such/run", "--root", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 2
-    assert "no run 'no/such/run'" in capsys.readouterr().err
+    assert "no run matches 'no/such/run'" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
+
+
+# ---- several runs: the comparison page ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Two learning rates x three seeds, logged as RLlib results (each return also
+    under its canonical name), compared by `rltrack report --task`."""
+    from rltrack.adapters.tune import log_result
+
+    root = tmp_path_factory.mktemp("compare_runs")
+    for lr in (0.001, 0.01):
+        for seed in range(3):
+            config = {"run": {"root": str(root), "name": f"lr{lr}_s{seed}", "task": "cmp"}}
+            with rltrack.make_logger(config) as logger:
+                for i in range(1, 9):
+                    log_result(logger, {"training_iteration": i, "config": {"lr": lr, "seed": seed, "output_dir": f"/out/{seed}"},
+                                        "env_runners": {"episode_return_mean": lr * 1000 * i + seed, "num_env_steps_sampled_lifetime": 500 * i},
+                                        "learners": {"default_policy": {"total_loss": 1.0 / i + seed / 10}}})  # fmt: skip
+    out = tmp_path_factory.mktemp("compare") / "compare.html"
+    done = subprocess.run([sys.executable, "-m", "rltrack.cli", "report", "--task", "cmp", "--root", str(root), "-o", str(out)],
+                          check=False, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return out, out.read_text(encoding="utf-8")
+
+
+def test_the_comparison_page_has_the_groups_their_sizes_and_one_panel_per_value(comparison):
+    _, text = comparison
+    page = read_page(text)
+    assert page.sections == ["groups", "summary", "curves"]
+    groups = page.rows["groups"][1:]
+    assert [(row[0], row[2]) for row in groups] == [("lr=0.001", "3"), ("lr=0.01", "3")]  # seeds and output_dir are no groups
+    summary = {row[0]: row[1:] for row in page.rows["summary"][1:]}
+    assert summary["lr=0.001"][0] == "3" and summary["lr=0.001"][1] == "9 ± 1 (n=3)"  # final return 8 + seed: mean 9, std 1
+    assert summary["lr=0.01"][1] == "81 ± 1 (n=3)"
+    panels = re.findall(r'<h3 class="panel">([^<]*)</h3>', text)
+    assert "collector/reward_mean (= env_runners/episode_return_mean)" in panels
+    assert not [p for p in panels if p.startswith("env_runners/episode_return_mean")]  # not twice under two names
+    assert len(panels) == len(set(panels))
+    images = [decode_png(url) for url in page.urls if url.startswith("data:image/png")]
+    assert len(images) == len(panels) and all(image.size == (760, 470) for image in images)
+    assert "<script" not in text and "http" not in " ".join(page.urls)
+
+
+def test_the_charts_name_their_axes_with_units(tmp_path):
+    from rltrack.runs.report import primary_axis, value_panels, value_unit
+
+    with rltrack.make_logger({"run": {"root": str(tmp_path), "name": "axes", "task": "axes"}}) as logger:
+        logger.write({"reward_mean": 1.0}, step={"env_steps": 10, "train_iter": 1}, namespace="collector")
+        logger.write({"collect_time": 0.5}, step={"env_steps": 10, "train_iter": 1}, namespace="collector")
+    run = load(logger.run_dir)
+    assert [metric for metric, _ in value_panels([run])] == ["collector/reward_mean", "collector/collect_time"]
+    assert primary_axis([run], "collector/reward_mean") == "env_steps"
+    assert value_unit("collector/collect_time") == "collector/collect_time (s)" and value_unit("collector/reward_mean") == "collector/reward_mean"
+
+
+def test_chromium_shows_the_comparison_page(comparison, tmp_path):
+    page, _ = comparison
+    shot = tmp_path / "compare.png"
+    done = chromium(tmp_path, page, f"--screenshot={shot}")
+    assert console_lines(done.stderr) == []
+    pixels = np.asarray(Image.open(shot).convert("L"))
+    assert pixels.std() > 10

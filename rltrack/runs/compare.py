@@ -1,0 +1,104 @@
+"""Several runs on one self-contained HTML page (`rltrack report` over a task, a query or a list).
+
+What an RL user compares: the groups of runs (runs with equal hyperparameters,
+seeds apart: `rltrack.runs.plot.default_group_keys`), each drawn as the mean
+over its runs with a 95% band, one panel per *value* (a native key and its
+canonical twin holding the same numbers are one panel, titled by the
+canonical name); the hyperparameters that tell the groups apart; a summary
+table of the main metrics per group (final value, mean ± sample std over the
+group's runs, and n). Every chart names its axes and their units. Like the
+single-run page (rltrack.runs.report, whose helpers it uses), the page is one
+file: inline CSS, base64 PNGs, no script, everything from the runs escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+from rltrack.runs.plot import (
+    CONFIDENCE,
+    default_group_keys,
+    group_label,
+    group_values,
+    plot_runs,
+)
+from rltrack.runs.report import AXIS_UNITS, page, png_data_uri, primary_axis, section, table, value_panels, value_unit
+from rltrack.runs.run import MAIN_METRICS, Run
+
+#: Most panels on a page (the rest are named under the figures).
+MAX_PANELS = 12
+#: Size of one panel, in pixels.
+PANEL_SIZE = (760, 470)
+
+
+def figures(runs: Sequence[Run], chosen: list[tuple[str, list[str]]], keys: list[str]) -> str:
+    parts = []
+    for metric, aliases in chosen[:MAX_PANELS]:
+        result = plot_runs(runs, metric, group_by=keys or None, size=PANEL_SIZE)
+        axes = result.figure.axes[0]
+        axis = primary_axis(runs, metric)
+        axes.set_xlabel(f"{axis} ({AXIS_UNITS.get(axis, 'steps')})")
+        axes.set_ylabel(value_unit(metric))
+        title = metric + (f" (= {', '.join(aliases)})" if aliases else "")
+        parts.append(f'<h3 class="panel">{html.escape(title)}</h3><img alt="{html.escape(metric)}" src="{png_data_uri(result.figure)}">')
+        if result.skipped:
+            parts.append(f'<p class="note">{len(result.skipped)} run(s) without this metric.</p>')
+    rest = [metric for metric, _ in chosen[MAX_PANELS:]]
+    if rest:
+        parts.append(f'<p class="note">Not drawn ({len(rest)}): {html.escape(", ".join(rest))}.</p>')
+    return "".join(parts) or '<p class="note">no metrics</p>'
+
+
+def summary_rows(groups: dict[tuple[str, ...], list[Run]], keys: list[str], metrics: list[str]) -> list[list[str]]:
+    """Per group: its label, n, and per metric the final value's mean ± std over its runs."""
+    rows = []
+    for values, members in groups.items():
+        row = [group_label(keys, values), str(len(members))]
+        for metric in metrics:
+            finals = [run.summary[metric]["final"] for run in members if metric in run.summary]
+            row.append(_mean_std(finals))
+        rows.append(row)
+    return rows
+
+
+def _mean_std(values: list[float]) -> str:
+    if not values:
+        return "-"
+    mean = math.fsum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.4g} (n=1)"
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    return f"{mean:.4g} ± {std:.2g} (n={len(values)})"
+
+
+def render_comparison(runs: Sequence[Run], title: str) -> str:
+    """The comparison page of `runs` as a string."""
+    keys = default_group_keys(runs)
+    groups: dict[tuple[str, ...], list[Run]] = {}
+    for run in runs:
+        groups.setdefault(group_values(run, keys), []).append(run)
+    groups = dict(sorted(groups.items()))
+    chosen = value_panels(runs)
+    main = [metric for metric, _ in chosen if metric in MAIN_METRICS] or [metric for metric, _ in chosen[:3]]
+    differing = table(
+        ["group", *keys, "runs", "run ids"],
+        [[group_label(keys, values), *values, len(members), " ; ".join(run.id for run in members)] for values, members in groups.items()],
+    ) if keys else '<p class="note">The runs have the same hyperparameters (seeds apart): one group.</p>'  # fmt: skip
+    sections = [
+        section("groups", f"Groups ({len(runs)} runs)", differing),
+        section(
+            "summary",
+            "Summary",
+            table(["group", "runs", *(f"{m}: final" for m in main)], summary_rows(groups, keys, main), numeric_from=1)
+            + '<p class="note">final: each run\'s last value; mean ± sample standard deviation over the group\'s runs.</p>',
+        ),
+        section(
+            "curves",
+            "Curves",
+            f'<p class="note">Per group: the mean over its runs, the band its {CONFIDENCE:.0%} Student-t interval '
+            "(no band where one run covers a step); one panel per value.</p>" + figures(runs, chosen, keys),
+        ),
+    ]
+    return page(title, sections)
