@@ -82,7 +82,7 @@ def test_progress_txt_equals_what_rltrack_received_and_numpy(tmp_path):
     stored = vpg_style_loop(logger, epochs=4)
     logger.close()
 
-    df = pd.read_csv(out / "progress.txt", sep="\t")
+    df = pd.read_csv(out / "progress.txt", sep="\t", float_precision="round_trip")  # pandas 2.1's default parser can miss the last digit
     assert list(df.columns) == [
         "Epoch", "AverageEpRet", "StdEpRet", "MaxEpRet", "MinEpRet", "EpLen", "AverageVVals", "StdVVals", "MaxVVals",
         "MinVVals", "TotalEnvInteracts", "LossPi", "LossV", "DeltaLossPi", "DeltaLossV", "Entropy", "KL", "Time",

@@ -309,6 +309,7 @@ def test_a_trial_end_does_not_hold_tunes_driver_while_a_tracker_is_down(tmp_path
 
 def test_tune_run_grid_one_run_dir_per_trial_late_keys_hparams_failure(tmp_path: Path, ray_cluster) -> None:
     from ray import tune
+    from ray_versions import report
 
     from rltrack.adapters.tune import RLTrackCallback
 
@@ -317,7 +318,7 @@ def test_tune_run_grid_one_run_dir_per_trial_late_keys_hparams_failure(tmp_path:
             metrics = {"loss": config["lr"] * i, "nested": {"acc": 0.1 * i}, "phase": f"it{i}"}
             if i >= 3:
                 metrics["eval_score"] = 10.0 * i  # first appears at iteration 3
-            tune.report(metrics)
+            report(metrics)
         if config["lr"] > 0.05:
             raise RuntimeError("this trial is made to fail")
 
@@ -366,19 +367,20 @@ def test_tune_run_grid_one_run_dir_per_trial_late_keys_hparams_failure(tmp_path:
 @pytest.mark.slow
 def test_tuner_run_config_callback_and_run_name_as_group(tmp_path: Path, ray_cluster) -> None:
     from ray import tune
+    from ray_versions import RunConfig, report
 
     from rltrack.adapters.tune import RLTrackCallback
 
     def trainable(config):
         for i in range(1, 3):
-            tune.report({"env_runners": {"episode_return_mean": config["x"] * i, "num_env_steps_sampled_lifetime": 100 * i}})
+            report({"env_runners": {"episode_return_mean": config["x"] * i, "num_env_steps_sampled_lifetime": 100 * i}})
 
     callback = RLTrackCallback(run={"root": str(tmp_path / "runs"), "name": "my_group", "names": "canonical"},
                                backends={"use": ["local"]})
     tuner = tune.Tuner(
         trainable,
         param_space={"x": 3.0},
-        run_config=tune.RunConfig(name="tuner_exp", storage_path=str(tmp_path / "ray_results"), callbacks=[callback], verbose=0),
+        run_config=RunConfig(name="tuner_exp", storage_path=str(tmp_path / "ray_results"), callbacks=[callback], verbose=0),
     )
     results = tuner.fit()
     assert not results.errors
@@ -393,6 +395,9 @@ def test_tuner_run_config_callback_and_run_name_as_group(tmp_path: Path, ray_clu
 
 def test_rllib_ppo_cartpole_train_through_log_result(tmp_path: Path, ray_cluster) -> None:
     from ray.rllib.algorithms.ppo import PPOConfig
+    from ray_versions import skip_without_rllib_callback_functions
+
+    skip_without_rllib_callback_functions()
 
     config = (
         PPOConfig()
@@ -446,13 +451,14 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
     import wandb_reader
     from mlflow import MlflowClient
     from ray import tune
+    from ray_versions import RunConfig, report
 
     from rltrack.adapters.tune import RLTrackCallback
     from rltrack.agent_files import agent_dir, registrations
 
     def trainable(config):
         for i in range(40):
-            tune.report({f"m{k}": config["x"] * 1000 + i + k / 10 for k in range(5)})
+            report({f"m{k}": config["x"] * 1000 + i + k / 10 for k in range(5)})
 
     root = tmp_path / "runs"
     callback = RLTrackCallback(run={"root": str(root)}, backends={"use": ["local", "mlflow", "wandb"], "wandb": {"project": "sweep"}})
@@ -476,7 +482,7 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
     tuner = tune.Tuner(
         tune.with_resources(trainable, {"cpu": 0.25}),
         param_space={"x": tune.grid_search(list(range(8)))},
-        run_config=tune.RunConfig(name="sweep", storage_path=str(tmp_path / "ray_results"), callbacks=[callback], verbose=0),
+        run_config=RunConfig(name="sweep", storage_path=str(tmp_path / "ray_results"), callbacks=[callback], verbose=0),
     )
     assert not tuner.fit().errors
     deadline = time.monotonic() + 300
@@ -507,6 +513,8 @@ RAY_CLUSTER_SWEEP = textwrap.dedent(
     from ray import tune
     from ray.cluster_utils import Cluster
     from rltrack.adapters.tune import RLTrackCallback
+    sys.path.insert(0, sys.argv[2])  # tests/helpers
+    from ray_versions import RunConfig, report
     from rltrack.agent_files import agent_dir, registrations
 
     root = Path(sys.argv[1])
@@ -519,14 +527,14 @@ RAY_CLUSTER_SWEEP = textwrap.dedent(
         with rltrack.make_logger(settings) as logger:
             for i in range(20):
                 logger.write({"v": config["x"] * 100 + i}, step=i)
-                tune.report({"v": config["x"] * 100 + i})
+                report({"v": config["x"] * 100 + i})
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
     ray.init(address=cluster.address, log_to_driver=False)
     callback = RLTrackCallback(run={"root": str(root / "driver"), "close_timeout": 60}, backends={"use": ["local", "mlflow"]})
     tuner = tune.Tuner(tune.with_resources(trainable, {"cpu": 0.5}), param_space={"x": tune.grid_search([1, 2, 3, 4])},
-                       run_config=tune.RunConfig(name="cluster", storage_path=str(root / "ray_results"), callbacks=[callback], verbose=0))
+                       run_config=RunConfig(name="cluster", storage_path=str(root / "ray_results"), callbacks=[callback], verbose=0))
     assert not tuner.fit().errors
     deadline = time.monotonic() + 120
     while registrations(agent_dir(), under=root) and time.monotonic() < deadline:
@@ -545,7 +553,7 @@ def test_a_two_node_ray_cluster_delivers_the_driver_callback_and_the_trials_own_
     loggers write where the trials run; one agent (per machine) delivers both."""
     from mlflow import MlflowClient
 
-    done = subprocess.run([sys.executable, "-c", RAY_CLUSTER_SWEEP, str(tmp_path)], capture_output=True, text=True, timeout=600,
+    done = subprocess.run([sys.executable, "-c", RAY_CLUSTER_SWEEP, str(tmp_path), str(Path(__file__).parents[1] / "helpers")], capture_output=True, text=True, timeout=600,
                           env={**__import__("os").environ, "RAY_USAGE_STATS_ENABLED": "0"})  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.splitlines()[-1])["registrations"] == 0  # the agent finished every run

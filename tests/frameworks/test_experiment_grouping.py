@@ -114,6 +114,7 @@ def test_two_seeds_of_the_spinup_example_are_one_experiment_named_by_exp_name(tm
 @pytest.mark.slow
 def test_a_tune_grid_is_one_experiment_and_a_restored_trial_continues_its_run(tmp_path: Path, ray_cluster) -> None:
     from ray import tune
+    from ray_versions import RunConfig, report
 
     from rltrack.adapters.tune import RLTrackCallback
 
@@ -125,7 +126,7 @@ def test_a_tune_grid_is_one_experiment_and_a_restored_trial_continues_its_run(tm
             if i == 3 and marker is not None and not marker.exists():
                 marker.write_text("failed once")
                 raise RuntimeError("first attempt fails at iteration 3")
-            tune.report({"loss": config["lr"] / i, "timesteps_this_iter": 100})
+            report({"loss": config["lr"] / i, "timesteps_this_iter": 100})
 
     root, home = tmp_path / "runs", tmp_path
     callback = RLTrackCallback(run={"root": str(root)}, backends={"use": TRACKERS.split(",")})
@@ -133,7 +134,7 @@ def test_a_tune_grid_is_one_experiment_and_a_restored_trial_continues_its_run(tm
     tuner = tune.Tuner(
         flaky_trainable,
         param_space={"lr": tune.grid_search([0.01, 0.1]), "fail_once": tune.grid_search(["", marker])},
-        run_config=tune.RunConfig(name="toy_grid", storage_path=str(tmp_path / "ray_results"), callbacks=[callback], verbose=0),
+        run_config=RunConfig(name="toy_grid", storage_path=str(tmp_path / "ray_results"), callbacks=[callback], verbose=0),
     )
     first = tuner.fit()
     assert len(first.errors) == 2  # the two trials with fail_once

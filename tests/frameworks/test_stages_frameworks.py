@@ -328,6 +328,9 @@ def _recorded(path: Path) -> list[list[float]]:
 def test_rllib_ppo_iterations_give_blocks_from_individual_episodes(tmp_path: Path, ray_cluster: Any) -> None:
     from ray import tune
     from ray.rllib.algorithms.ppo import PPOConfig
+    from ray_versions import skip_without_rllib_callback_functions
+
+    skip_without_rllib_callback_functions()
 
     from rltrack.adapters.tune import log_result, record_episodes
 
@@ -388,6 +391,9 @@ def test_rllib_counts_without_record_episodes_print_as_integers(tmp_path: Path, 
     statistics, which report counts as floats (`256.0`); the block prints them
     as integers, as it does when computed from the episodes."""
     from ray.rllib.algorithms.ppo import PPOConfig
+    from ray_versions import skip_without_rllib_callback_functions
+
+    skip_without_rllib_callback_functions()
 
     from rltrack.adapters.tune import log_result
 
