@@ -30,6 +30,7 @@ continues from the cursors.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
@@ -78,6 +79,8 @@ STATUS_EVERY = 1.0
 #: disk), so a busy machine gives the CPU to training first. wandb-core,
 #: started by the W&B client in the agent, inherits it.
 NICENESS = 19
+#: OSErrors of the machine, not of a run: retried at the next turn (see `Agent._contained`).
+MACHINE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM, errno.EDQUOT})
 #: Descriptors a served writer may hold at once (local files: text logs, csv,
 #: event file; a cursor lock per tracker): 3.4 a run measured with local + MLflow.
 FILES_PER_WRITER = 4
@@ -180,11 +183,16 @@ class Agent:
                 time.sleep(SCAN_EVERY)
 
     def _contained(self, what: str, call: Callable[[], Any]) -> Any:
-        """`call()`; an OSError (out of descriptors, a full disk) is printed once
-        per kind and the work is tried again at the next turn, not the agent's end."""
+        """`call()`; an OSError of the machine's (`MACHINE_ERRNOS`: out of
+        descriptors, memory or disk) is printed once per kind and the work is
+        tried again at the next turn, not the agent's end. Any other error is
+        the caller's: one run's (a journal that became a directory) is told
+        to that run's logger."""
         try:
             return call()
         except OSError as exc:
+            if exc.errno not in MACHINE_ERRNOS:
+                raise
             kind = f"{what.split()[0]}: {type(exc).__name__} {exc.errno}"
             if kind not in self._trouble:
                 self._trouble.add(kind)

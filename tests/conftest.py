@@ -16,7 +16,8 @@ def ray_cluster():
     ray = pytest.importorskip("ray")
     for attempt in (1, 2, 3):
         try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+            # address="local": a cluster of the session's own, never one already running on the machine
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
             break
         except Exception as exc:
             ray.shutdown()

@@ -171,7 +171,7 @@ def test_an_agent_killed_mid_run_is_replaced_and_nothing_is_lost_or_doubled(agen
     accumulator.Reload()
     assert [s.value for s in accumulator.Scalars("collector/x")] == expected
     tables = (run_dir / "log" / "collector" / "collector_logger.txt").read_text()
-    assert tables.count("collect end:\nx: ") >= dumps  # one collector block (DI-engine's lines) per dump at least, never cut in two
+    assert tables.count("| collector | Value |\n+-----------+-------+\n| x ") >= dumps  # one collector table per dump at least, never cut in two (x is no collection key: a plain table, not DI-engine's 'collect end:')
     report = json.loads((run_dir / "report.json").read_text())
     assert report["counts"]["files.rebuilt"]
 
