@@ -339,7 +339,8 @@ def _forget_store(tracking_uri: str) -> None:
     mlflow 3.17 (pinned); tests/backends/test_mlflow_sqlite.py fails if they move."""
     registry = require("mlflow.tracking._tracking_service.registry", "mlflow", PURPOSE).TrackingStoreRegistry
     store = require("mlflow.store.tracking.sqlalchemy_store", "mlflow", PURPOSE).SqlAlchemyStore
-    with store._engine_map_lock:
-        for uri in [uri for uri in store._engine_map if sqlite_path(uri) == sqlite_path(tracking_uri)]:
-            del store._engine_map[uri]
+    if hasattr(store, "_engine_map"):  # MLflow >= 2.17 shares one engine per URI; 2.16 makes one per store
+        with store._engine_map_lock:
+            for uri in [uri for uri in store._engine_map if sqlite_path(uri) == sqlite_path(tracking_uri)]:
+                del store._engine_map[uri]
     registry._get_store_with_resolved_uri.cache_clear()  # every URI's: the others are made again, from their engines
