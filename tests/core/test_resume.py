@@ -41,6 +41,7 @@ def resumed_run(tmp_path_factory):
                     log.write({"loss": 1.0 / (step + 1), "reward": float(step)}, step=step, namespace="learner")
                 log.write({"note_free": float(index)}, namespace="counter")  # no step: numbered per namespace
                 log.dump()
+                assert log.close(timeout=120)  # every tracker has the segment before the next one resumes (5 s raced a busy agent)
             assert run_dir is None or log.run_dir == run_dir
             run_dir = log.run_dir
     return root, run_dir
