@@ -79,7 +79,7 @@ STATUS_EVERY = 1.0
 #: disk), so a busy machine gives the CPU to training first. wandb-core,
 #: started by the W&B client in the agent, inherits it.
 NICENESS = 19
-#: OSErrors of the machine, not of a run: retried at the next turn (see `Agent._contained`).
+#: OSErrors of the machine, not of a run: retried at the next turn even while serving a run (see `Agent._contained`).
 MACHINE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM, errno.EDQUOT})
 #: Descriptors a served writer may hold at once (local files: text logs, csv,
 #: event file; a cursor lock per tracker): 3.4 a run measured with local + MLflow.
@@ -162,7 +162,7 @@ class Agent:
             busy = False
             for writer in list(self.writers.values()):
                 try:  # an OSError (descriptors, disk) is the machine's: tried again at the next turn
-                    busy = self._contained(f"serve {writer.run_dir}", lambda: self._serve(writer)) or busy
+                    busy = self._contained(f"serve {writer.run_dir}", lambda: self._serve(writer), of_a_run=True) or busy
                 except Exception as exc:  # one run's fault (a journal it cannot read) must not end the agent of every run
                     writer.failed("agent", "serve", exc)
                     self._save_state(writer)  # the logger reads the error there, and says it
@@ -182,16 +182,16 @@ class Agent:
             if not busy:
                 time.sleep(SCAN_EVERY)
 
-    def _contained(self, what: str, call: Callable[[], Any]) -> Any:
-        """`call()`; an OSError of the machine's (`MACHINE_ERRNOS`: out of
-        descriptors, memory or disk) is printed once per kind and the work is
-        tried again at the next turn, not the agent's end. Any other error is
-        the caller's: one run's (a journal that became a directory) is told
-        to that run's logger."""
+    def _contained(self, what: str, call: Callable[[], Any], of_a_run: bool = False) -> Any:
+        """`call()`; an OSError (out of descriptors, a full disk) is printed once
+        per kind and the work is tried again at the next turn, not the agent's
+        end. For work `of_a_run`, only the machine's (`MACHINE_ERRNOS`) are:
+        any other is that run's fault (a journal that became a directory),
+        raised for the caller to tell that run's logger."""
         try:
             return call()
         except OSError as exc:
-            if exc.errno not in MACHINE_ERRNOS:
+            if of_a_run and exc.errno not in MACHINE_ERRNOS:
                 raise
             kind = f"{what.split()[0]}: {type(exc).__name__} {exc.errno}"
             if kind not in self._trouble:

@@ -336,7 +336,8 @@ def _forget_store(tracking_uri: str) -> None:
     of the URI asks) and its SQLAlchemy engine (`SqlAlchemyStore._engine_map`),
     whose pooled connections still point at a deleted file ("attempt to write
     a readonly database", and nothing in the new file). Private parts of
-    mlflow 3.17 (pinned); tests/backends/test_mlflow_sqlite.py fails if they move."""
+    mlflow 3.17 (2.16 has no engine map, and keeps the engine elsewhere: the
+    case still fails there); tests/backends/test_mlflow_sqlite.py fails if they move."""
     registry = require("mlflow.tracking._tracking_service.registry", "mlflow", PURPOSE).TrackingStoreRegistry
     store = require("mlflow.store.tracking.sqlalchemy_store", "mlflow", PURPOSE).SqlAlchemyStore
     if hasattr(store, "_engine_map"):  # MLflow >= 2.17 shares one engine per URI; 2.16 makes one per store
