@@ -24,23 +24,13 @@ import psutil
 import pytest
 from reliability_helpers import PYTHON, child_env, mlflow_history, read_run_dir, wandb_files, wandb_history
 from stand_in_tracker import received
+from waiting import wait_until
 
 import rltrack
 from rltrack.agent_files import read_json
 
 TRACKER = "stand_in_tracker:FileTracker"
 HELPERS = str(Path(__file__).parents[1] / "helpers")
-
-
-def wait_for(condition, seconds: float, what: str):
-    """Polls `condition` until it returns something true, at most `seconds`; fails saying `what` was awaited."""
-    deadline = time.monotonic() + seconds
-    while True:
-        value = condition()
-        if value or time.monotonic() >= deadline:
-            assert value, f"{what}: not within {seconds:.0f} s"
-            return value
-        time.sleep(0.1)
 
 
 def kill_agents(directory: Path) -> None:
@@ -101,16 +91,16 @@ def test_an_agent_started_inside_a_ray_trial_outlives_it_and_delivers_everything
     run_dir, trial_pid = Path(trial.last_result["run_dir"]), trial.last_result["pid"]
     [directory] = [path.parent for path in agents_of_test.glob("*/agent.lock")]
     agent = read_json(directory / "agent.json")["pid"]
-    wait_for(lambda: not psutil.pid_exists(trial_pid), 60, "the trial's worker exits")  # Ray kills its children as it does
+    wait_until(lambda: not psutil.pid_exists(trial_pid), 60, "the trial's worker to exit")  # Ray kills its children as it does
     time.sleep(1.0)  # Ray reaps right after the exit
     assert psutil.pid_exists(agent), "the agent died with the trial's worker"
     hold.unlink()
-    wait_for(lambda: len(received(run_dir)) == 3000, 180, "the stand-in tracker holds the trial's 3,000 values")
+    wait_until(lambda: len(received(run_dir)) == 3000, 180, "the stand-in tracker to hold the trial's 3,000 values")
     assert [event.data["x"] for event in received(run_dir)] == [float(i) for i in range(3000)]
-    wait_for(lambda: history_length(run_dir, "collector/x") == 3000, 180, "MLflow holds the trial's 3,000 values")
+    wait_until(lambda: history_length(run_dir, "collector/x") == 3000, 180, "MLflow to hold the trial's 3,000 values")
     assert mlflow_history(run_dir, "collector/x") == [(i, float(i)) for i in range(3000)]
-    wait_for(lambda: (run_dir / "progress.csv").is_file() and (run_dir / "progress.csv").read_text().count("\n") == 3001, 60,
-             "progress.csv holds the 3,000 rows")  # fmt: skip
+    wait_until(lambda: (run_dir / "progress.csv").is_file() and (run_dir / "progress.csv").read_text().count("\n") == 3001, 60,
+             "progress.csv to hold the 3,000 rows")  # fmt: skip
     assert json.loads((run_dir / "meta.json").read_text())["status"] == "finished"
     assert read_json(directory / "agent.json")["pid"] == agent  # the agent the trial started did it all
     assert "died" not in (directory / "agent.log").read_text()
@@ -238,12 +228,12 @@ def test_the_agent_serves_more_runs_than_its_descriptor_limit_holds_at_once(tmp_
         return found
 
     closed = time.monotonic()
-    wait_for(lambda: sum(len(values) for values in delivered().values()) == runs * 20, 600, f"MLflow holds the {runs * 20} values")
+    wait_until(lambda: sum(len(values) for values in delivered().values()) == runs * 20, 600, f"MLflow to hold the {runs * 20} values")
     print(f"{runs} runs under a limit of {limit} descriptors: every value in MLflow {time.monotonic() - closed:.1f} s after the script ended")
     assert delivered() == {f"run{i}": [float(1000 * i + step) for step in range(20)] for i in range(runs)}
     for i in range(runs):
         progress = root / f"run{i}" / "progress.csv"
-        wait_for(lambda: progress.is_file() and progress.read_text().count("\n") == 21, 60, f"{progress} holds 20 rows")
+        wait_until(lambda: progress.is_file() and progress.read_text().count("\n") == 21, 60, f"{progress} to hold 20 rows")
     [directory] = [path.parent for path in agents_of_test.glob("*/agent.lock")]
     log = (directory / "agent.log").read_text()
     assert log.count("serving") == 1 and "died" not in log, log[-3000:]
@@ -279,9 +269,9 @@ def test_an_agent_killed_with_work_left_is_replaced_without_a_logger_and_its_dea
     [directory] = [path.parent for path in agents_of_test.glob("*/agent.lock")]
     killed = read_json(directory / "agent.json")["pid"]
     os.kill(killed, signal.SIGKILL)
-    wait_for(lambda: (read_json(directory / "agent.json") or {}).get("pid") not in (None, killed), 60, "another agent serves")
+    wait_until(lambda: (read_json(directory / "agent.json") or {}).get("pid") not in (None, killed), 60, "another agent to serve")
     hold.unlink()
-    wait_for(lambda: len(received(run_dir)) == 500, 120, "the stand-in tracker holds the 500 values")
+    wait_until(lambda: len(received(run_dir)) == 500, 120, "the stand-in tracker to hold the 500 values")
     assert [event.data["x"] for event in received(run_dir)] == [float(i) for i in range(500)]
     status = json.loads(subprocess.run([PYTHON, "-m", "rltrack.cli", "status", "--json"], capture_output=True, text=True,
                                        env=env, check=True).stdout)  # fmt: skip

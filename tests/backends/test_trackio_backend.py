@@ -26,6 +26,7 @@ pytest.importorskip(
 
 from reliability_helpers import PYTHON, child_env, read_run_dir, sync_run
 from trackio_reader import store
+from waiting import wait_until
 
 import rltrack
 from rltrack.backends import RunContext
@@ -184,22 +185,20 @@ def test_a_run_killed_with_sigkill_is_completed_by_sync(tmp_path):
     )
     try:
         run_dir = read_run_dir(child.stdout)  # type: ignore[arg-type]
-        deadline = time.monotonic() + 180
-        while Cursor(run_dir, "trackio").delivered == 0:
+
+        def delivering() -> bool:
             assert child.poll() is None, child.stderr.read()  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, "trackio never received anything"
-            time.sleep(0.2)
+            return Cursor(run_dir, "trackio").delivered > 0
+
+        wait_until(delivering, 180, "trackio to receive something")
         time.sleep(1.0)
         child.send_signal(signal.SIGKILL)
     finally:
         child.kill()
         child.wait()
-    deadline = time.monotonic() + 180
-    while (
-        done := sync_run(run_dir, tmp_path, "--to", "trackio")
-    ).returncode != 0:  # the agent may hold the cursor a while
-        assert time.monotonic() < deadline, done.stderr
-        time.sleep(1)
+    synced: list = []  # the last try's result
+    wait_until(lambda: synced.append(sync_run(run_dir, tmp_path, "--to", "trackio")) or synced[-1].returncode == 0, 180,
+               lambda: f"rltrack sync to succeed (the agent may hold the cursor a while): {synced[-1].stderr}", every=1)  # fmt: skip
     rows = store(tmp_path / "runs" / "trackio", "crash")["logs"]["killed"]
     assert series(rows, "learner/x") == journal_series(run_dir, "learner/x")
     assert len(series(rows, "learner/x")) > 40
@@ -291,16 +290,16 @@ def test_the_dashboard_lists_the_run_and_a_metric_in_chromium(tmp_path):
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + 120
-        while True:
+
+        def listening() -> bool:
+            assert server.poll() is None, "the dashboard ended"
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, (
-                    "the dashboard did not start"
-                )
-                time.sleep(0.5)
+                return False
+
+        wait_until(listening, 120, "the dashboard to listen", every=0.5)
         command = [chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'profile'}",
                    "--dump-dom", "--virtual-time-budget=15000", f"http://127.0.0.1:{port}/?project=sweep"]  # fmt: skip
         dom = subprocess.run(

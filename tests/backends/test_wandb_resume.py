@@ -28,6 +28,7 @@ import wandb_reader
 from reliability_helpers import PYTHON, child_env, wandb_files, wandb_history
 from test_wandb_backend import wandb_env  # noqa: F401 - the module's W&B directories, and offline mode
 from wandb_server import WandbServer
+from waiting import wait_until
 
 import rltrack
 from rltrack.backends.base import RunContext
@@ -191,11 +192,12 @@ def test_sync_after_the_delivering_process_is_killed_continues_the_step_numberin
     env = child_env(tmp_path)
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
-        deadline = time.monotonic() + 180
-        while Cursor(run_dir, "wandb").delivered == 0:
+
+        def stored() -> bool:
             assert child.poll() is None, child.stderr.read()
-            assert time.monotonic() < deadline, "W&B never stored a batch"
-            time.sleep(0.02)
+            return Cursor(run_dir, "wandb").delivered > 0
+
+        wait_until(stored, 180, "W&B to store a batch", every=0.02)
         child.send_signal(signal.SIGKILL)
     finally:
         child.kill()

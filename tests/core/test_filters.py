@@ -17,6 +17,7 @@ import rltrack
 from rltrack.events import Event
 from rltrack.filters import AggregateFilter, FilterChain, KeyFilter, NoneFilter, SmoothingFilter, TimeFilter
 from rltrack.report import Report
+from waiting import wait_until
 
 STATS_NP = {"mean": np.mean, "std": np.std, "median": np.median, "min": np.min, "max": np.max}
 
@@ -369,9 +370,7 @@ def test_aggregate_end_to_end_seconds_emits_without_a_dump(tmp_path):
     memory = logger.backends["memory"]
     for x in first:
         logger.write({"loss": float(x)}, namespace="learner")
-    deadline = time.monotonic() + 5
-    while "learner/loss_mean" not in memory.metrics and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: "learner/loss_mean" in memory.metrics, 30, "the 0.2 s aggregate to emit without a dump", every=0.02)
     assert memory.metrics["learner/loss_count"] == [4]
     for x in second:
         logger.write({"loss": float(x)}, namespace="learner")

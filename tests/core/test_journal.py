@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +21,7 @@ import rltrack
 from rltrack.events import SCHEMA_VERSION, Event
 from rltrack.journal import JOURNAL_NAME, JournalWriter, count_skipped, read_batch, read_journal
 from rltrack.report import Report
+from waiting import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -219,10 +219,12 @@ def test_a_writer_killed_mid_run_leaves_a_readable_journal(tmp_path):
     path = tmp_path / JOURNAL_NAME
     child = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=Path(rltrack.__file__).parent.parent)
     try:
-        deadline = time.monotonic() + 20
-        while (not path.exists() or path.stat().st_size < 2_000_000) and time.monotonic() < deadline:
-            time.sleep(0.01)
+
+        def written() -> bool:
             assert child.poll() is None, "the writer died on its own"
+            return path.exists() and path.stat().st_size >= 2_000_000
+
+        wait_until(written, 60, "the writer to write 2 MB", every=0.01)
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
@@ -285,15 +287,15 @@ def test_blank_lines_are_skipped(tmp_path):
 # ---- the journal of a live run ---------------------------------------------------
 
 
-def test_a_run_journal_holds_every_event_and_is_flushed_within_a_second(tmp_path):
+def test_a_run_journal_holds_every_event_and_reaches_the_disk_without_flush_or_close(tmp_path):
     logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": "j"}, "backends": {"use": ["memory"]}})
     path = logger.run_dir / JOURNAL_NAME
     for i in range(20):
         logger.write({"reward": float(i)}, step={"env_steps": 100 * i, "train_iter": i}, namespace="collector")
     logger.log_text("note", "hello", step=3)
-    deadline = time.monotonic() + 1.5  # no flush(), no close(): the pipeline's own periodic flush
-    while time.monotonic() < deadline and (not path.exists() or len(path.read_text().splitlines()) < 21):
-        time.sleep(0.05)
+    # no flush(), no close(): the pipeline's own periodic flush (every 0.5 s; how soon is not
+    # bounded here: a loaded machine may not give the pipeline thread the CPU for seconds)
+    wait_until(lambda: path.exists() and len(path.read_text().splitlines()) >= 21, 30, "the pipeline's periodic flush of the journal")
     assert len(path.read_text().splitlines()) == 21
     assert logger.close(timeout=10)
     journal = list(read_journal(logger.run_dir))

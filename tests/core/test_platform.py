@@ -16,6 +16,7 @@ import time
 from rltrack import posix
 from rltrack.agent_files import process_alive, process_start
 from rltrack.backends.wandb_files import being_written
+from waiting import wait_until
 
 WITHOUT_FCNTL = """
 import sys
@@ -61,10 +62,7 @@ def test_a_file_being_written_is_seen_without_proc(tmp_path, monkeypatch):
     try:
         old = time.time() - 3600
         os.utime(path, (old, old))
-        deadline = time.monotonic() + 60
-        while not being_written([path]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert being_written([path])  # /proc shows the holder
+        wait_until(lambda: being_written([path]), 60, "/proc to show the holder has the file open")
         monkeypatch.setattr(posix, "PROC", tmp_path / "no-proc")
         assert not being_written([path])  # unchanged for an hour: done
         os.utime(path, None)

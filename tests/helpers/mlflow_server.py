@@ -30,6 +30,16 @@ from mlflow import MlflowClient
 START_TIMEOUT = 300.0  # seconds; a loaded CI machine can take minutes to import the server
 
 
+def sqlite_store(path: Path) -> str:
+    """Creates the MLflow SQLite store `path` (MLflow's schema migrations)
+    in this process, and returns its URI. A test whose runs the agent
+    delivers into a store the test reads itself makes it first: a test
+    process and the agent each migrating one fresh file race each other."""
+    uri = f"sqlite:///{path}"
+    MlflowClient(uri).search_experiments()
+    return uri
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -23,11 +23,12 @@ PYTHON = sys.executable
 
 
 def child_env(home: Path, **extra: str) -> dict[str, str]:
-    """The environment of a child: rltrack importable, trackers offline, and
-    every tracker's own directories (config, cache, HOME) under `home`."""
+    """The environment of a child: rltrack and the test helpers (`waiting`)
+    importable, trackers offline, and every tracker's own directories
+    (config, cache, HOME) under `home`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "NEPTUNE_", "MLFLOW_", "RLTRACK_"))}
     env.update(
-        PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests" / "helpers"), os.environ.get("PYTHONPATH", "")]),
         HOME=str(home),
         WANDB_MODE="offline",
         WANDB_SILENT="true",
@@ -134,3 +135,16 @@ def mlflow_history(run_dir: Path, key: str) -> list[tuple[int, float]]:
 
 def meta(run_dir: Path) -> dict[str, Any]:
     return dict(json.loads((run_dir / "meta.json").read_text()))
+
+
+def failing_since(run_dir: Path, tracker: str) -> float | None:
+    """Since when (wall time, whole seconds) the agent has been failing to
+    deliver `run_dir` to `tracker`, as `rltrack status` shows it (the agent
+    saves it every second); None while it is not failing. What an outage test
+    waits for, in place of a fixed outage."""
+    from rltrack.agent_files import agent_dir, read_json
+
+    for run in (read_json(agent_dir() / "status.json") or {}).get("runs", []):
+        if run["run_dir"] == str(run_dir.resolve()) and tracker in run["trackers"]:
+            return run["trackers"][tracker].get("failing_since")
+    return None
