@@ -18,7 +18,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Iterator
 
 import pytest
 from mlflow import MlflowClient
+from waiting import wait_until
 
 START_TIMEOUT = 300.0  # seconds; a loaded CI machine can take minutes to import the server
 
@@ -66,12 +66,17 @@ class MlflowServer:
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
         with self.log.open("ab") as log:
             self._process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + START_TIMEOUT
-        while not self.healthy():
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"mlflow server did not start; its log:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.25)
+        process = self._process
+
+        def up() -> bool:
+            assert process.poll() is None, f"mlflow server ended; its log:\n{self.log.read_text()[-3000:]}"
+            return self.healthy()
+
+        try:
+            wait_until(up, START_TIMEOUT, lambda: f"mlflow server to answer; its log:\n{self.log.read_text()[-3000:]}", every=0.25)
+        except AssertionError:
+            self.stop()
+            raise
 
     def healthy(self) -> bool:
         try:

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import struct
-import time
 import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
 from wandb.proto import wandb_internal_pb2
+from waiting import wait_until
 
 FILE_HEADER = struct.Struct("<4sHB")  # b":W&B", magic 0xBEE1, version 0
 MAGIC = 0xBEE1
@@ -104,16 +104,15 @@ def wait_complete(path: Path, timeout: float = 30.0) -> Path:
     """Waits until the file holds its run's `exit` record. `run.finish()` can
     return before wandb-core has written the file out (seen with the first run
     of a process: 7 bytes right after finish, everything a moment later)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def complete() -> bool:
         try:
-            if any(r.WhichOneof("record_type") == "exit" for r in records(path)):
-                return Path(path)
+            return any(r.WhichOneof("record_type") == "exit" for r in records(path))
         except ValueError:  # a block caught half-written; read again
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{path} has no exit record after {timeout} s")
-        time.sleep(0.05)
+            return False
+
+    wait_until(complete, timeout, f"{path} to hold its exit record")
+    return Path(path)
 
 
 def run_files(run_dir: Path) -> list[Path]:
