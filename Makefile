@@ -3,13 +3,16 @@
 # requirements/constraints.txt, then run. `make test-oldest` does the same in
 # .venv-oldest with the oldest versions rltrack supports
 # (requirements/constraints-oldest.txt) and runs the framework and tracker tests.
+# `make test-fast` runs every test not marked `slow` (no Ray, no outage, no
+# crash and sweep scenarios): minutes, for the edit-test loop. `make test` runs
+# everything and is what CI runs.
 VENV ?= .venv
 OLDEST_VENV ?= .venv-oldest
 PY := $(VENV)/bin/python
 # the tests that meet the frameworks and the trackers themselves
 OLDEST_TESTS := tests/frameworks tests/backends tests/core/test_platform.py
 
-.PHONY: demo test test-oldest chromium bench clean
+.PHONY: demo test test-fast test-oldest chromium bench clean
 
 # $(call install,venv,constraints,requirements): torch first, alone, as the CPU
 # build on this machine's disk (a range would take a CUDA build of several GB);
@@ -35,6 +38,9 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed chromium
 	$(PY) -m pytest -q
+
+test-fast: $(VENV)/.installed chromium
+	$(PY) -m pytest -q -m "not slow"
 
 test-oldest: $(OLDEST_VENV)/.installed
 	$(OLDEST_VENV)/bin/python -m pytest -q $(OLDEST_TESTS)
