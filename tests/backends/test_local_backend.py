@@ -267,19 +267,18 @@ def test_runs_started_together_share_one_reading_of_git(tmp_path: Path, monkeypa
     assert all("sweep code" in (run_dir / "git_log.txt").read_text() for run_dir in run_dirs)
 
 
-def test_run_info_is_saved_at_most_every_few_seconds_and_at_the_end(tmp_path: Path) -> None:
+def test_run_info_is_saved_at_most_every_few_seconds_and_at_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tune sends its bookkeeping with every result: meta.json is not rewritten
     at every flush for it (a driver holding 64 trials rewrote 128 files a second)."""
-    from rltrack.rundir import INFO_SAVE_EVERY
+    from rltrack import rundir
 
+    monkeypatch.setattr(rundir, "INFO_SAVE_EVERY", 3600.0)  # the 20 flushes fall within it however loaded the machine
     logger = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "info"}, "backends": {"use": ["memory"]}})
     meta = logger.run_dir / "meta.json"
     first = meta.stat().st_ino  # each save renames a new file over it
-    started = time.monotonic()
     for i in range(20):
         logger.set_run_info({"timestamp": i})
         assert logger.flush(timeout=10)
-    assert time.monotonic() - started < INFO_SAVE_EVERY  # else the test proves nothing
     assert meta.stat().st_ino == first and json.loads(meta.read_text())["info"] == {}
     logger.close()
     assert json.loads(meta.read_text())["info"] == {"timestamp": 19}
