@@ -86,6 +86,7 @@ def start_writer(root: Path, name: str, records: int, pause: float = 0.0, *extra
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_one_agent_serves_the_runs_of_every_process(agent_home, tmp_path):
     writers = [start_writer(tmp_path / "runs", f"run{i}", 300, 0.002) for i in range(4)]
     seen: set[int] = set()
@@ -144,6 +145,7 @@ def test_two_processes_starting_the_agent_at_the_same_instant_get_one(agent_home
     assert ensure_running(agent_home) is False
 
 
+@pytest.mark.slow
 def test_an_agent_killed_mid_run_is_replaced_and_nothing_is_lost_or_doubled(agent_home, tmp_path):
     logger = rltrack.make_logger(config(tmp_path / "runs", "killed", close_timeout=60))
     dumps = 0

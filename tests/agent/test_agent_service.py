@@ -120,6 +120,7 @@ IN_EXP = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_the_agent_does_not_need_its_starters_working_directory(tmp_path, agents_of_test):
     """A script run in `exp/`, then `rm -rf exp; mkdir exp` and the script run
     again while the first agent is still up: both runs reach MLflow and W&B
@@ -202,6 +203,7 @@ MANY_RUNS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_the_agent_serves_more_runs_than_its_descriptor_limit_holds_at_once(tmp_path, agents_of_test):
     """300 runs open at once (local + MLflow, `close_timeout = 0`) under a
     descriptor limit of 512: the agent serves as many writers at once as its
