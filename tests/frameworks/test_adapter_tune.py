@@ -448,9 +448,11 @@ def test_rllib_ppo_cartpole_train_through_log_result(tmp_path: Path, ray_cluster
 
 @pytest.mark.slow
 def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tmp_path: Path, ray_cluster) -> None:
-    """Eight trials at once (a quarter CPU each), local + MLflow (default
-    SQLite store) + W&B offline: the Tune driver is never held by a tracker,
-    one agent serves every trial, and every value arrives once everywhere."""
+    """Four trials at once (half a CPU each of the session cluster's two),
+    local + MLflow (default SQLite store) + W&B offline: the Tune driver is
+    never held by a tracker, one agent serves every trial, and every value
+    arrives once everywhere. (Eight trials took 108 s on a loaded machine;
+    what is checked does not depend on how many run at once beyond one.)"""
     import psutil
     import wandb_reader
     from mlflow import MlflowClient
@@ -484,8 +486,8 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     tuner = tune.Tuner(
-        tune.with_resources(trainable, {"cpu": 0.25}),
-        param_space={"x": tune.grid_search(list(range(8)))},
+        tune.with_resources(trainable, {"cpu": 0.5}),
+        param_space={"x": tune.grid_search(list(range(4)))},
         run_config=RunConfig(name="sweep", storage_path=str(tmp_path / "ray_results"), callbacks=[callback], verbose=0),
     )
     assert not tuner.fit().errors
@@ -495,7 +497,7 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
     assert most_at_once == 1  # (an agent left idle by an earlier test may end meanwhile and another take over)
     client = MlflowClient(f"sqlite:///{root.resolve() / 'mlflow.db'}")  # the root's store, shared by every experiment
     run_dirs = sorted(path for path in (root / "sweep").iterdir() if path.is_dir())
-    assert len(run_dirs) == 8
+    assert len(run_dirs) == 4
     for run_dir in run_dirs:
         x = _hparams(run_dir)["x"]
         expected = [x * 1000 + i for i in range(40)]
