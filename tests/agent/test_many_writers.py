@@ -118,6 +118,7 @@ THREADED_WRITER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_four_processes_of_eight_threads_write_one_run_and_mlflow_holds_every_value_once(tmp_path):
     """4 processes × 8 threads, each thread a key of its own at steps 0-999,
     all into one run: 32,000 values, delivered by the agent into one MLflow

@@ -145,6 +145,7 @@ def test_a_torn_last_journal_line_is_removed_and_reported(tmp_path):
     assert [m.value for m in client.get_metric_history(run.info.run_id, "learner/x")] == [float(i) for i in range(20)]
 
 
+@pytest.mark.slow
 def test_a_sync_killed_midway_and_run_again_leaves_a_report_that_says_what_mlflow_holds(tmp_path):
     """The counts and renames are saved with the cursor they describe, so a
     SIGKILL between a delivered batch and anything else cannot make
