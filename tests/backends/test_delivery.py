@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ import rltrack.delivery
 from stand_in_tracker import FileTracker, batches, received
 
 from rltrack.backends.base import RunContext
-from rltrack.backends.remote import RemoteBackend
+from rltrack.backends.remote import EventId, RemoteBackend
 from rltrack.config import make_logger
 from rltrack.delivery import Cursor, DeliveryBusy, DeliveryWorker
 from rltrack.events import Event
@@ -40,7 +41,7 @@ class ListTracker(RemoteBackend):
         self.failures = failures
         self.status: str | None = None
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         if self.failures:
             self.failures -= 1
             raise ConnectionError("tracker down")
@@ -128,9 +129,9 @@ class SlowTracker(ListTracker):
         super().__init__()
         self.delay = delay
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         time.sleep(self.delay)
-        super().deliver(events)
+        super().deliver(events, ids)
 
 
 def test_sync_gives_up_a_tracker_that_keeps_failing_but_not_one_that_is_slow(tmp_path):
@@ -186,7 +187,7 @@ class LateStoringTracker(ListTracker):
         self.skip = 0
         self.continued_from: list[int | None] = []
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         for event in events:
             if self.skip:
                 self.skip -= 1
@@ -199,9 +200,9 @@ class LateStoringTracker(ListTracker):
     def durable_position(self) -> int:
         return self.stored
 
-    def continue_from(self, position: int | None) -> None:
+    def resume(self, position: int | None, state: dict[str, Any]) -> None:
         self.continued_from.append(position)
-        self.skip = len(self.rows) - (position or 0)
+        self.skip = 0 if position is None else len(self.rows) - position
 
     def close(self, status: str) -> None:
         self.stored = len(self.rows)
