@@ -8,6 +8,11 @@ the journal on disk, so memory stays bounded however long a tracker is down,
 and `rltrack sync` resumes from the same cursor after a crash. A run with
 several writers has a journal per writer, and a cursor per backend and
 writer (`cursors/<backend>@<writer>.json`).
+
+Delivery also keeps what the tracker needs to continue its run: each event
+goes with its id (`EventId`: writer, byte offset), and the tracker's
+`state` (its run id, resume data) is saved in the cursor and handed back by
+`RemoteBackend.resume`; trackers write nothing of their own in `cursors/`.
 """
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ class MlflowBackend(RemoteBackend):
 
     def position(self) -> int | None:
         """With the bulk SQLite writer: the ticket of this run's last batch
-        (a count of the writer's, for this process only; `continue_from`
+        (a count of the writer's, for this process only; `resume`
         has nothing to skip, the store ignores a row it holds)."""
         return self._ticket if self._bulk is not None else None
 
