@@ -8,10 +8,16 @@ the journal on disk, so memory stays bounded however long a tracker is down,
 and `rltrack sync` resumes from the same cursor after a crash. A run with
 several writers has a journal per writer, and a cursor per backend and
 writer (`cursors/<backend>@<writer>.json`).
+
+Delivery also keeps what the tracker needs to continue its run: each event
+goes with its id (`EventId`: writer, byte offset), and the tracker's
+`state` (its run id, resume data) is saved in the cursor and handed back by
+`RemoteBackend.resume`; trackers write nothing of their own in `cursors/`.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -21,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrack.atomic_file import write_atomic
-from rltrack.backends.remote import RemoteBackend, error_text
+from rltrack.backends.remote import EventId, RemoteBackend, error_text
 from rltrack.events import Event
 from rltrack.journal import count_skipped, journal_files, journal_path, read_batch
 from rltrack.locks import hold
@@ -67,10 +73,13 @@ def cursor_path(run_dir: Path, backend: str, writer: str | None = None) -> Path:
 
 class Cursor:
     """How far into the journal one backend has delivered, (for a tracker
-    that counts, see `RemoteBackend.position`) where its run stood then, and
-    what the backend counted and renamed delivering it (its report section):
-    saved together, so that after any kill report.json, rebuilt from the
-    cursors, says what the tracker holds."""
+    that counts, see `RemoteBackend.position`) where its run stood then, the
+    tracker's state there (`RemoteBackend.state`: its run id, resume data),
+    and what the backend counted and renamed delivering it (its report
+    section): saved together, so that after any kill report.json, rebuilt
+    from the cursors, says what the tracker holds, and delivery continues the
+    same tracker run. A cursor saved before the state moved here takes the
+    tracker's own `<backend>_run.json` of that time as its state."""
 
     def __init__(self, run_dir: Path, backend: str, writer: str | None = None) -> None:
         self.path = cursor_path(run_dir, backend, writer)
@@ -80,21 +89,29 @@ class Cursor:
         self.position: int | None = saved.get("position")
         #: The store the tracker's deliveries went to (`RemoteBackend.target`); "" when not known.
         self.target: str = saved.get("target", "")
+        legacy = run_dir / CURSOR_DIR / f"{backend}_run.json"
+        self.state: dict[str, Any] = saved.get("state") or (json.loads(legacy.read_text()) if legacy.is_file() else {})
         self.report = Report()
         self.report.add(saved.get("report", {}))
 
-    def advance(self, offset: int, events: int, position: int | None = None, report: dict[str, Any] | None = None) -> None:
+    def advance(
+        self, offset: int, events: int, position: int | None = None, report: dict[str, Any] | None = None, state: dict[str, Any] | None = None
+    ) -> None:  # fmt: skip
         self.offset = offset
         self.delivered += events
         if position is not None:
             self.position = position
         if report is not None:
             self.report.add(report)
+        if state is not None:
+            self.state = state
         saved: dict[str, Any] = {"offset": self.offset, "delivered": self.delivered, "report": self.report.as_dict()}
         if self.position is not None:
             saved["position"] = self.position
         if self.target:
             saved["target"] = self.target
+        if self.state:
+            saved["state"] = self.state
         self.path.parent.mkdir(exist_ok=True)
         write_atomic(self.path, json.dumps(saved))
 
@@ -199,7 +216,8 @@ class DeliveryWorker:
         # read means everything is delivered; if it gets set after the read,
         # the next step reads once more before ending.
         complete = self.journal_complete
-        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._skipped)
+        starts: list[int] = []
+        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._skipped, starts)
         if not entries:
             self._confirm()
             if complete:
@@ -207,7 +225,10 @@ class DeliveryWorker:
             return False
         events = [entry for entry in entries if type(entry) is Event]
         if events:
-            self.backend.deliver(events)
+            try:
+                self.backend.deliver(events, [EventId(self.writer, start) for entry, start in zip(entries, starts) if type(entry) is Event])
+            finally:  # a tracker run created by a batch that then failed is the one to continue
+                self._keep_state()
         self._backoff = BACKOFF_START
         self.failing_since = self.fix = None
         self._taken(offset, len(events))
@@ -255,14 +276,25 @@ class DeliveryWorker:
             self._lock = None
 
     def _start(self) -> None:
-        """Tells the backend where its run stood at the cursor. A stream that
-        starts afresh saves the position first: if this process dies before
-        anything is stored, the next delivery still knows where it began."""
-        if self.cursor.position is None:
-            position = self.backend.position()
-            if position is not None:
-                self.cursor.advance(self.cursor.offset, 0, position)
-        self.backend.continue_from(self.cursor.position)
+        """Tells the backend where its run stood at the cursor, and its state
+        there (a cursor without one, of a writer that has delivered nothing
+        yet, gets the newest of the tracker's other cursors: one tracker run
+        for every writer). A stream that starts afresh saves the position
+        first: if this process dies before anything is stored, the next
+        delivery still knows where it began."""
+        self.backend.resume(self.cursor.position, self.cursor.state or tracker_state(self.run_dir, self.backend.cursor_name))
+        position = self.backend.position() if self.cursor.position is None else None
+        if position is not None:
+            self.cursor.advance(self.cursor.offset, 0, position)
+        self._keep_state()
+
+    def _keep_state(self) -> None:
+        """Saves the tracker's state in the cursor as soon as it changes,
+        before what it took is stored: a kill meanwhile must not make the
+        next delivery start another tracker run, or forget where this one
+        keeps its data."""
+        if self.backend.state != self.cursor.state:
+            self.cursor.advance(self.cursor.offset, 0, state=copy.deepcopy(self.backend.state))
 
     def _taken(self, offset: int, events: int) -> None:
         self._read_offset = offset
@@ -292,6 +324,7 @@ class DeliveryWorker:
             except Exception as exc:  # the data is delivered; only the run's final status is missing
                 self.last_error = f"close: {type(exc).__name__}: {exc}"
                 self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+        self._keep_state()  # the status the tracker's run ended with
         self._storing_until = time.monotonic() + STORE_WAIT
         self._confirm()
         if not self._untold:
@@ -325,6 +358,14 @@ def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list
         merged.save(path)
     finally:
         os.close(fd)
+
+
+def tracker_state(run_dir: Path, backend: str) -> dict[str, Any]:
+    """The tracker's state (`RemoteBackend.state`: its run id, resume data)
+    in the cursor of `backend`, over all writers, saved last; {} when none holds one."""
+    cursors = [Cursor(run_dir, backend, writer) for writer in cursor_files(run_dir, backend)]
+    saved = [(cursor.path.stat().st_mtime_ns, index, cursor.state) for index, cursor in enumerate(cursors) if cursor.state]
+    return max(saved, key=lambda item: item[:2])[2] if saved else Cursor(run_dir, backend).state
 
 
 def cursor_files(run_dir: Path, backend: str) -> list[str | None]:

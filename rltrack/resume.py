@@ -4,8 +4,7 @@ its step axes stood.
 A resumed run writes into its old directory: the journal, text logs and
 progress.csv are appended to, TensorBoard gets one more event file beside the
 first, and each tracker's delivery continues from its cursor into the same
-tracker run (MLflow run id, W&B run id and Neptune run are kept in
-`cursors/<backend>_run.json`). So that no step goes backwards anywhere, the
+tracker run (the tracker's run id is kept in its cursor, `cursors/<backend>.json`). So that no step goes backwards anywhere, the
 logger starts from the last steps of the journal: records written without a
 step continue the numbering, and the best checkpoint metric carries over.
 """

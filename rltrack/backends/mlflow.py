@@ -12,8 +12,9 @@ Why it looks the way it does:
   (key, value, step, timestamp)), params are only ever sent with their first
   value, artifact files are named after the first event they hold. Counts
   for the report are kept aside and added only once a batch is acknowledged.
-* The MLflow run is created on the first delivery and its id kept in
-  `cursors/mlflow_run.json`, so `rltrack sync` continues the same run.
+* The MLflow run is created on the first delivery and its id kept in the
+  backend's `state`, which delivery saves in the cursor, so `rltrack sync`
+  continues the same run.
 * The MLflow experiment is `experiment`, by default the run's task (its
   experiment in rltrack, `RunContext.task`): seeds and trials of one
   experiment are runs of one MLflow experiment, named after their run.
@@ -43,19 +44,16 @@ Mapping (what users see in MLflow):
 
 from __future__ import annotations
 
-import json
 import threading
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.mlflow_batch import MAX_TAG_VALUE, MlflowBatch, mlflow_key
 from rltrack.backends.mlflow_sqlite import SqliteMetricWriter, sqlite_path, store_file
-from rltrack.backends.remote import RemoteBackend, raised
-from rltrack.delivery import CURSOR_DIR, Cursor
+from rltrack.backends.remote import EventId, RemoteBackend, raised
 from rltrack.events import Event
 from rltrack.optional import ensure_installed, require
 
@@ -141,7 +139,6 @@ class MlflowBackend(RemoteBackend):
         super().open(run)
         self.tracking_uri = self._store_uri(run)
         self.experiment_name = self.experiment or run.task
-        self._state_path = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
         self._client: Any = None
         self._run_id: str | None = None
         self._params: dict[str, str] = {}  # what the MLflow run holds
@@ -154,7 +151,7 @@ class MlflowBackend(RemoteBackend):
 
     # ---- delivery ------------------------------------------------------------
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         self._check_reachable()
         client = self._mlflow_client()
         run_id = self._run_id
@@ -197,11 +194,11 @@ class MlflowBackend(RemoteBackend):
                 return
             self._run_id = state["run_id"]
         self._mlflow_client().set_terminated(self._run_id, STATUSES.get(status, "FAILED"), end_time=self._last_ms)
-        self._save_state(status=status)
+        self.state = {**self.state, "status": status}
 
     def position(self) -> int | None:
         """With the bulk SQLite writer: the ticket of this run's last batch
-        (a count of the writer's, for this process only; `continue_from`
+        (a count of the writer's, for this process only; `resume`
         has nothing to skip, the store ignores a row it holds)."""
         return self._ticket if self._bulk is not None else None
 
@@ -258,14 +255,14 @@ class MlflowBackend(RemoteBackend):
             self._experiment_id(), start_time=int(first.time * 1000), tags=tags, run_name=self.run_name or self.run.name
         )
         self._run_id = created.info.run_id
-        self._save_state()
-        if Cursor(self.run.run_dir, self.cursor_name).offset > 0:  # the MLflow run was deleted
+        if self.state.get("run_id"):  # the MLflow run was deleted, or is in another store
             self.run.report.count(
                 "incomplete",
                 f"MLflow run {self._run_id} starts where an earlier {self.name} delivery stopped; to give it the "
-                f"whole run, delete {CURSOR_DIR}/{self.cursor_name}.json and run rltrack sync again",
+                f"whole run, delete cursors/{self.cursor_name}.json and run rltrack sync again",
                 section=self.name,
             )
+        self.state = {"tracking_uri": self.tracking_uri, "run_id": self._run_id}
         return created.info.run_id
 
     def _tag_key(self, key: str) -> str:
@@ -298,15 +295,7 @@ class MlflowBackend(RemoteBackend):
 
     def _saved_state(self) -> dict[str, Any] | None:
         """The run this directory was delivered to before, if in this store."""
-        if not self._state_path.is_file():
-            return None
-        state: dict[str, Any] = json.loads(self._state_path.read_text())
-        return state if state.get("tracking_uri") == self.tracking_uri else None
-
-    def _save_state(self, **extra: str) -> None:
-        state = {"tracking_uri": self.tracking_uri, "run_id": self._run_id, **extra}
-        self._state_path.parent.mkdir(exist_ok=True)
-        write_atomic(self._state_path, json.dumps(state))
+        return self.state if self.state.get("run_id") and self.state.get("tracking_uri") == self.tracking_uri else None
 
 
 _CLIENTS: dict[str, tuple[Any, Any]] = {}  # tracking URI -> (its SQLite file's identity, client)

@@ -30,8 +30,8 @@ Why it is built this way:
   dropped. The journal still has it, for trackers without that rule.
 * **A batch sent again is not written twice**, even by another process
   (`rltrack sync` after a crash that came before the cursor was saved): in
-  offline mode the run's folders are listed in `cursors/neptune_run.json`,
-  and a new session starts every series from the last point those folders
+  offline mode the run's folders are listed in the backend's `state` (which
+  delivery keeps in the cursor), and a new session starts every series from the last point those folders
   hold; points at or before it are already there and are skipped uncounted.
 * **NaN and ±inf** are skipped, as the client would do with a warning per
   value; here they are counted in the report instead. None values likewise.
@@ -49,7 +49,6 @@ Why it is built this way:
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import statistics
@@ -58,11 +57,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
 from rltrack.backends.neptune_queue import operations
-from rltrack.backends.remote import RemoteBackend, check_names, check_tags, raised
-from rltrack.delivery import CURSOR_DIR
+from rltrack.backends.remote import EventId, RemoteBackend, check_names, check_tags, raised
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import ensure_installed, require
 
@@ -136,7 +133,7 @@ class NeptuneBackend(RemoteBackend):
         """Where the client keeps its offline and async folders for this run."""
         return self._dir / ".neptune"
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         if self._run is None:
             self._run = self._init()
         last = dict(self._last)  # committed, with the counts, only once the whole batch is written
@@ -156,7 +153,7 @@ class NeptuneBackend(RemoteBackend):
         started (a crashed one, synced with nothing left to send) is opened
         again to be marked failed, as the MLflow backend ends it FAILED."""
         if self._run is None:
-            started_before = (self.run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json").is_file()
+            started_before = "folders" in self.state
             if status == "finished" or not started_before:
                 return
             self._run = self._init()
@@ -168,8 +165,7 @@ class NeptuneBackend(RemoteBackend):
 
     def _init(self) -> Any:
         self._neptune = neptune = require("neptune", "neptune", "The neptune backend")
-        state_path = self.run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
-        folders: list[str] = json.loads(state_path.read_text())["folders"] if state_path.is_file() else []
+        folders: list[str] = list(self.state.get("folders", []))
         if self.mode == "offline":
             self._resume_from([self.data_dir / "offline" / name for name in folders])
         offline = self.data_dir / "offline"
@@ -178,8 +174,7 @@ class NeptuneBackend(RemoteBackend):
             run = self._init_run(neptune)
             if self.mode == "offline" and offline.is_dir():
                 folders += sorted(set(os.listdir(offline)) - before)
-        state_path.parent.mkdir(exist_ok=True)
-        write_atomic(state_path, json.dumps({"folders": folders}))
+        self.state = {**self.state, "folders": folders}
         return run
 
     def _resume_from(self, folders: list[Path]) -> None:

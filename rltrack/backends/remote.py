@@ -2,17 +2,27 @@
 
 A remote backend never sees the pipeline thread. A `DeliveryWorker` reads the
 journal from the backend's cursor and calls `deliver` with batches of at most
-`max_batch` events; `deliver` either takes the whole batch or raises, and the
-same batch is offered again after a backoff. So `deliver` must be safe to
-repeat (MLflow: timestamps fixed at capture make the store ignore duplicates).
-The tracker's run is created on first delivery, not in the constructor.
+`max_batch` events and their ids (`EventId`: the journal's writer and the
+line's byte offset, unique in the run and the same in every delivery);
+`deliver` either takes the whole batch or raises, and the same batch is
+offered again after a backoff. So `deliver` must be safe to repeat: a
+tracker that can store an id with a value does (trackio's `log_id`), the
+others make what they send a function of the event (MLflow: timestamps fixed
+at capture make the store ignore duplicates). The tracker's run is created
+on first delivery, not in the constructor.
+
+Delivery keeps the tracker's state: `state` (the tracker's run id and
+whatever it needs to continue that run, a JSON-serialisable dict the backend
+fills) is saved in the cursor as soon as it changes, and handed back by
+`resume` when delivery starts again, in any process. No
+backend writes files of its own in the run's `cursors/` folder.
 
 A tracker that takes a batch before it is safely stored (W&B hands rows to
 its own writer process; MLflow's bulk SQLite writer stages the rows of every
 run for one transaction, see rltrack.backends.mlflow_sqlite) says how far it
 has got with `position` and how far is stored with `durable_position`: the
 cursor advances only over what is stored, together with the position it
-stands for, and `continue_from` tells the backend that position when
+stands for, and `resume` tells the backend that position when
 delivery resumes from the cursor, so that it skips what the tracker already
 holds beyond it. At the end of a journal, `store_now` asks it not to wait
 any longer.
@@ -21,7 +31,7 @@ any longer.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Any, NamedTuple, Sequence
 
 from rltrack.backends.base import RunContext
 from rltrack.events import Event
@@ -61,6 +71,17 @@ def raised(exc: BaseException, *names: str) -> bool:
     return any(cls.__name__ in names for cls in type(exc).__mro__)
 
 
+class EventId(NamedTuple):
+    """Which journal line an event was read from: its writer (None: the
+    run's only journal) and the line's byte offset."""
+
+    writer: str | None
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.writer or ''}:{self.offset}"
+
+
 class RemoteBackend:
     name = ""
     #: What the tracker's files in the run's `cursors/` folder (its cursor, its
@@ -85,8 +106,12 @@ class RemoteBackend:
 
     def open(self, run: RunContext) -> None:
         self.run = run
+        #: The tracker's run id and resume data (JSON-serialisable), handed
+        #: over by `resume`; delivery saves a copy in the cursor whenever it changes.
+        self.state: dict[str, Any] = {}
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
+        """Takes `events` (`ids[i]` is the id of `events[i]`) or raises."""
         raise NotImplementedError
 
     def close(self, status: str) -> None:
@@ -115,6 +140,12 @@ class RemoteBackend:
             return f"install what is missing ({exc.name or exc}) in the environment the agent runs in"
         return None
 
-    def continue_from(self, position: int | None) -> None:
-        """Delivery (re)starts at a cursor saved at `position`: whatever the
-        tracker's run holds beyond it is the start of what comes next."""
+    def resume(self, position: int | None, state: dict[str, Any]) -> None:
+        """Delivery of one journal (re)starts at a cursor saved at
+        `position` (whatever the tracker's run holds beyond it is the start
+        of what comes next; None: a cursor that has delivered nothing, so
+        nothing beyond it is held) with the `state` saved there. Called once per
+        journal: the writers of a run share one backend, whose state is the
+        first one handed over until it has its own."""
+        if not self.state:
+            self.state = dict(state)

@@ -7,12 +7,11 @@ Why it is built this way:
   any failure into a warning, with a random id per row: a batch could be lost
   without the worker knowing, or stored twice when it is offered again. So
   the backend makes the call that thread makes, `SQLiteStorage.bulk_log`
-  (one transaction, raises on failure), and gives every row an id derived
-  from its event (`log_id`, which trackio's table keeps unique with `INSERT
-  OR IGNORE`): a batch delivered again, even by `rltrack sync` in another
-  process after a kill, adds nothing. Only two events equal in everything,
-  wall time to the microsecond included, split over two batches, would be
-  one row.
+  (one transaction, raises on failure), and gives every row its event's id
+  from delivery (`log_id` = the trackio run's id, the journal's writer and
+  the line's offset; trackio's table keeps it unique with `INSERT OR
+  IGNORE`): a batch delivered again, even by `rltrack sync` in another
+  process after a kill, adds nothing, and two equal events are two rows.
 * **Where the store is.** trackio reads its directory from `TRACKIO_DIR`
   once, at import, into module constants (`trackio.utils.TRACKIO_DIR`,
   `MEDIA_DIR`, and copies in other modules). One agent serves runs whose
@@ -21,8 +20,9 @@ Why it is built this way:
   `<run.root>/trackio`, beside `mlflow.db`, not `~/.cache/huggingface`).
   `TRACKIO_DIR=<dir> trackio show` opens the dashboard on it.
 * **One trackio run per rltrack run**, in project `project` (default: the
-  run's task, else its name). Its name and id are kept in
-  `cursors/trackio_run.json`, so a resumed run and `rltrack sync` continue it.
+  run's task, else its name). Its name and id are the backend's `state`,
+  which delivery keeps in the cursor, so a resumed run and `rltrack sync`
+  continue it.
 * **Rows**: one per event at its primary step, with the other step axes as
   metrics beside the values (as W&B; a key of the empty namespace named
   like an axis, with another value, becomes `<key>_value`). Keys trackio
@@ -30,7 +30,7 @@ Why it is built this way:
   `trackio.Markdown`, histograms `trackio.Histogram`, images `trackio.Image`
   (saved under `<dir>/media`; a re-delivered image leaves its first file
   unreferenced), videos `trackio.Video`; hyperparameters are the run's
-  config (kept in the state file too, so config that came without rows is
+  config (kept in the state too, so config that came without rows is
   written with the next rows even after a crash). Checkpoints stay in the
   run directory. Every conversion, rename and drop is in the report.
 * **No status.** trackio keeps none for a run (`finish` only flushes), so
@@ -43,7 +43,6 @@ Why it is built this way:
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import sys
@@ -55,10 +54,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
-from rltrack.backends.remote import RemoteBackend, check_names
-from rltrack.delivery import CURSOR_DIR
+from rltrack.backends.remote import EventId, RemoteBackend, check_names
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import ensure_installed, require
 
@@ -111,9 +108,7 @@ class TrackioBackend(RemoteBackend):
         self._hf_token: str | None = (
             None  # a Space's Hugging Face token (from the environment or `hf auth login`)
         )
-        self._state: dict[str, Any] | None = (
-            None  # the trackio run: project, name, id, config
-        )
+        self._started = False  # `state` names the trackio run of this store
 
     def target(self, run: RunContext) -> str:
         where = self.space_id or self.server_url or str(self._store_dir(run))
@@ -125,16 +120,15 @@ class TrackioBackend(RemoteBackend):
     def open(self, run: RunContext) -> None:
         super().open(run)
         self.store = self._store_dir(run)
-        self._state_path = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         with _STORE_LOCK, self._at_store():
-            state = self._state or self._start()
-            rows: list[tuple[Event, dict[str, Any]]] = []
+            state = self.state if self._started else self._start()
+            rows: list[tuple[EventId, Event, dict[str, Any]]] = []
             config = dict(state["config"])
             counts: Counter[tuple[str, str]] = Counter()
             renames: dict[str, str] = {}
-            for event in events:
+            for event_id, event in zip(ids, events):
                 if event.kind == "hparams":
                     config.update(event.data)
                 elif event.kind == "artifact":
@@ -145,13 +139,10 @@ class TrackioBackend(RemoteBackend):
                 else:
                     row = self._row(event, state, counts, renames)
                     if row:
-                        rows.append((event, row))
-            if config != state["config"]:
-                self._save_state(
-                    config=config
-                )  # before the rows: a kill between the two loses no config
+                        rows.append((event_id, event, row))
             if rows:
                 self._write(state, rows, config)
+            self.state = {**state, "config": config}
         for (category, reason), n in counts.items():
             self.run.report.count(category, reason, n, section=self.name)
         for old, new in renames.items():
@@ -162,11 +153,7 @@ class TrackioBackend(RemoteBackend):
     def _start(self) -> dict[str, Any]:
         """The saved trackio run, or a new one named after the rltrack run."""
         self._trackio = require("trackio", "trackio", PURPOSE)
-        saved: dict[str, Any] = (
-            json.loads(self._state_path.read_text())
-            if self._state_path.is_file()
-            else {}
-        )
+        saved = self.state
         project = self.project or self.run.task
         if saved.get("project") != project or saved.get("store") != self._where():
             saved = {}  # delivered to another project or store before: a new trackio run there
@@ -180,7 +167,7 @@ class TrackioBackend(RemoteBackend):
                 f"{self.run.run_dir.resolve()}\0{project}".encode()
             ).hexdigest()[:32]
         )
-        self._state = {
+        self.state = {
             **saved,
             "project": project,
             "name": name,
@@ -188,10 +175,10 @@ class TrackioBackend(RemoteBackend):
             "store": self._where(),
             "config": saved.get("config", {}),
         }
-        self._save_state()
         if self.space_id or self.server_url:
             self._remote = self._connect()
-        return self._state
+        self._started = True
+        return self.state
 
     def _where(self) -> str:
         return self.space_id or self.server_url or str(self.store)
@@ -207,12 +194,6 @@ class TrackioBackend(RemoteBackend):
 
         self._hf_token = huggingface_hub.utils.get_token()
         return RemoteClient(self.space_id, hf_token=self._hf_token, verbose=False)
-
-    def _save_state(self, **changes: Any) -> None:
-        assert self._state is not None
-        self._state.update(changes)
-        self._state_path.parent.mkdir(exist_ok=True)
-        write_atomic(self._state_path, json.dumps(self._state, default=str))
 
     @contextmanager
     def _at_store(self) -> Iterator[None]:
@@ -243,20 +224,20 @@ class TrackioBackend(RemoteBackend):
     def _write(
         self,
         state: dict[str, Any],
-        rows: list[tuple[Event, dict[str, Any]]],
+        rows: list[tuple[EventId, Event, dict[str, Any]]],
         config: dict[str, Any],
     ) -> None:
         if (
             "created" not in state
         ):  # trackio's config keys of its own, as `trackio.init` sets them
-            self._save_state(created=_iso(rows[0][0].time))
+            state["created"] = _iso(rows[0][1].time)
         config = {**config, "_Created": state["created"], "_Group": None}
-        ids = _row_ids(state["id"], [event for event, _ in rows])
+        ids = [f"{state['id']}@{event_id}" for event_id, _, _ in rows]
         if self._remote is not None:
             logs = [
                 {"project": state["project"], "run": state["name"], "run_id": state["id"], "metrics": row, "step": event.primary_step,
                  "config": config if i == 0 else None, "log_id": log_id}
-                for i, ((event, row), log_id) in enumerate(zip(rows, ids))
+                for i, ((_, event, row), log_id) in enumerate(zip(rows, ids))
             ]  # fmt: skip
             self._remote.predict(
                 api_name="/bulk_log", logs=logs, hf_token=self._hf_token
@@ -268,9 +249,9 @@ class TrackioBackend(RemoteBackend):
             project=state["project"],
             run=state["name"],
             run_id=state["id"],
-            metrics_list=[row for _, row in rows],
-            steps=[event.primary_step for event, _ in rows],
-            timestamps=[_iso(event.time) for event, _ in rows],
+            metrics_list=[row for _, _, row in rows],
+            steps=[event.primary_step for _, event, _ in rows],
+            timestamps=[_iso(event.time) for _, event, _ in rows],
             config=config,
             log_ids=ids,
         )
@@ -367,13 +348,3 @@ class TrackioBackend(RemoteBackend):
 def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
 
-
-def _row_ids(run_id: str, events: list[Event]) -> list[str]:
-    """A trackio `log_id` per event: its content's hash, numbered among equal events of the batch."""
-    seen: Counter[str] = Counter()
-    ids = []
-    for event in events:
-        digest = hashlib.sha1(f"{run_id}\0{event.to_json()}".encode()).hexdigest()[:32]
-        ids.append(f"{digest}-{seen[digest]}")
-        seen[digest] += 1
-    return ids

@@ -49,7 +49,7 @@ Why it is built this way:
   `make_logger`, and again before `wandb.init`): W&B would fall back without
   a word to the system's temporary directory, where nothing looks for it.
 * **One W&B run per rltrack run**: the id of the W&B run, once created, is
-  kept in `cursors/wandb_run.json` and resumed (`resume="allow"`), so
+  the backend's `state` (saved by delivery in the cursor) and resumed (`resume="allow"`), so
   `rltrack sync` after a crash continues the same run (online: at the
   resumed run's `starting_step`).
 * **Every row exactly once, even after a crash.** `run.log` hands a row to
@@ -77,7 +77,6 @@ import configparser
 import errno
 import functools
 import html
-import json
 import math
 import netrc
 import os
@@ -88,11 +87,9 @@ from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
-from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import RunContext
-from rltrack.backends.remote import RemoteBackend, check_names, check_tags, raised
+from rltrack.backends.remote import EventId, RemoteBackend, check_names, check_tags, raised
 from rltrack.backends.wandb_files import HistoryFile, rows_in_files
-from rltrack.delivery import CURSOR_DIR
 from rltrack.events import NUMERIC_KINDS, Event
 from rltrack.optional import ensure_installed, require
 
@@ -183,9 +180,8 @@ class WandbBackend(RemoteBackend):
     def open(self, run: RunContext) -> None:
         super().open(run)
         self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
-        self._state = run.run_dir / CURSOR_DIR / f"{self.cursor_name}_run.json"
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         if self._run is None:
             self._run = self._init([e for e in events if e.kind == "hparams"])
         skip, done = self._skip, 0
@@ -224,7 +220,7 @@ class WandbBackend(RemoteBackend):
 
     def position(self) -> int:
         if self._rows is None:  # before `wandb.init`: what the saved run's files hold
-            self._rows = rows_in_files(self._files_of(self._load_state().get("id")))
+            self._rows = rows_in_files(self._files_of(self.state.get("id")))
         return self._rows
 
     def durable_position(self) -> int:
@@ -235,7 +231,8 @@ class WandbBackend(RemoteBackend):
         except OSError:  # W&B moved or removed its file: nothing more is known to be stored
             return self._rows_before_file + self._file.rows
 
-    def continue_from(self, position: int | None) -> None:
+    def resume(self, position: int | None, state: dict[str, Any]) -> None:
+        super().resume(position, state)
         self._resume_at = position
         if self._run is not None:
             self._skip_held()
@@ -289,7 +286,7 @@ class WandbBackend(RemoteBackend):
             disable_job_creation=True,
         )
         run_id = self._run_id()
-        resume = "allow" if run_id == self._load_state().get("id") else None  # a run an earlier session created
+        resume = "allow" if run_id == self.state.get("id") else None  # a run an earlier session created
         if self.settings["mode"] == "offline":  # the saved run's earlier files (a new id has none), before this session's file exists
             self.position()
         try:
@@ -312,7 +309,7 @@ class WandbBackend(RemoteBackend):
             self._rows = int(getattr(run, "starting_step", 0) or 0)
         self._rows_before_file = self._rows
         self._file = HistoryFile(Path(run.settings.sync_file))
-        self._save_state(id=run_id)
+        self.state = {**self.state, "id": run_id}
         self._skip_held()
         return run
 
@@ -322,18 +319,10 @@ class WandbBackend(RemoteBackend):
         started within the same second as an earlier one."""
         return [] if run_id is None else sorted(self._dir.glob(f"wandb/offline-run-*/run-{run_id}.wandb"))
 
-    def _load_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = json.loads(self._state.read_text()) if self._state.is_file() else {}
-        return state
-
-    def _save_state(self, **changes: Any) -> None:
-        self._state.parent.mkdir(exist_ok=True)
-        write_atomic(self._state, json.dumps({**self._load_state(), **changes}))
-
     def _run_id(self) -> str:
         """The saved run's id, else a fresh one. A saved id whose `init` failed
         in this process cannot be retried here (W&B holds it as "in use")."""
-        saved = self._load_state().get("id")
+        saved = self.state.get("id")
         if saved is not None and saved == self._failed_id:
             raise RuntimeError(
                 f"wandb.init of W&B run {saved} failed earlier in this process, and W&B keeps the id reserved "

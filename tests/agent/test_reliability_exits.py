@@ -31,15 +31,14 @@ SCRIPT = textwrap.dedent(
 
     logger = rltrack.make_logger({{"run": {{"root": sys.argv[1], "name": "ending"}},
                                    "backends": {{"use": ["local", "mlflow", "wandb", "neptune"], "wandb": {{"project": "exits"}}}}}})
-    from rltrack.delivery import Cursor
+    from rltrack.delivery import Cursor, tracker_state
     from waiting import wait_until  # tests/helpers: child_env puts it on the path
 
     for i in range({records}):
         logger.write({{"x": float(i)}}, step=i, namespace="learner")
         if i == {records} // 2:  # mid-run: every tracker is up and delivering (W&B's run is made; its
             # cursor moves only once wandb-core has flushed rows to its file, some 10 s later)
-            cursors = logger.run_dir / "cursors"
-            wait_until(lambda: all(Cursor(logger.run_dir, name).delivered for name in ("mlflow", "neptune")) and (cursors / "wandb_run.json").exists(),
+            wait_until(lambda: all(Cursor(logger.run_dir, name).delivered for name in ("mlflow", "neptune")) and tracker_state(logger.run_dir, "wandb"),
                        180, "every tracker to deliver")  # fmt: skip
     print(f"RUN_DIR={{logger.run_dir}}", flush=True)
     {ending}

@@ -17,7 +17,7 @@ import pytest
 import rltrack
 from mlflow_server import history, tracker
 from rltrack import cli
-from rltrack.delivery import Cursor
+from rltrack.delivery import Cursor, tracker_state
 from waiting import wait_until
 
 pytest_plugins = ["mlflow_server"]
@@ -172,7 +172,7 @@ def test_a_sync_killed_midway_and_run_again_leaves_a_report_that_says_what_mlflo
     assert subprocess.run(command, capture_output=True).returncode == 0
     report = json.loads((run_dir / "report.json").read_text())
     client = MlflowClient(uri)
-    run_id = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())["run_id"]
+    run_id = tracker_state(run_dir, "mlflow")["run_id"]
     held = {key: client.get_metric_history(run_id, key) for key in ("x", "edge", "steps/step")}
     assert len(held["x"]) == 6000 and sum(abs(m.value) > 1e308 for m in held["edge"]) == 120
     counts = report["counts"]

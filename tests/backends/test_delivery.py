@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ from stand_in_tracker import FileTracker, batches, received
 from waiting import wait_until
 
 from rltrack.backends.base import RunContext
-from rltrack.backends.remote import RemoteBackend
+from rltrack.backends.remote import EventId, RemoteBackend
 from rltrack.config import make_logger
 from rltrack.delivery import Cursor, DeliveryBusy, DeliveryWorker
 from rltrack.events import Event
@@ -41,7 +42,7 @@ class ListTracker(RemoteBackend):
         self.failures = failures
         self.status: str | None = None
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         if self.failures:
             self.failures -= 1
             raise ConnectionError("tracker down")
@@ -120,9 +121,9 @@ class SlowTracker(ListTracker):
         super().__init__()
         self.delay = delay
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         time.sleep(self.delay)
-        super().deliver(events)
+        super().deliver(events, ids)
 
 
 def test_sync_gives_up_a_tracker_that_keeps_failing_but_not_one_that_is_slow(tmp_path):
@@ -176,7 +177,7 @@ class LateStoringTracker(ListTracker):
         self.skip = 0
         self.continued_from: list[int | None] = []
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         for event in events:
             if self.skip:
                 self.skip -= 1
@@ -189,9 +190,10 @@ class LateStoringTracker(ListTracker):
     def durable_position(self) -> int:
         return self.stored
 
-    def continue_from(self, position: int | None) -> None:
+    def resume(self, position: int | None, state: dict[str, Any]) -> None:
+        super().resume(position, state)
         self.continued_from.append(position)
-        self.skip = len(self.rows) - (position or 0)
+        self.skip = 0 if position is None else len(self.rows) - position
 
     def close(self, status: str) -> None:
         self.stored = len(self.rows)
@@ -221,6 +223,61 @@ def test_the_cursor_advances_only_over_what_the_tracker_has_stored(tmp_path):
     assert second.continued_from == [7]
     assert second.rows == list(range(20))  # each row once: 7 and 8 skipped, 9..19 sent again
     assert Cursor(run_dir, "listtracker").delivered == 20 and second.status == "failed"
+
+
+class RunMakingTracker(LateStoringTracker):
+    """Makes a run of its own on its first batch (its id in `state`, as every
+    real tracker does) and stores nothing until told: a process killed then
+    has a tracker run and no cursor past it."""
+
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
+        self.state = self.state or {"run": f"made by {id(self)}"}
+        self.ids = getattr(self, "ids", []) + ids
+        super().deliver(events, ids)
+
+
+def test_the_trackers_state_is_saved_as_soon_as_it_changes_and_handed_back_with_the_ids(tmp_path):
+    run_dir = create_run_dir(tmp_path, "state")
+    lines = [Event(1.0, {"x": i}, steps={"step": i}).to_json() + "\n" for i in range(10)]
+    (run_dir / "journal.jsonl").write_text("".join(lines))
+    first = RunMakingTracker()
+    first.open(RunContext(run_dir, "state", {}, Report()))
+    worker = DeliveryWorker(first, run_dir)
+    worker.step()
+    assert first.ids == [EventId(None, sum(map(len, lines[:i]))) for i in range(7)]  # (writer, byte offset of the line)
+    worker.give_up()  # killed before the tracker stored anything
+    assert (Cursor(run_dir, "listtracker").offset, Cursor(run_dir, "listtracker").state) == (0, first.state)
+    second = RunMakingTracker(rows=first.rows[: first.stored])
+    second.open(RunContext(run_dir, "state", {}, Report()))
+    DeliveryWorker(second, run_dir).run_until_caught_up("finished")
+    assert second.state == first.state and second.rows == list(range(10))  # the same tracker run, each row once
+
+
+def test_a_writer_without_a_state_takes_the_newest_of_the_trackers_other_cursors(tmp_path):
+    run_dir = create_run_dir(tmp_path, "writers")
+    for writer in ("a", "b"):
+        (run_dir / f"journal.{writer}.jsonl").write_text(Event(1.0, {"x": 1}).to_json() + "\n")
+    Cursor(run_dir, "listtracker", "a").advance(0, 0, state={"run": "old"})
+    Cursor(run_dir, "listtracker", "b").advance(0, 0, state={"run": "new"})
+    os.utime(Cursor(run_dir, "listtracker", "b").path, ns=(0, Cursor(run_dir, "listtracker", "a").path.stat().st_mtime_ns + 10**9))
+    for writer in ("c", "a"):  # c, new, takes b's (saved last); a keeps its own
+        tracker = ListTracker()
+        tracker.open(RunContext(run_dir, "writers", {}, Report()))
+        (run_dir / f"journal.{writer}.jsonl").write_text(Event(1.0, {"x": 1}).to_json() + "\n")
+        DeliveryWorker(tracker, run_dir, writer).run_until_caught_up("finished")
+        assert tracker.state == {"run": "old" if writer == "a" else "new"} == Cursor(run_dir, "listtracker", writer).state
+
+
+def test_a_cursor_folder_from_before_the_state_moved_into_the_cursor_continues_the_same_tracker_run(tmp_path):
+    run_dir = create_run_dir(tmp_path, "old")
+    (run_dir / "journal.jsonl").write_text("".join(Event(1.0, {"x": i}).to_json() + "\n" for i in range(3)))
+    (run_dir / "cursors").mkdir()
+    (run_dir / "cursors" / "listtracker.json").write_text(json.dumps({"offset": 0, "delivered": 0, "report": {}}))
+    (run_dir / "cursors" / "listtracker_run.json").write_text(json.dumps({"run_id": "abc", "tracking_uri": "sqlite:///x.db"}))
+    tracker = ListTracker()
+    tracker.open(RunContext(run_dir, "old", {}, Report()))
+    DeliveryWorker(tracker, run_dir).run_until_caught_up("finished")
+    assert tracker.state == {"run_id": "abc", "tracking_uri": "sqlite:///x.db"} == json.loads((run_dir / "cursors" / "listtracker.json").read_text())["state"]
 
 
 HOLDER = (  # holds the lock argv[1] for argv[2] seconds, then creates argv[3] and exits (which lets the lock go)

@@ -22,11 +22,13 @@ from hypothesis import strategies as st
 from mlflow.utils.validation import _validate_metric_name, _validate_param_name
 
 import rltrack
+from journal_batch import journal_batch, with_saved_state
 from mlflow_server import history, sqlite_store, tracker
 from reliability_helpers import failing_since
 from rltrack.backends.base import RunContext
 from rltrack.backends.mlflow import MlflowBackend
 from rltrack.backends.mlflow_batch import mlflow_key
+from rltrack.backends.remote import EventId
 from rltrack.delivery import Cursor
 from rltrack.events import Event
 from rltrack.report import Report
@@ -180,8 +182,8 @@ def test_a_second_delivery_continues_the_same_run_and_doubles_nothing(embedded_r
     again = MlflowBackend()
     report = Report()
     again.open(RunContext(logger.run_dir, logger.name, logger.config, report))
-    again.deliver(list(rltrack.read_journal(logger.run_dir)))
-    again.deliver([Event(time.time(), {"lr": 0.2}, kind="hparams", steps={"env_steps": 500})])
+    with_saved_state(again, logger.run_dir).deliver(*journal_batch(logger.run_dir))
+    again.deliver([Event(time.time(), {"lr": 0.2}, kind="hparams", steps={"env_steps": 500})], [EventId(None, 10**9)])
     again.close("finished")
 
     assert tracker(logger.run_dir)[1] == run_id

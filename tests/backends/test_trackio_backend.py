@@ -29,9 +29,10 @@ from trackio_reader import store
 from waiting import wait_until
 
 import rltrack
+from journal_batch import journal_batch, with_saved_state
 from rltrack.backends import RunContext
 from rltrack.backends.trackio import TrackioBackend
-from rltrack.delivery import Cursor
+from rltrack.delivery import Cursor, tracker_state
 from rltrack.report import Report
 
 def series(rows: list[dict[str, Any]], key: str) -> list[tuple[int, Any]]:
@@ -125,9 +126,7 @@ def test_a_run_reaches_trackio_value_by_value(tmp_path):
     }
     assert report["counts"]["trackio.dropped"]["non-finite histogram values"] == 1
     assert (
-        json.loads((logger.run_dir / "cursors" / "trackio_run.json").read_text())[
-            "project"
-        ]
+        tracker_state(logger.run_dir, "trackio")["project"]
         == "sweep"
     )
 
@@ -143,7 +142,7 @@ def test_a_batch_delivered_twice_is_stored_once_and_a_resume_continues_the_run(
         project="resumed", dir=str(tmp_path / "store")
     )  # what a worker does after a kill: the same batch again
     backend.open(RunContext(logger.run_dir, "cartpole", cfg, Report()))
-    backend.deliver([e for e in rltrack.read_journal(logger.run_dir)])
+    with_saved_state(backend, logger.run_dir).deliver(*journal_batch(logger.run_dir))
     with rltrack.make_logger(cfg, resume=logger.run_dir) as resumed:
         write_run(resumed, 30, 60)
     held = store(tmp_path / "store", "resumed")

@@ -23,10 +23,11 @@ from PIL import Image
 
 import rltrack
 import wandb_reader
+from journal_batch import journal_batch, with_saved_state
 from rltrack.backends.base import RunContext
 from rltrack.backends.wandb import WandbBackend
 from rltrack.backends.wandb_files import HistoryFile, rows_in_files
-from rltrack.delivery import DeliveryWorker
+from rltrack.delivery import DeliveryWorker, tracker_state
 from rltrack.events import Event
 from rltrack.journal import JournalWriter
 from rltrack.report import Report
@@ -216,7 +217,7 @@ def test_a_hanging_wandb_server_never_blocks_the_training_thread(tmp_path, monke
     assert max(took) < 0.3 and sorted(took)[len(took) // 2] < 0.001
     report = json.loads((logger.run_dir / "report.json").read_text())
     assert "wandb.pending" in report["counts"]
-    assert not (logger.run_dir / "cursors" / "wandb_run.json").exists()  # no run was created, none to resume
+    assert tracker_state(logger.run_dir, "wandb") == {}  # no run was created, none to resume
 
 
 def test_a_saved_run_whose_init_failed_waits_for_sync_instead_of_retrying_a_reserved_id(tmp_path, monkeypatch):
@@ -227,7 +228,7 @@ def test_a_saved_run_whose_init_failed_waits_for_sync_instead_of_retrying_a_rese
     offline = WandbBackend()
     offline.open(context)
     DeliveryWorker(offline, logger.run_dir).run_until_caught_up("finished")
-    saved = json.loads((logger.run_dir / "cursors" / "wandb_run.json").read_text())["id"]
+    saved = tracker_state(logger.run_dir, "wandb")["id"]
     with socket.socket() as server:  # the same run, now online against a server that never answers
         server.bind(("127.0.0.1", 0))
         server.listen()
@@ -235,14 +236,15 @@ def test_a_saved_run_whose_init_failed_waits_for_sync_instead_of_retrying_a_rese
         monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
         online = WandbBackend(mode="online", init_timeout=1)
         online.open(context)
-        events = list(rltrack.read_journal(logger.run_dir))
+        with_saved_state(online, logger.run_dir)
+        events, ids = journal_batch(logger.run_dir)
         with pytest.raises(Exception) as first:
-            online.deliver(events)
+            online.deliver(events, ids)
         assert not isinstance(first.value, RuntimeError)  # W&B's own error
         inits = []
         monkeypatch.setattr(online._wandb, "init", lambda *args, **kwargs: inits.append(kwargs))
         with pytest.raises(RuntimeError, match=f"W&B run {saved} failed earlier.*rltrack sync {logger.run_dir} --to wandb"):
-            online.deliver(events)
+            online.deliver(events, ids)
         assert inits == []  # not tried again (each try waits init_timeout for the server)
 
 

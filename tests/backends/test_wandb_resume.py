@@ -15,7 +15,6 @@ folders, an online resume) is read back from a stand-in server
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
@@ -33,7 +32,7 @@ from waiting import wait_until
 import rltrack
 from rltrack.backends.base import RunContext
 from rltrack.backends.wandb import WandbBackend
-from rltrack.delivery import Cursor, DeliveryWorker
+from rltrack.delivery import Cursor, DeliveryWorker, tracker_state
 from rltrack.events import Event
 from rltrack.journal import JournalWriter
 from rltrack.report import Report
@@ -108,7 +107,7 @@ def wandb_sync(server: WandbServer, home: Path, *folders: Path) -> None:
 def test_wandb_sync_of_the_folders_gives_one_run_with_every_step_once(resumed, server, tmp_path):
     """wandb-core's upload of the offline folders, in one command (which
     sorts them by start time) and one folder a command, newest first."""
-    run_id = json.loads((resumed / "cursors" / "wandb_run.json").read_text())["id"]
+    run_id = tracker_state(resumed, "wandb")["id"]
     folders = [f.parent for f in wandb_reader.run_files(resumed)]
     copies = [shutil.copytree(f, tmp_path / "newest_first" / f.name) for f in folders]  # wandb sync marks what it synced
     wandb_sync(server, tmp_path, *reversed(folders))
@@ -166,7 +165,7 @@ def test_sessions_started_within_one_second_are_all_counted(tmp_path):
         backend.open(context)
         DeliveryWorker(backend, logger.run_dir).run_until_caught_up("killed")
         if session == 0:
-            run_id = json.loads((logger.run_dir / "cursors" / "wandb_run.json").read_text())["id"]
+            run_id = tracker_state(logger.run_dir, "wandb")["id"]
             for second in range(-1, 120):
                 stamp = datetime.fromtimestamp(time.time() + second).strftime("%Y%m%d_%H%M%S")  # as wandb names them
                 (logger.run_dir / "wandb" / f"offline-run-{stamp}-{run_id}").mkdir(exist_ok=True)

@@ -25,6 +25,7 @@ import rltrack
 from rltrack.adapters import tune as adapter
 from rltrack.canonical import vocabulary
 from waiting import wait_until
+from rltrack.delivery import tracker_state
 
 RUN_INFO_COLUMNS = ["trial_id", "hostname", "pid", "date", "timestamp", "done", "node_ip", "training_iteration",
                     "iterations_since_restore", "checkpoint_dir_name", "config/lr", "config"]
@@ -502,7 +503,7 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
         x = _hparams(run_dir)["x"]
         expected = [x * 1000 + i for i in range(40)]
         assert pd.read_csv(run_dir / "progress.csv")["m0"].tolist() == expected
-        run_id = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())["run_id"]
+        run_id = tracker_state(run_dir, "mlflow")["run_id"]
         assert [m.value for m in client.get_metric_history(run_id, "m0")] == expected  # each value once
         assert client.get_run(run_id).info.status == "FINISHED"
         (wandb_file,) = wandb_reader.run_files(run_dir)
@@ -568,7 +569,7 @@ def test_a_two_node_ray_cluster_delivers_the_driver_callback_and_the_trials_own_
     for client, run_dirs in ((driver, driver_runs), (inner, inner_runs)):
         values = []
         for run_dir in run_dirs:
-            run_id = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())["run_id"]
+            run_id = tracker_state(run_dir, "mlflow")["run_id"]
             history = [m.value for m in client.get_metric_history(run_id, "v")]
             assert history == sorted(history) and len(history) == 20  # each value once
             values.append(history[0])

@@ -12,7 +12,6 @@ whole group is stopped, because `mlflow server` starts uvicorn as a child.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -20,12 +19,15 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 from mlflow import MlflowClient
 from waiting import wait_until
+
+from rltrack.delivery import tracker_state
 
 START_TIMEOUT = 300.0  # seconds; a loaded CI machine can take minutes to import the server
 
@@ -113,7 +115,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
 
 def tracker(run_dir: Path) -> tuple[MlflowClient, str]:
     """The MLflow store and run a run directory was delivered to."""
-    state = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())
+    state = tracker_state(run_dir, "mlflow")
     return MlflowClient(state["tracking_uri"]), state["run_id"]
 
 

@@ -18,6 +18,8 @@ from typing import Any, Iterable
 
 import wandb_reader
 
+from rltrack.delivery import tracker_state
+
 REPO = Path(__file__).resolve().parents[2]  # tests/helpers/ -> the repository
 PYTHON = sys.executable
 
@@ -124,7 +126,7 @@ def neptune_failed(run_dir: Path) -> list[bool]:
 def mlflow_run(run_dir: Path) -> tuple[Any, str]:
     from mlflow import MlflowClient
 
-    state = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())
+    state = tracker_state(run_dir, "mlflow")
     return MlflowClient(state["tracking_uri"]), state["run_id"]
 
 

@@ -1,9 +1,9 @@
 """`FileTracker`, a stand-in for a remote tracker, written for these tests:
 the agent runs it in its own process like MLflow or W&B, and it keeps what
 it is given as JSON lines in `<run_dir>/<name>.jsonl`, where a test reads it
-back. Like W&B it says how many values its run holds (`position`), so that
-delivery continuing from a cursor after a killed agent skips what it holds
-beyond the cursor instead of storing it twice. Unlike a real tracker it can be told, on cue, to refuse its first
+back. Like trackio it keeps each event's id (`EventId`, from delivery) with
+the event and skips an event whose id it holds, so that delivery continuing
+from a cursor after a killed agent stores nothing twice. Unlike a real tracker it can be told, on cue, to refuse its first
 deliveries (`failures`, per agent process), to hang while a file exists
 (`hang_while`), or to take `delay` seconds over each batch (a slow but
 healthy tracker). The real trackers are tested against their own stores in
@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from rltrack.backends.remote import RemoteBackend
+from rltrack.backends.remote import EventId, RemoteBackend
 from rltrack.events import Event
 
 
@@ -30,26 +30,23 @@ class FileTracker(RemoteBackend):
         self.failures = failures
         self.hang_while = None if hang_while is None else Path(hang_while)
         self.delay = delay
-        self._skip = 0
+        self._held: set[str] | None = None  # the ids of what it holds
 
-    def deliver(self, events: list[Event]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         while self.hang_while is not None and self.hang_while.exists():
             time.sleep(0.05)
         if self.failures:
             self.failures -= 1
             raise ConnectionError("tracker down")
         time.sleep(self.delay)
-        skipped = min(self._skip, len(events))
-        self._skip -= skipped
-        if events[skipped:]:
-            with (self.run.run_dir / f"{self.name}.jsonl").open("a") as f:
-                f.write(json.dumps({"batch": [event.to_dict() for event in events[skipped:]]}) + "\n")
-
-    def position(self) -> int:
-        return len(received(self.run.run_dir))
-
-    def continue_from(self, position: int | None) -> None:
-        self._skip = self.position() - (position or 0)
+        path = self.run.run_dir / f"{self.name}.jsonl"
+        if self._held is None:
+            self._held = {item for line in path.read_text().splitlines() for item in json.loads(line)["ids"]} if path.is_file() else set()
+        new = [(str(i), event) for i, event in zip(ids, events) if str(i) not in self._held]
+        if new:
+            with path.open("a") as f:
+                f.write(json.dumps({"batch": [event.to_dict() for _, event in new], "ids": [i for i, _ in new]}) + "\n")
+            self._held.update(i for i, _ in new)
 
     def close(self, status: str) -> None:
         (self.run.run_dir / f"{self.name}.status").write_text(status)
