@@ -482,7 +482,6 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
             time.sleep(0.1)
 
     import threading
-    import time
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
