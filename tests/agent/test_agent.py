@@ -27,6 +27,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import rltrack
 from rltrack.agent_files import agent_dir, agent_running, ensure_running, read_json, registration_path, registrations, write_private
+from rltrack.journal import ended_with
 
 TRACKER = "stand_in_tracker:FileTracker"
 HELPERS = str(Path(__file__).parents[1] / "helpers")  # stand_in_tracker.py, for the writer processes
@@ -292,8 +293,8 @@ def test_a_script_whose_tracker_is_unreachable_exits_within_close_timeout(agent_
     times = dict(line.split() for line in done.stdout.splitlines())
     assert float(times["closed"]) - float(times["closing"]) < 2 + 1
     assert f"rltrack sync {tmp_path / 'runs' / 'down'} --to mlflow" in done.stderr
-    report = json.loads((tmp_path / "runs" / "down" / "report.json").read_text())
-    assert "mlflow.pending" in report["counts"]
+    report = tmp_path / "runs" / "down" / "report.json"  # the agent writes it once it has read the journal to its end
+    assert wait_until(lambda: report.is_file() and "mlflow.pending" in json.loads(report.read_text())["counts"], seconds=120)
 
 
 def test_close_timeout_zero_still_journals_every_record_and_ends_the_run_finished(agent_home, tmp_path, monkeypatch):
@@ -307,7 +308,7 @@ def test_close_timeout_zero_still_journals_every_record_and_ends_the_run_finishe
     assert done.returncode == 0, done.stderr
     run_dir = tmp_path / "runs" / "down"
     assert journal_values(run_dir) == [float(i) for i in range(records)]
-    assert json.loads((run_dir / "meta.json").read_text())["status"] == "finished"
+    assert ended_with(run_dir / "journal.jsonl") == "finished"  # the agent writes it into meta.json
     assert wait_until(lambda: not agents(agent_home), seconds=60)  # the agent has given the run up (RLTRACK_AGENT_RETRY)
     assert json.loads((run_dir / "meta.json").read_text())["status"] == "finished"
 
