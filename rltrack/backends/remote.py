@@ -21,7 +21,7 @@ any longer.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import Any, Sequence
 
 from rltrack.backends.base import RunContext
 from rltrack.events import Event
@@ -71,6 +71,17 @@ class RemoteBackend:
     max_batch = 1000
     #: The tracker client's modules, imported by the agent on its main thread before this tracker's lane starts.
     client_modules: tuple[str, ...] = ()
+
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        """Raises ValueError (or TypeError, `MissingExtraError`) for settings
+        it cannot run with; `settings` holds every parameter of the
+        constructor, defaults filled in. A class method: the training process
+        checks the settings of a tracker the agent builds without building it
+        (see rltrack.construct), so the constructor only keeps them. Unless
+        overridden (a backend of the user's own), the backend is built to
+        check them."""
+        cls(**settings)
 
     @property
     def cursor_name(self) -> str:
