@@ -74,13 +74,7 @@ class RemoteBackend:
 
     @classmethod
     def validate(cls, settings: dict[str, Any]) -> None:
-        """Raises ValueError (or TypeError, `MissingExtraError`) for settings
-        it cannot run with; `settings` holds every parameter of the
-        constructor, defaults filled in. A class method: the training process
-        checks the settings of a tracker the agent builds without building it
-        (see rltrack.construct), so the constructor only keeps them. Unless
-        overridden (a backend of the user's own), the backend is built to
-        check them."""
+        """As `Backend.validate`: the training process checks a tracker's settings, the agent builds it."""
         cls(**settings)
 
     @property
