@@ -257,9 +257,11 @@ class Logger:
 
     def close(self, timeout: float | None | str = "config", status: str = "finished", *, quiet: bool = False) -> bool:
         """Emits what aggregating filters hold, writes the rest to the journal,
-        closes the in-process backends and marks the run `status` (always,
-        whatever `timeout`: that is the process's own disk, at most
-        `FLUSH_LIMIT`); then waits for the agent to write the local files and
+        closes the in-process backends and journals the run's counts and its
+        end with `status` (always, whatever `timeout`: that is the process's
+        own disk, at most `FLUSH_LIMIT`; the agent writes them into
+        report.json and meta.json, or this logger when no agent serves the
+        run, see rltrack.run_end); then waits for the agent to write the local files and
         deliver every tracker, until `timeout` seconds after the call
         (default: `run.close_timeout`; None: until every tracker has
         everything). What is still pending then is

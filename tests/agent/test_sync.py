@@ -49,7 +49,11 @@ def test_sync_completes_a_delivery_the_run_could_not_finish(mlflow_server, tmp_p
         assert logger.close(timeout=1) is False
     finally:
         mlflow_server.start()
-    assert "mlflow.pending" in json.loads((logger.run_dir / "report.json").read_text())["counts"]
+    report = logger.run_dir / "report.json"  # the agent writes it once it has read the journal to its end
+    deadline = time.monotonic() + 60
+    while not (report.is_file() and "mlflow.pending" in json.loads(report.read_text())["counts"]):
+        assert time.monotonic() < deadline, "the agent never said what is pending"
+        time.sleep(0.1)
     client, run_id = tracker(logger.run_dir)
     assert len(history(client, run_id, "collector/reward")) == 100
 
