@@ -306,7 +306,7 @@ class Agent:
         if not writer.files.closed:
             busy = writer.files.step()
             if writer.status is not None and not busy:  # read to the end of the writer's journal
-                self._record_end(writer)  # before the files' cursor is closed: killed between, the next agent reads the counts again
+                self._record_end(writer, delivering=True)  # before the files' cursor is closed: killed between, the next agent reads the counts again
                 writer.files.close(writer.status)
         now = time.monotonic()
         if writer.status is not None and writer.files.closed:
@@ -338,17 +338,20 @@ class Agent:
             writer.report.count("torn", f"{journal.name}: the last line was cut short by a crash and is removed", section="journal")
         self._end(writer, "crashed")
 
-    def _record_end(self, writer: Writer) -> None:
+    def _record_end(self, writer: Writer, delivering: bool) -> None:
         """Adds the run's counts (the training process's, journaled, and the
         agent's) and the sections of the writer's trackers to report.json;
         marks meta.json ended with the status the journal ends with (else the
-        registration's: `crashed`), unless it is marked already."""
+        registration's: `crashed`), unless it is marked already. While
+        trackers are `delivering`, what they count stays in the run's report
+        until their cursors take it (see `DeliveryWorker._confirm`)."""
         report = self.reports[writer.run_dir][0]
         trackers = [worker.backend.name for worker in writer.workers.values()]
+        leave = {run.backend.name for key, run in self.tracker_runs.items() if key[0] == writer.run_dir} if delivering else set()
         assert writer.status is not None, "a writer's end is recorded once it has ended"
         status = writer.files.ended or writer.status
         try:
-            record_end(writer.run_dir, writer.writer, int(writer.registration["pid"]), status, report.take(), trackers)
+            record_end(writer.run_dir, writer.writer, int(writer.registration["pid"]), status, report.take(leave), trackers)
         except OSError as exc:
             print(f"rltrack agent: could not update {writer.run_dir / 'report.json'}: {exc}", file=sys.stderr)
 
@@ -360,7 +363,7 @@ class Agent:
                 pending[name] = writer.errors.get(name)
         if not writer.files.closed and writer.registration["files"]:  # given up after an error serving the writer
             pending["files"] = writer.errors.get("agent")
-        self._record_end(writer)
+        self._record_end(writer, delivering=False)
         report, users = self.reports[writer.run_dir]
         if users > 1:
             self.reports[writer.run_dir] = (report, users - 1)

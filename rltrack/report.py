@@ -13,7 +13,7 @@ import json
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from rltrack.atomic_file import write_atomic
 
@@ -46,11 +46,15 @@ class Report:
         with self._lock:
             return self._snapshot()
 
-    def take(self) -> dict[str, Any]:
-        """`as_dict()`, emptying the report: what was counted since the last `take`."""
+    def take(self, leave: Collection[str] = ()) -> dict[str, Any]:
+        """`as_dict()`, emptying the report: what was counted since the last
+        `take`; the sections `leave` stay (a tracker's delivery takes its own, see `take_section`)."""
         with self._lock:
             data = self._snapshot()
-            self._counts, self._renames = {}, {}
+            self._counts = {name: counter for name, counter in self._counts.items() if name.partition(".")[0] in leave}
+            self._renames = {section: renames for section, renames in self._renames.items() if section in leave}
+        data["counts"] = {name: counter for name, counter in data["counts"].items() if name.partition(".")[0] not in leave}
+        data["renamed"] = {section: renames for section, renames in data["renamed"].items() if section not in leave}
         return data
 
     def untold(self) -> dict[str, Any] | None:

@@ -348,3 +348,13 @@ def test_report_untold_gives_what_was_counted_since_it_last_told_and_keeps_every
     report.rename("core", "x y", "x_y")  # the same rename again: nothing new
     assert report.untold() == {"counts": {"core.dropped": {"a": 1}, "sb3.converted": {"b": 1}}, "renamed": {}}
     assert report.as_dict() == {"counts": {"core.dropped": {"a": 3}, "sb3.converted": {"b": 1}}, "renamed": {"core": {"x y": "x_y"}}}
+
+
+def test_report_take_leaves_the_sections_asked_for():
+    report = Report()
+    report.count("dropped", "a")
+    report.count("unparsable", "b", section="mlflow")
+    report.rename("mlflow", "x y", "x_y")
+    assert report.take(leave={"mlflow"}) == {"counts": {"core.dropped": {"a": 1}}, "renamed": {}}
+    assert report.take() == {"counts": {"mlflow.unparsable": {"b": 1}}, "renamed": {"mlflow": {"x y": "x_y"}}}
+    assert report.take() == {"counts": {}, "renamed": {}}
