@@ -14,12 +14,17 @@ register the run in the agent directory (rltrack.agent_files). The agent:
   underneath are shared across runs (one MLflow client per store, one W&B
   service for every W&B run): a tracker that is down holds only its own thread;
 * ends a writer when its logger says so (the registration's status) or when
-  its process is gone (the run crashed: `meta.json` says `crashed`, the
-  trackers' runs end failed); a tracker still behind is retried with backoff
-  for `RETRY_AFTER_END` seconds after the end, then left to `rltrack sync`;
-* adds its counts and what is pending to the run's report.json, writes the
-  writer's final state (the logger waiting in `close` reads it), and removes
-  the registration;
+  its process is gone (the run crashed, the trackers' runs end failed); a
+  tracker still behind is retried with backoff for `RETRY_AFTER_END` seconds
+  after the end, then left to `rltrack sync`;
+* is the only writer of report.json and of the end of meta.json (see
+  rltrack.run_end): once it has read an ended writer's journal to its end, it
+  adds the counts the training process journaled and its own to report.json
+  and marks meta.json with the status of the journal's `end` line (`crashed`
+  without one); at the writer's end it adds what it counted since, with the
+  trackers' sections and what is pending;
+* writes the writer's final state (the logger waiting in `close` reads it),
+  and removes the registration;
 * exits once it has served nothing for `IDLE_EXIT` seconds.
 
 Killed at any moment, or dead of an exception, its keeper (rltrack.agent_keeper)
@@ -56,12 +61,12 @@ from rltrack.backends import RemoteBackend, RunContext
 from rltrack.backends.remote import error_text
 from rltrack.construct import build_backend
 from rltrack.agent_lanes import Lane, TrackerRun, import_clients
-from rltrack.delivery import DeliveryBusy, DeliveryWorker, merge_into_report_file
+from rltrack.delivery import DeliveryBusy, DeliveryWorker
 from rltrack.files_delivery import FilesDelivery
 from rltrack.journal import end_torn_tail, journal_path
 from rltrack.locks import hold
 from rltrack.report import Report
-from rltrack.rundir import mark_ended
+from rltrack.run_end import record_end
 
 #: Seconds between looks at the registrations: a new run, or a run's end, is seen within that.
 SCAN_EVERY = 0.1
@@ -101,7 +106,8 @@ class Writer:
         self.run_dir = Path(registration["run_dir"])
         self.writer: str | None = registration.get("writer")
         self.report = report
-        self.files: FilesDelivery | None = None
+        #: Its local files, and the reader of its control lines (counts, end): every writer has one, with file backends or none.
+        self.files: FilesDelivery
         #: The first error of each backend, for the logger to print at close (the agent's own stderr is its log).
         self.errors: dict[str, str] = {}
         self.workers: dict[str, DeliveryWorker] = {}
@@ -131,7 +137,7 @@ class Writer:
             "run_dir": str(self.run_dir),
             "writer": self.writer,
             "status": self.status,
-            "files_offset": None if self.files is None else self.files.flushed,
+            "files_offset": self.files.flushed,
             "trackers": trackers,
             "errors": list(self.errors.values()),
             "done": False,
@@ -256,10 +262,9 @@ class Agent:
                 sinks.append(build_backend(name, settings, "the run's config"))
             except Exception as exc:
                 writer.failed(name, "open", exc)
-        if sinks:
-            writer.files = FilesDelivery(context, sinks, writer.failed)
-            if writer.files.rebuilt:
-                report.count("rebuilt", "the agent writing the local files was killed: they were written anew from the journal", section="files")
+        writer.files = FilesDelivery(context, sinks, writer.failed)
+        if sinks and writer.files.rebuilt:
+            report.count("rebuilt", "the agent writing the local files was killed: they were written anew from the journal", section="files")
         self.reports[run_dir] = (report, users + 1)  # once nothing above can fail (out of descriptors: picked up at a later scan)
         self.writers[key] = writer
         return writer
@@ -298,12 +303,13 @@ class Agent:
     def _serve(self, writer: Writer) -> bool:
         """Writes a batch of the writer's files; ends the writer once everything is done. True if busy."""
         busy = False
-        if writer.files is not None and not writer.files.closed:
+        if not writer.files.closed:
             busy = writer.files.step()
-            if writer.status is not None and not busy:
+            if writer.status is not None and not busy:  # read to the end of the writer's journal
+                self._record_end(writer, delivering=True)  # before the files' cursor is closed: killed between, the next agent reads the counts again
                 writer.files.close(writer.status)
         now = time.monotonic()
-        if writer.status is not None and (writer.files is None or writer.files.closed):
+        if writer.status is not None and writer.files.closed:
             for worker in writer.workers.values():
                 if not worker.done and (worker.fix is not None or worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at)):
                     worker.give_up()  # an error that cannot heal is not retried for minutes after the end: `rltrack sync` once fixed
@@ -330,23 +336,35 @@ class Agent:
         journal = journal_path(writer.run_dir, writer.writer)
         if end_torn_tail(journal) == "cut":
             writer.report.count("torn", f"{journal.name}: the last line was cut short by a crash and is removed", section="journal")
-        mark_ended(writer.run_dir, writer.writer, int(writer.registration["pid"]), "crashed")
         self._end(writer, "crashed")
 
+    def _record_end(self, writer: Writer, delivering: bool) -> None:
+        """Adds the run's counts (the training process's, journaled, and the
+        agent's) and the sections of the writer's trackers to report.json;
+        marks meta.json ended with the status the journal ends with (else the
+        registration's: `crashed`), unless it is marked already. While
+        trackers are `delivering`, what they count stays in the run's report
+        until their cursors take it (see `DeliveryWorker._confirm`)."""
+        report = self.reports[writer.run_dir][0]
+        trackers = [worker.backend.name for worker in writer.workers.values()]
+        leave = {run.backend.name for key, run in self.tracker_runs.items() if key[0] == writer.run_dir} if delivering else set()
+        assert writer.status is not None, "a writer's end is recorded once it has ended"
+        status = writer.files.ended or writer.status
+        try:
+            record_end(writer.run_dir, writer.writer, int(writer.registration["pid"]), status, report.take(leave), trackers)
+        except OSError as exc:
+            print(f"rltrack agent: could not update {writer.run_dir / 'report.json'}: {exc}", file=sys.stderr)
+
     def _finish(self, writer: Writer) -> None:
-        """Adds the counts to report.json, saves the final state, forgets the writer."""
+        """Records the end (again: what was counted since, the trackers as they are now), saves the final state, forgets the writer."""
         pending = {name: worker.last_error for name, worker in writer.workers.items() if not worker.caught_up()}
         for name in writer.registration["trackers"]:  # one the agent could not open has all of it pending
             if name not in writer.workers:
                 pending[name] = writer.errors.get(name)
-        if writer.files is not None and not writer.files.closed:  # given up after an error serving the writer
+        if not writer.files.closed and writer.registration["files"]:  # given up after an error serving the writer
             pending["files"] = writer.errors.get("agent")
-        trackers = [worker.backend.name for worker in writer.workers.values()]
+        self._record_end(writer, delivering=False)
         report, users = self.reports[writer.run_dir]
-        try:
-            merge_into_report_file(writer.run_dir, report.take(), trackers)
-        except OSError as exc:
-            print(f"rltrack agent: could not update {writer.run_dir / 'report.json'}: {exc}", file=sys.stderr)
         if users > 1:
             self.reports[writer.run_dir] = (report, users - 1)
         else:

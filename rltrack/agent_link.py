@@ -26,8 +26,7 @@ from rltrack.agent_files import (
     registration_path,
     write_private,
 )
-from rltrack.backends import backend_class
-from rltrack.delivery import merge_into_report_file, time_left
+from rltrack.delivery import time_left
 
 #: The waits on the agent look at the writer's state first after `POLL`
 #: seconds, then less and less often, up to every `POLL_MAX`: a Tune driver
@@ -102,8 +101,8 @@ class AgentLink:
     def left_behind(self, deadline: float | None, journal: Path) -> dict[str, str | None]:
         """Waits until the agent is done with this writer or `deadline`
         passed, then says what it left behind: {"files" or tracker name: its
-        last error or None}; empty when everything was delivered. What it
-        left is counted as pending in report.json."""
+        last error or None}; empty when everything was delivered. The agent
+        counts what it left as pending in report.json."""
         state, done = self._wait(lambda state: bool(state.get("done")), deadline)
         self._tell_agent_errors(state)
         behind = state.get("pending", {}) if done and state else self._behind(state, journal)
@@ -113,8 +112,6 @@ class AgentLink:
         if done:
             with contextlib.suppress(FileNotFoundError):  # a second look after close
                 os.unlink(self.dir / "runs" / f"{self.key}.state.json")
-        if behind:
-            merge_into_report_file(self.run_dir, {}, [backend_class(name).name for name in behind if name != "files"])
         return behind
 
     def say_left_behind(self, behind: Mapping[str, str | None]) -> None:

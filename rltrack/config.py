@@ -32,7 +32,8 @@ from typing import Any, Mapping
 from rltrack.agent_files import agent_dir
 from rltrack.backends import BACKEND_TYPES, Backend, RemoteBackend, is_backend_name
 from rltrack.canonical import NAME_MODES
-from rltrack.construct import ConfigError, build_backend, build_chain, build_filter, check_keys, choices
+from rltrack.construct import ConfigError, backend_type, build_backend, build_filter, check_keys, choices
+from rltrack.filters import Filter, FilterChain
 from rltrack.journal import WRITER_NAME
 from rltrack.logger import DEFAULT_CLOSE_TIMEOUT, Logger
 from rltrack.redact import Redactor
@@ -52,6 +53,11 @@ RUN_KEYS = tuple(DEFAULTS["run"])
 
 def load_config(config: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
     """Reads, merges (defaults < file or dict < overrides < environment) and validates."""
+    return _load(config, overrides)[0]
+
+
+def _load(config: str | Path | Mapping[str, Any] | None, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], list[Filter]]:
+    """`load_config`, and the filters its validation built (a logger uses them)."""
     source = _describe(config)
     if config is None and os.environ.get("RLTRACK_CONFIG"):
         config = os.environ["RLTRACK_CONFIG"]
@@ -82,8 +88,7 @@ def load_config(config: str | Path | Mapping[str, Any] | None = None, **override
                 )
         if isinstance(merged["backends"], dict):  # else _validate reports the bad section
             merged["backends"]["use"] = use
-    _validate(merged, source)
-    return merged
+    return merged, _validate(merged, source)
 
 
 def _describe(config: Any) -> str:
@@ -119,7 +124,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def _validate(cfg: dict[str, Any], where: str) -> None:
+def _validate(cfg: dict[str, Any], where: str) -> list[Filter]:
+    """Raises `ConfigError` at the first mistake; returns the filters, built to check them."""
     run = cfg["run"]
     if not isinstance(run, dict):
         raise ConfigError(f"{where}: run must be a table with keys {', '.join(RUN_KEYS)}, got {run!r}")
@@ -167,8 +173,7 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
     filters = cfg["filters"]
     if not isinstance(filters, list):
         raise ConfigError(f"{where}: filters = {filters!r} must be a list of tables ([[filters]] in TOML, a list in YAML)")
-    for index, spec in enumerate(filters):
-        build_filter(spec, f"{where}: filters[{index}]")
+    built = [build_filter(spec, f"{where}: filters[{index}]") for index, spec in enumerate(filters)]
     backends = cfg["backends"]
     if not isinstance(backends, dict):
         raise ConfigError(f"{where}: backends must be a table with a 'use' list, got {backends!r}")
@@ -185,6 +190,7 @@ def _validate(cfg: dict[str, Any], where: str) -> None:
         settings = backends.get(name, {})
         if not isinstance(settings, dict):
             raise ConfigError(f"{where}: backends.{name} must be a table of settings, got {settings!r}")
+    return built
 
 
 def make_logger(
@@ -195,10 +201,10 @@ def make_logger(
     override whole config sections: `make_logger(run={"name": "demo"})`.
     `resume` (a run directory, or a run id from the index under `run.root`)
     continues that run instead of starting a new one (see rltrack.resume)."""
-    cfg = load_config(config, **overrides)
+    cfg, filters = _load(config, overrides)
     where = _describe(config)
     report = Report()
-    chain = build_chain(cfg["filters"], where, report)
+    chain = FilterChain(filters, report)
     run = cfg["run"]
     redactor = Redactor(run["redact"])
     in_process: list[Backend] = []
@@ -206,11 +212,11 @@ def make_logger(
     trackers: dict[str, dict[str, Any]] = {}
     for name in cfg["backends"]["use"]:
         settings = _tags_redacted(cfg["backends"].get(name, {}), redactor)
-        backend = build_backend(name, settings, where)  # every mistake shows here, not in the agent later
-        if isinstance(backend, RemoteBackend):
+        cls = backend_type(name, settings, where)  # every mistake shows here, not in the agent later
+        if issubclass(cls, RemoteBackend):
             trackers[name] = _paths_resolved(settings)
-        elif backend.in_training_process:
-            in_process.append(backend)
+        elif cls.in_training_process:
+            in_process.append(build_backend(name, settings, where))
         else:
             files[name] = _paths_resolved(settings)
     if files or trackers:

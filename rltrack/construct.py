@@ -1,9 +1,10 @@
 """Filters and backends built from their config tables, with errors a user can act on.
 
 Every mistake is a `ConfigError` naming where it is (file and key), the value
-found, what is allowed, and how to fix it. The training process builds them
-from its config (rltrack.config); the agent builds the backends of the runs
-it serves from their registrations (rltrack.agent) with the same code.
+found, what is allowed, and how to fix it. The training process builds its
+filters and in-process backends from its config (rltrack.config), and checks
+the settings of the others (`backend_type`); the agent builds those from the
+registrations of the runs it serves (rltrack.agent), each once.
 """
 
 from __future__ import annotations
@@ -11,22 +12,18 @@ from __future__ import annotations
 import difflib
 import inspect
 from importlib import metadata
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from rltrack.backends import Backend, RemoteBackend, backend_class
-from rltrack.filters import FILTER_TYPES, Filter, FilterChain
+from rltrack.filters import FILTER_TYPES, Filter
 from rltrack.optional import MissingExtraError
-from rltrack.report import Report
+
+
+T = TypeVar("T")
 
 
 class ConfigError(ValueError):
     """A config mistake; the message says where, what was found and how to fix it."""
-
-
-def build_chain(specs: list[Any], where: str, report: Report) -> FilterChain:
-    """The filter chain of a config's `filters` list (the training process's,
-    the only place filters run: the journal holds filtered events)."""
-    return FilterChain([build_filter(spec, f"{where}: filters[{i}]") for i, spec in enumerate(specs)], report)
 
 
 def build_filter(spec: Any, where: str) -> Filter:
@@ -36,10 +33,17 @@ def build_filter(spec: Any, where: str) -> Filter:
     kind = params.pop("type", None)
     if kind not in FILTER_TYPES:
         raise ConfigError(f"{where}: type = {kind!r} is not a filter;{choices(str(kind), FILTER_TYPES)}")
-    return _construct(FILTER_TYPES[kind], params, f"{where} (type = {kind!r})")
+    cls = FILTER_TYPES[kind]
+    where = f"{where} (type = {kind!r})"
+    check_params(cls, params, where)
+    return _checked(lambda: cls(**params), where)
 
 
-def build_backend(name: str, settings: Mapping[str, Any], where: str) -> Backend | RemoteBackend:
+def backend_type(name: str, settings: Mapping[str, Any], where: str) -> type[Backend | RemoteBackend]:
+    """The class of backend `name`, with `settings` checked by its class method
+    `validate`: the training process checks the backends the agent builds
+    without building them (no tracker client, nothing of its package imported
+    beyond what the check needs)."""
     try:
         cls = backend_class(name)
     except MissingExtraError as exc:
@@ -47,7 +51,16 @@ def build_backend(name: str, settings: Mapping[str, Any], where: str) -> Backend
     except ImportError as exc:  # a backend module importing its package directly
         fix = f"pip install 'rltrack[{name}]'" if name in _extras() else "install the package it names"
         raise ConfigError(f"{where}: backend {name!r} could not be imported ({exc}); fix: {fix}") from None
-    return _construct(cls, dict(settings), f"{where}: backends.{name}")
+    where = f"{where}: backends.{name}"
+    params = check_params(cls, dict(settings), where)
+    _checked(lambda: cls.validate(params), where)
+    return cls
+
+
+def build_backend(name: str, settings: Mapping[str, Any], where: str) -> Backend | RemoteBackend:
+    """Backend `name` built from `settings`, once they are valid (see `backend_type`)."""
+    cls = backend_type(name, settings, where)
+    return _checked(lambda: cls(**settings), f"{where}: backends.{name}")
 
 
 def _extras() -> list[str]:
@@ -58,7 +71,9 @@ def _extras() -> list[str]:
         return []
 
 
-def _construct(cls: Callable[..., Any], params: dict[str, Any], where: str) -> Any:
+def check_params(cls: Callable[..., Any], params: dict[str, Any], where: str) -> dict[str, Any]:
+    """`params` checked against the names `cls` takes (none unknown, every
+    required one given); returns every parameter, the defaults filled in."""
     signature = inspect.signature(cls)
     check_keys(params, tuple(signature.parameters), where, "")
     for pname, param in signature.parameters.items():
@@ -67,8 +82,15 @@ def _construct(cls: Callable[..., Any], params: dict[str, Any], where: str) -> A
                 f"{n} (required)" if p.default is inspect.Parameter.empty else n for n, p in signature.parameters.items()
             )
             raise ConfigError(f"{where}: missing required key {pname!r}; add it (keys: {takes})")
+    bound = signature.bind(**params)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _checked(call: Callable[[], T], where: str) -> T:
+    """`call()`, its complaint about a setting (ValueError, TypeError, a missing extra) as a `ConfigError` naming `where`."""
     try:
-        return cls(**params)
+        return call()
     except MissingExtraError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     except (ValueError, TypeError) as exc:

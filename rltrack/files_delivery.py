@@ -3,7 +3,10 @@
 The agent (rltrack.agent) runs one `FilesDelivery` per writer of each run it
 serves: it reads that writer's journal from where it stopped and feeds the
 file backends (`local`, `tensorboard`), a batch per `step`, completing tables
-at the `dump` lines the training process journaled.
+at the `dump` lines the training process journaled. It also reads the other
+control lines (see rltrack.journal), for every writer the agent serves, with
+file backends or none: the counts go into the run's report (`context.report`),
+and the status of an `end` line that closes the journal is `ended`.
 
 Its cursor, `cursors/files.json` (`files@<writer>.json`), lists the files the
 backends have written and whether they are complete (`"open": false`, with the
@@ -26,7 +29,7 @@ from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import Backend, RunContext
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import Event
-from rltrack.journal import Dump, count_skipped, journal_path, read_batch
+from rltrack.journal import Counts, Dump, End, count_skipped, journal_path, read_batch
 
 #: Journal entries per step: the agent steps every run's files in turn.
 BATCH = 2000
@@ -60,6 +63,8 @@ class FilesDelivery:
             self._safely(sink, "open", lambda sink=sink: sink.open(context))
         self.flushed = self.offset  # journal bytes whose lines are in the files, flushed
         self.closed = False
+        #: The status of the `end` line the journal read so far ends with (None: it ends otherwise).
+        self.ended: str | None = None
 
     def step(self) -> bool:
         """Writes one batch; True when more is waiting right away."""
@@ -71,13 +76,17 @@ class FilesDelivery:
             return False
         events: list[Event] = []
         for entry in entries:
-            if type(entry) is Dump:
+            if type(entry) is Event:
+                events.append(entry)
+            elif type(entry) is Dump:
                 self._write(events)
                 events = []
                 self._each("dump", lambda sink: sink.dump())
-            else:
-                events.append(entry)  # type: ignore[arg-type]
+            elif type(entry) is Counts:
+                self.context.report.add(entry.counts)
         self._write(events)
+        last = entries[-1]
+        self.ended = last.status if type(last) is End else None
         self.offset = offset
         self._note_outputs()
         return True

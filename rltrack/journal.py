@@ -10,10 +10,20 @@ append to a journal of their own, `journal.<writer>.jsonl`, so that no line is
 ever interleaved with another process's; `read_journal(run_dir)` merges them
 in time order.
 
-Besides events, a journal holds one kind of control line, `{"control":
-"dump", "time": ...}`, where the training process called `dump`: the agent
-writing the local files completes its text tables and csv row there, as the
-pipeline's own sinks do. `read_journal` skips control lines.
+Besides events, a journal holds control lines (`control_line`), each a
+JSON object with a `"control"` key and the `time` it was written:
+
+* `"dump"`, where the training process called `dump`: the agent writing the
+  local files completes its text tables and csv row there, as the
+  pipeline's own sinks do;
+* `"counts"`, what the training process counted (converted, dropped,
+  renamed, errors ...; a `Report.as_dict()`) since its last counts line:
+  the agent adds them to report.json, which only it writes;
+* `"end"`, the last line of a writer's session, with the `status` the run
+  ended with: the agent writes it into meta.json.
+
+`read_journal` skips control lines; a journal without counts or end lines
+(written before they existed) reads the same.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ import os
 import re
 import warnings
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, Union
 
 import orjson
 
@@ -45,13 +55,42 @@ class Dump:
         self.time = time
 
 
+class Counts:
+    """A `counts` control line: what the training process counted since its last one."""
+
+    __slots__ = ("time", "counts")
+
+    def __init__(self, time: float, counts: dict[str, Any]) -> None:
+        self.time = time
+        self.counts = counts
+
+
+class End:
+    """An `end` control line: the writer's session ended with `status`."""
+
+    __slots__ = ("time", "status")
+
+    def __init__(self, time: float, status: str) -> None:
+        self.time = time
+        self.status = status
+
+
 #: What a journal line is: an event, or a control line.
-Entry = Union[Event, Dump]
+Entry = Union[Event, Dump, Counts, End]
+
+
+#: How every control line starts (an event line never does: its `control` key would sit in `data`).
+_CONTROL_START = b'{"schema":%d,"control":' % SCHEMA_VERSION
+
+
+def control_line(control: str, time: float, **fields: Any) -> bytes:
+    """The journal line of a control entry (`dump`, `counts`, `end`)."""
+    return orjson.dumps({"schema": SCHEMA_VERSION, "control": control, "time": time, **fields}) + b"\n"
 
 
 def parse_line(line: str | bytes) -> Entry:
-    """One journal line as an `Event` or a `Dump`; raises ValueError (or
-    KeyError, TypeError) on a line that is neither. orjson reads the line
+    """One journal line as an `Event` or a control entry (`Dump`, `Counts`,
+    `End`); raises ValueError (or KeyError, TypeError) on a line that is neither. orjson reads the line
     unless it holds a NaN or an infinity, which only json's reader takes."""
     try:
         obj = orjson.loads(line)
@@ -60,10 +99,34 @@ def parse_line(line: str | bytes) -> Entry:
     if not isinstance(obj, dict):
         raise ValueError("a journal line is a JSON object")
     if "control" in obj:
-        if obj["control"] != "dump":
-            raise ValueError(f"unknown control line {obj['control']!r}")
-        return Dump(float(obj["time"]))
+        control, time = obj["control"], float(obj["time"])
+        if control == "dump":
+            return Dump(time)
+        if control == "counts":
+            return Counts(time, dict(obj["counts"]))
+        if control == "end":
+            return End(time, str(obj["status"]))
+        raise ValueError(f"unknown control line {control!r}")
     return Event.from_dict(obj)
+
+
+def ended_with(journal: Path) -> str | None:
+    """The status of the `end` line `journal` ends with; None when it ends
+    otherwise (still written, crashed, or written before end lines existed)."""
+    try:
+        with journal.open("rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - 4096))  # an end line is short
+            tail = f.read()
+    except FileNotFoundError:
+        return None
+    if not tail.endswith(b"\n"):
+        return None
+    line = tail[:-1].rpartition(b"\n")[2]
+    if not line.startswith(_CONTROL_START):
+        return None
+    entry = _unparsable(line)
+    return entry.status if type(entry) is End else None
 
 
 def journal_path(run_dir: Path, writer: str | None = None) -> Path:
@@ -86,7 +149,6 @@ WRITE_EVERY = 64 * 1024
 #: Journal bytes kept in memory while the disk refuses them (full), written
 #: once it takes them again; lines beyond it are dropped and counted (`lost`).
 MAX_UNWRITTEN = 32 * 1024 * 1024
-_DUMP_MARK = b',"control":"dump",'
 
 
 class JournalWriter:
@@ -118,8 +180,9 @@ class JournalWriter:
         if lines:
             self._add(("\n".join(lines) + "\n").encode(), len(lines))
 
-    def append_dump(self, time: float) -> None:
-        self._add(f'{{"schema":{SCHEMA_VERSION},"control":"dump","time":{time!r}}}\n'.encode(), 0)
+    def append_control(self, line: bytes) -> None:
+        """Appends a `control_line`, in order with the events."""
+        self._add(line, 0)
 
     def _add(self, data: bytes, events: int) -> None:
         if self._size + len(data) > MAX_UNWRITTEN:
@@ -165,7 +228,7 @@ class JournalWriter:
             self.flush()
         except OSError:
             rest = b"".join(self._unwritten)
-            self.lost += rest.count(b"\n") - rest.count(_DUMP_MARK)
+            self.lost += sum(1 for line in rest.splitlines() if not line.startswith(_CONTROL_START))
             self._unwritten, self._size = [], 0
             if self._torn:
                 os.ftruncate(self._fd, self._end)

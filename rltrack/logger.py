@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from rltrack.agent_link import AgentLink
 from rltrack.backends.base import Backend, RunContext
-from rltrack.delivery import merge_into_report_file, time_left
+from rltrack.delivery import time_left
 from rltrack.events import KINDS, Event
 from rltrack.exits import close_at_exit, closed_before_exit, exit_status
 from rltrack.filters import FilterChain
@@ -49,6 +49,7 @@ from rltrack.pipeline import (
 from rltrack.redact import Redactor
 from rltrack.report import Report
 from rltrack.resume import ResumeState
+from rltrack.run_end import record_end
 from rltrack.rundir import RunFiles, save_checkpoint
 
 #: `run.close_timeout` when the config leaves it out.
@@ -86,6 +87,7 @@ class Logger:
         self._chain = chain
         redactor = redactor or Redactor()
         worker: str | None = config.get("run", {}).get("worker")
+        self._worker = worker
         names = [*(b.name for b in backends), *(files or {}), *(trackers or {})]
         sinks: list[Backend] = [RunFiles(tracked, names, redactor, resumed), *backends]
         self._queue: deque[Any] = deque()
@@ -255,9 +257,11 @@ class Logger:
 
     def close(self, timeout: float | None | str = "config", status: str = "finished", *, quiet: bool = False) -> bool:
         """Emits what aggregating filters hold, writes the rest to the journal,
-        closes the in-process backends and marks the run `status` (always,
-        whatever `timeout`: that is the process's own disk, at most
-        `FLUSH_LIMIT`); then waits for the agent to write the local files and
+        closes the in-process backends and journals the run's counts and its
+        end with `status` (always, whatever `timeout`: that is the process's
+        own disk, at most `FLUSH_LIMIT`; the agent writes them into
+        report.json and meta.json, or this logger when no agent serves the
+        run, see rltrack.run_end); then waits for the agent to write the local files and
         deliver every tracker, until `timeout` seconds after the call
         (default: `run.close_timeout`; None: until every tracker has
         everything). What is still pending then is
@@ -286,20 +290,22 @@ class Logger:
         if missing or self._pipeline.faults:
             print(f"rltrack: {self.run_dir}: {missing or 'some'} records written are not in the journal (the reasons are counted as core.errors in report.json)", file=sys.stderr)
         journal_whole = not (missing or self._pipeline.faults)
-        try:
-            merge_into_report_file(self.run_dir, self.report.as_dict(), [])
-        except OSError as exc:  # a full disk or a vanished run directory must not raise into the training script
-            print(f"rltrack: could not save {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
-            return False
-        if self._agent is not None and complete:
+        if self._agent is None:  # no other process writes this run's report.json and meta.json's end
+            try:
+                record_end(self.run_dir, self._worker, os.getpid(), status, self.report.as_dict(), [])
+            except OSError as exc:  # a full disk or a vanished run directory must not raise into the training script
+                print(f"rltrack: could not save {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
+                return False
+        elif complete:
             self.behind = self._agent.finish(status, deadline, self._journal_path)
             if self.behind and not quiet:
                 self._agent.say_left_behind(self.behind)
             complete = not self.behind
-            try:
-                self.report = Report.load(self.run_dir / "report.json")  # with the agent's counts (the trackers' renames, ...)
-            except (OSError, ValueError) as exc:  # the training script must not fail on a damaged report
-                print(f"rltrack: could not read {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
+            if self._agent.gave_up:  # the agent is done with this writer: report.json holds its counts and the agent's
+                try:
+                    self.report = Report.load(self.run_dir / "report.json")  # with the agent's counts (the trackers' renames, ...)
+                except (OSError, ValueError) as exc:  # the training script must not fail on a damaged report
+                    print(f"rltrack: could not read {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
         summary = self.report.summary(leave_out=("delivered", "errors", "pending"))  # errors and pending have lines of their own
         if summary:  # said once, and only when something was renamed, converted or dropped
             print(f"rltrack: {self.run_dir}: values changed on the way (details in report.json):\n{summary}", file=sys.stderr)

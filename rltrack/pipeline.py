@@ -9,6 +9,9 @@ appends to the run's journal (flushed to the operating system at least every
 `FLUSH_EVERY`) and hands each batch to the sinks that live in this process
 (memory, console, meta.json). Control calls (`Dump`, `Barrier`, `Close`,
 ...) travel through the same deque, so they stay in order with writes.
+What the run's report gained is journaled as a `counts` line at each flush
+(for the agent, which alone writes report.json), and the run's final status
+as the journal's last line (`end`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from rltrack.agent_link import AgentLink
 from rltrack.backends.base import Backend
 from rltrack.events import DEFAULT_STEP_AXIS, Event
 from rltrack.filters import FilterChain
-from rltrack.journal import JournalWriter
+from rltrack.journal import JournalWriter, control_line
 from rltrack.redact import Redactor
 from rltrack.report import Report
 from rltrack.values import normalize
@@ -256,7 +259,7 @@ class Pipeline:
         if isinstance(item, Dump):
             steps = self._dump_steps(item)
             self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(steps, time.time()), []))
-            self._safely("journal", "append", lambda: self._journal.append_dump(time.time()), None)
+            self._journal_control("dump")
             self._feed_sinks()
             self._each_sink("dump", lambda sink: sink.dump())
         elif isinstance(item, Barrier):
@@ -291,17 +294,34 @@ class Pipeline:
             self._each_sink("write", lambda sink: sink.write(events))
 
     def _flush_all(self) -> None:
+        self._journal_counts()
         self._safely("journal", "flush", self._journal.flush, None)
         self._each_sink("flush", lambda sink: sink.flush())
 
+    def _journal_control(self, control: str, **fields: Any) -> None:
+        self._safely("journal", "append", lambda: self._journal.append_control(control_line(control, time.time(), **fields)), None)
+
+    def _journal_counts(self) -> None:
+        """A `counts` line with what the report gained since the last one, for
+        the agent to add to report.json. A run no agent serves has none: its
+        logger writes report.json itself (see rltrack.run_end)."""
+        if self._agent is not None:
+            counts = self.report.untold()
+            if counts is not None:
+                self._journal_control("counts", counts=counts)
+
     def _finish(self, status: str) -> None:
+        """The rest to the journal and the sinks, which are closed; then the
+        last counts and the `end` line, so that everything counted is in the journal."""
         self._deliver(self._safely("pipeline", "dump", lambda: self._chain.dump(None, time.time()), []))
-        self._safely("journal", "append", lambda: self._journal.append_dump(time.time()), None)
+        self._journal_control("dump")
         self._feed_sinks()
         self._each_sink("dump", lambda sink: sink.dump())
-        self._flush_all()
-        self._safely("journal", "close", self._journal.close, None)
+        self._each_sink("flush", lambda sink: sink.flush())
         self._each_sink("close", lambda sink: sink.close(status))
+        self._journal_counts()
+        self._journal_control("end", status=status)
+        self._safely("journal", "close", self._journal.close, None)
 
     def _each_sink(self, what: str, call: Callable[[Backend], None]) -> None:
         for sink in self._sinks:

@@ -1,8 +1,10 @@
 """What happened to the values of a run that did not arrive exactly as written.
 
 Every conversion, rename, route and drop is counted here instead of being
-logged line by line, and the whole report is written to `report.json` in the
-run directory at close. Backends add their own section under their name.
+logged line by line. The training process journals its counts (`untold`, as
+`counts` control lines, see rltrack.journal); the agent adds them to its own
+and writes `report.json` in the run directory (rltrack.run_end). Backends
+add their own section under their name.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 import threading
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from rltrack.atomic_file import write_atomic
 
@@ -23,14 +25,18 @@ class Report:
         self._lock = threading.Lock()
         self._counts: dict[str, Counter[str]] = {}
         self._renames: dict[str, dict[str, str]] = {}
+        self._changes = 0  # counts and renames made, for `untold`
+        self._told: tuple[int, dict[str, Any]] = (0, {"counts": {}, "renamed": {}})  # `_changes` and `as_dict()` at the last `untold`
 
     def count(self, category: str, reason: str, n: int = 1, *, section: str = "core") -> None:
         with self._lock:
             self._counts.setdefault(f"{section}.{category}", Counter())[reason] += n
+            self._changes += 1
 
     def rename(self, section: str, old: str, new: str) -> None:
         with self._lock:
             self._renames.setdefault(section, {})[old] = new
+            self._changes += 1
 
     def total(self, category: str, *, section: str = "core") -> int:
         with self._lock:
@@ -40,12 +46,41 @@ class Report:
         with self._lock:
             return self._snapshot()
 
-    def take(self) -> dict[str, Any]:
-        """`as_dict()`, emptying the report: what was counted since the last `take`."""
+    def take(self, leave: Collection[str] = ()) -> dict[str, Any]:
+        """`as_dict()`, emptying the report: what was counted since the last
+        `take`; the sections `leave` stay (a tracker's delivery takes its own, see `take_section`)."""
         with self._lock:
             data = self._snapshot()
-            self._counts, self._renames = {}, {}
+            self._counts = {name: counter for name, counter in self._counts.items() if name.partition(".")[0] in leave}
+            self._renames = {section: renames for section, renames in self._renames.items() if section in leave}
+        data["counts"] = {name: counter for name, counter in data["counts"].items() if name.partition(".")[0] not in leave}
+        data["renamed"] = {section: renames for section, renames in data["renamed"].items() if section not in leave}
         return data
+
+    def untold(self) -> dict[str, Any] | None:
+        """What was counted and renamed since the last `untold()` (in `as_dict()`
+        form), None when nothing was; the report itself keeps everything (the
+        training process journals this, and `Logger.report` stays whole). Not
+        to be mixed with `take` on one report."""
+        with self._lock:
+            if self._changes == self._told[0]:
+                return None
+            now = self._snapshot()
+            told = self._told[1]
+            self._told = (self._changes, now)
+        counts = {}
+        for name, counter in now["counts"].items():
+            before = told["counts"].get(name, {})
+            new = {reason: n - before.get(reason, 0) for reason, n in counter.items() if n != before.get(reason, 0)}
+            if new:
+                counts[name] = new
+        renamed = {}
+        for section, renames in now["renamed"].items():
+            before = told["renamed"].get(section, {})
+            new_renames = {old: new for old, new in renames.items() if before.get(old) != new}
+            if new_renames:
+                renamed[section] = new_renames
+        return {"counts": counts, "renamed": renamed}
 
     def _snapshot(self) -> dict[str, Any]:
         return {

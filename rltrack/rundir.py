@@ -32,6 +32,7 @@ from typing import IO, Any
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import Backend, RunContext
 from rltrack.events import Event
+from rltrack.journal import ended_with, journal_path
 from rltrack.redact import Redactor
 from rltrack.values import flatten, literal
 from rltrack.version import __version__
@@ -129,7 +130,7 @@ class RunFiles(Backend):
         resumption = {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
             "pid": os.getpid(),
-            "previous_status": earlier.get("status"),
+            "previous_status": _previous_status(earlier, journal_path(run_dir, self.run.worker)),
         }
         self._meta["resumed"] = [*earlier.get("resumed", []), resumption]
         config_file = run_dir / "total_config.py"
@@ -159,9 +160,12 @@ class RunFiles(Backend):
             self._save_meta()
 
     def close(self, status: str) -> None:
-        self._meta["status"] = status
-        self._meta["end_time"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        self._save_meta()
+        """Saves the run info not saved yet. The run's end (`status`,
+        `end_time`) is not this process's to write: the agent writes it once
+        it has read the journal to its `end` line, or the logger when no agent
+        serves the run (rltrack.run_end, `mark_ended`)."""
+        if self._info_changed:
+            self._save_meta()
 
     def _save_meta(self) -> None:
         """meta.json, written by the run's only writer or, when several write it,
@@ -185,9 +189,9 @@ class RunFiles(Backend):
 
 
 def mark_ended(run_dir: Path, writer: str | None, pid: int, status: str) -> None:
-    """For the agent, when a training process is gone without closing its run:
-    its meta.json (or `workers/<writer>.json`) says `status` if that process
-    wrote it and it still says running."""
+    """The end of one writer's session (see rltrack.run_end): its meta.json
+    (and `workers/<writer>.json`) says `status` and the end time, if the
+    writer's process (`pid`) wrote it and it still says running."""
     paths = [run_dir / "meta.json"] + ([run_dir / "workers" / f"{writer}.json"] if writer is not None else [])
     for path in paths:
         try:
@@ -198,6 +202,13 @@ def mark_ended(run_dir: Path, writer: str | None, pid: int, status: str) -> None
             meta["status"] = status
             meta["end_time"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
             write_atomic(path, json.dumps(meta, indent=2) + "\n")
+
+
+def _previous_status(meta: dict[str, Any], journal: Path) -> Any:
+    """How the previous session ended: meta.json's status, or the journal's
+    `end` line while the agent has not yet written it into meta.json."""
+    status = meta.get("status")
+    return (ended_with(journal) or status) if status == "running" else status
 
 
 def save_checkpoint(run_dir: Path, obj_or_path: Any, iteration: int, best: bool) -> Path:

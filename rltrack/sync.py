@@ -3,7 +3,8 @@
 A tracker that was down, slow or cut off by a crash keeps its backlog in the
 run's journal, behind its cursor (`cursors/<backend>.json`). `sync` runs the
 same `DeliveryWorker` the agent runs, from that cursor, in the foreground, until the tracker has
-everything, then ends the tracker's run with the status in `meta.json`. A
+everything, then ends the tracker's run with the status in `meta.json` (or
+in the journal's `end` line, which the agent writes into meta.json). A
 tracker the run never used has no cursor, so `--to <backend>` replays the
 whole run into it. Settings come from `--config` or else from the run's own
 config (`total_config.py`). The counts go into the run's `report.json`.
@@ -32,7 +33,7 @@ from rltrack.backends import BACKEND_TYPES, RemoteBackend, RunContext, backend_c
 from rltrack.config import load_config
 from rltrack.construct import build_backend
 from rltrack.delivery import Cursor, DeliveryBusy, DeliveryWorker, merge_into_report_file
-from rltrack.journal import JOURNAL_NAME, end_torn_tail, journal_files
+from rltrack.journal import JOURNAL_NAME, end_torn_tail, ended_with, journal_files, journal_path
 from rltrack.report import Report
 
 ENDED = ("finished", "failed", "killed", "crashed")
@@ -185,11 +186,14 @@ def _read_meta(run_dir: Path) -> dict[str, Any]:
 
 
 def _final_status(run_dir: Path, meta: dict[str, Any], force: bool) -> str:
-    """The status the tracker's run ends with. A run still marked running is
+    """The status the tracker's run ends with: meta.json's, or the `end` line
+    of the journal of the writer that keeps meta.json. A run still marked running is
     refused while its process may be alive (it is delivering itself, and two
     workers on one cursor would send twice); once that process is gone, the
     run crashed, which trackers know as failed."""
     status = meta.get("status")
+    if status not in ENDED:  # the agent may not have marked meta.json yet: the journal's end line says
+        status = ended_with(journal_path(run_dir, meta.get("worker"))) or status
     if status in ENDED:
         return "failed" if status == "crashed" else str(status)
     if not force and _may_be_alive(meta):

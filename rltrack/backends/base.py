@@ -58,6 +58,17 @@ class Backend:
     #: the console); backends writing files run in the agent.
     in_training_process = False
 
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        """Raises ValueError (or TypeError, `MissingExtraError`) for settings
+        it cannot run with; `settings` holds every parameter of the
+        constructor, defaults filled in. A class method: the training process
+        checks the settings of a backend the agent builds without building it
+        (see rltrack.construct), so the constructor only keeps them. Unless
+        overridden (a backend of the user's own), the backend is built to
+        check them."""
+        cls(**settings)
+
     def open(self, run: RunContext) -> None:
         self.run = run
 

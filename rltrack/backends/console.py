@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from rltrack.backends.base import Backend
 from rltrack.backends.local import DEFAULT_NAMESPACE
@@ -18,6 +18,10 @@ class ConsoleBackend(Backend):
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream
         self._tables = LatestValues(min_seconds=TABLE_SECONDS)
+
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        """Nothing to check."""
 
     def write(self, events: list[Event]) -> None:
         for event in events:

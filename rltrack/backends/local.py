@@ -59,7 +59,11 @@ class LocalBackend(Backend):
     name = "local"
 
     def __init__(self, tb_axes: Sequence[str] | None = None) -> None:
-        self.tb_axes = check_tb_axes(tb_axes)
+        self.tb_axes = None if tb_axes is None else tuple(tb_axes)
+
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        check_tb_axes(settings["tb_axes"])
 
     def open(self, run: RunContext) -> None:
         super().open(run)

@@ -26,6 +26,10 @@ class MemoryBackend(Backend):
         self.steps: dict[str, list[int | None]] = {}
         self.status: str | None = None
 
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        """Nothing to check."""
+
     def write(self, events: list[Event]) -> None:
         self.events.extend(events)
         for event in events:

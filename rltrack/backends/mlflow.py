@@ -103,6 +103,15 @@ class MlflowBackend(RemoteBackend):
         tags: dict[str, Any] | None = None,
         bulk_sqlite: bool = True,
     ) -> None:
+        self._tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.run_name = run_name
+        self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
+        self.bulk_sqlite = bulk_sqlite  # metrics into a SQLite store in bulk (rltrack.backends.mlflow_sqlite)
+
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        tracking_uri, experiment, run_name, tags = settings["tracking_uri"], settings["experiment"], settings["run_name"], settings["tags"]
         if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri):
             raise ValueError(f"tracking_uri = {tracking_uri!r} must be a URI such as 'http://127.0.0.1:5000' or 'sqlite:///mlflow.db'")
         if tracking_uri is not None:
@@ -114,13 +123,8 @@ class MlflowBackend(RemoteBackend):
         if tags is not None and not isinstance(tags, dict):
             raise ValueError(f"tags = {tags!r} must be a table of tag names to values, e.g. tags = {{team = \"rl\"}}")
         ensure_installed("mlflow", "mlflow", PURPOSE)
-        self._tracking_uri = tracking_uri
-        self.experiment = experiment
-        self.run_name = run_name
-        self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
-        if not isinstance(bulk_sqlite, bool):
-            raise ValueError(f"bulk_sqlite = {bulk_sqlite!r} must be true or false")
-        self.bulk_sqlite = bulk_sqlite  # metrics into a SQLite store in bulk (rltrack.backends.mlflow_sqlite)
+        if not isinstance(settings["bulk_sqlite"], bool):
+            raise ValueError(f"bulk_sqlite = {settings['bulk_sqlite']!r} must be true or false")
 
     def target(self, run: RunContext) -> str:
         return f"{self._store_uri(run)} experiment {self.experiment or run.task}"

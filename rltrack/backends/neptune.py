@@ -92,17 +92,6 @@ class NeptuneBackend(RemoteBackend):
         dir: str | None = None,
         api_token: Any = None,
     ) -> None:
-        if api_token is not None:
-            raise ValueError("api_token must not be written in a config file; set the NEPTUNE_API_TOKEN environment variable instead")
-        if mode not in MODES:
-            raise ValueError(f"mode = {mode!r} is not a Neptune mode rltrack can write with; use one of {', '.join(MODES)}")
-        check_names(project=project, name=name, dir=dir)
-        check_tags(tags)
-        ensure_installed("neptune", "neptune", "The neptune backend")
-        if mode in ONLINE_MODES and not os.environ.get("NEPTUNE_API_TOKEN"):
-            raise ValueError(f'mode = "{mode}" needs NEPTUNE_API_TOKEN in the environment of the training process (a token in the config is refused), or use mode = "offline"')
-        if mode in ONLINE_MODES and not (project or os.environ.get("NEPTUNE_PROJECT")):
-            raise ValueError(f'mode = "{mode}" needs a project: set project = "workspace/project" (or NEPTUNE_PROJECT)')
         self.project = project
         self.mode = mode
         self.run_name = name
@@ -114,6 +103,21 @@ class NeptuneBackend(RemoteBackend):
         self._kinds: dict[str, str] = {}  # series path -> "float" | "string" | "file"
         self._counts: Counter[tuple[str, str]] = Counter()  # this batch's, reported once it is written
         self._earlier: dict[str, int] = {}  # series path -> last step held by earlier sessions' folders
+
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        mode, project = settings["mode"], settings["project"]
+        if settings["api_token"] is not None:
+            raise ValueError("api_token must not be written in a config file; set the NEPTUNE_API_TOKEN environment variable instead")
+        if mode not in MODES:
+            raise ValueError(f"mode = {mode!r} is not a Neptune mode rltrack can write with; use one of {', '.join(MODES)}")
+        check_names(project=project, name=settings["name"], dir=settings["dir"])
+        check_tags(settings["tags"])
+        ensure_installed("neptune", "neptune", "The neptune backend")
+        if mode in ONLINE_MODES and not os.environ.get("NEPTUNE_API_TOKEN"):
+            raise ValueError(f'mode = "{mode}" needs NEPTUNE_API_TOKEN in the environment of the training process (a token in the config is refused), or use mode = "offline"')
+        if mode in ONLINE_MODES and not (project or os.environ.get("NEPTUNE_PROJECT")):
+            raise ValueError(f'mode = "{mode}" needs a project: set project = "workspace/project" (or NEPTUNE_PROJECT)')
 
     def target(self, run: RunContext) -> str:
         where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"

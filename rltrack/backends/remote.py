@@ -93,6 +93,11 @@ class RemoteBackend:
     #: The tracker client's modules, imported by the agent on its main thread before this tracker's lane starts.
     client_modules: tuple[str, ...] = ()
 
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        """As `Backend.validate`: the training process checks a tracker's settings, the agent builds it."""
+        cls(**settings)
+
     @property
     def cursor_name(self) -> str:
         return self.cursor_key or self.name

@@ -11,7 +11,7 @@ in the local backend (`rltrack.backends.tfevents.check_tb_axes`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rltrack.backends.base import Backend, RunContext
 from rltrack.backends.tfevents import EventFileWriter, check_tb_axes
@@ -22,10 +22,15 @@ class TensorBoardBackend(Backend):
     name = "tensorboard"
 
     def __init__(self, logdir: str | None = None, tb_axes: Sequence[str] | None = None) -> None:
+        self.logdir = None if logdir is None else Path(logdir)
+        self.tb_axes = None if tb_axes is None else tuple(tb_axes)
+
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        logdir = settings["logdir"]
         if logdir is not None and (not isinstance(logdir, str) or not logdir):
             raise ValueError(f'logdir must be a directory path, e.g. logdir = "runs/tensorboard", got {logdir!r}')
-        self.logdir = None if logdir is None else Path(logdir)
-        self.tb_axes = check_tb_axes(tb_axes)
+        check_tb_axes(settings["tb_axes"])
 
     def open(self, run: RunContext) -> None:
         super().open(run)

@@ -80,24 +80,6 @@ class TrackioBackend(RemoteBackend):
         space_id: str | None = None,
         server_url: str | None = None,
     ) -> None:
-        check_names(
-            project=project,
-            name=name,
-            dir=dir,
-            space_id=space_id,
-            server_url=server_url,
-        )
-        if space_id is not None and server_url is not None:
-            raise ValueError(
-                "space_id and server_url both given: trackio writes to one remote, choose one"
-            )
-        if server_url is not None and not server_url.startswith(
-            ("http://", "https://")
-        ):
-            raise ValueError(
-                f"server_url = {server_url!r} must be an http(s) URL, e.g. 'http://127.0.0.1:7860/?write_token=...'"
-            )
-        ensure_installed("trackio", "trackio", PURPOSE)
         self.project = project
         self.run_name = name
         self.dir = dir
@@ -109,6 +91,22 @@ class TrackioBackend(RemoteBackend):
             None  # a Space's Hugging Face token (from the environment or `hf auth login`)
         )
         self._started = False  # `state` names the trackio run of this store
+
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        space_id, server_url = settings["space_id"], settings["server_url"]
+        check_names(**settings)
+        if space_id is not None and server_url is not None:
+            raise ValueError(
+                "space_id and server_url both given: trackio writes to one remote, choose one"
+            )
+        if server_url is not None and not server_url.startswith(
+            ("http://", "https://")
+        ):
+            raise ValueError(
+                f"server_url = {server_url!r} must be an http(s) URL, e.g. 'http://127.0.0.1:7860/?write_token=...'"
+            )
+        ensure_installed("trackio", "trackio", PURPOSE)
 
     def target(self, run: RunContext) -> str:
         where = self.space_id or self.server_url or str(self._store_dir(run))

@@ -145,20 +145,6 @@ class WandbBackend(RemoteBackend):
         dir: str | None = None,
         init_timeout: float = 90.0,
     ) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode = {mode!r} is not a W&B mode; use one of {', '.join(MODES)}")
-        check_names(project=project, entity=entity, group=group, name=name, dir=dir)
-        if dir is not None:
-            _check_dir(dir)
-        check_tags(tags)
-        if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
-            raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
-        ensure_installed("wandb", "wandb", "The wandb backend")
-        if mode in ("online", "shared") and not _has_api_key():
-            raise ValueError(
-                f'mode = "{mode}" needs a W&B API key and none is set: set WANDB_API_KEY (or run `wandb login`) in the environment '
-                'of the training process, or use mode = "offline" and upload later with `wandb sync`'
-            )
         self.settings = {"project": project, "entity": entity, "group": group, "name": name, "mode": mode, "tags": list(tags)}
         self.dir = dir
         self.init_timeout = float(init_timeout)
@@ -171,6 +157,24 @@ class WandbBackend(RemoteBackend):
         self._file: HistoryFile | None = None  # this session's `.wandb` file, read as W&B stores rows
         self._rows_before_file = 0  # rows the W&B run held before this session's file
         self._failed_id: str | None = None  # W&B keeps this id reserved in this process
+
+    @classmethod
+    def validate(cls, settings: dict[str, Any]) -> None:
+        mode, dir, init_timeout = settings["mode"], settings["dir"], settings["init_timeout"]
+        if mode not in MODES:
+            raise ValueError(f"mode = {mode!r} is not a W&B mode; use one of {', '.join(MODES)}")
+        check_names(**{key: settings[key] for key in ("project", "entity", "group", "name", "dir")})
+        if dir is not None:
+            _check_dir(dir)
+        check_tags(settings["tags"])
+        if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
+            raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
+        ensure_installed("wandb", "wandb", "The wandb backend")
+        if mode in ("online", "shared") and not _has_api_key():
+            raise ValueError(
+                f'mode = "{mode}" needs a W&B API key and none is set: set WANDB_API_KEY (or run `wandb login`) in the environment '
+                'of the training process, or use mode = "offline" and upload later with `wandb sync`'
+            )
 
     def target(self, run: RunContext) -> str:
         where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"

@@ -26,8 +26,11 @@ from stand_in_tracker import received
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from waiting import wait_until
 
+from reliability_helpers import reported
 import rltrack
 from rltrack.agent_files import agent_dir, agent_running, ensure_running, read_json, registration_path, registrations, write_private
+from rltrack.journal import Counts, ended_with, read_batch
+from rltrack.report import Report
 
 TRACKER = "stand_in_tracker:FileTracker"
 HELPERS = str(Path(__file__).parents[1] / "helpers")  # stand_in_tracker.py, for the writer processes
@@ -295,8 +298,7 @@ def test_a_script_whose_tracker_is_unreachable_exits_and_leaves_the_rest_to_sync
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["closing", "closed"]
     assert f"rltrack sync {tmp_path / 'runs' / 'down'} --to mlflow" in done.stderr
-    report = json.loads((tmp_path / "runs" / "down" / "report.json").read_text())
-    assert "mlflow.pending" in report["counts"]
+    reported(tmp_path / "runs" / "down", "mlflow.pending")
 
 
 def test_close_timeout_zero_still_journals_every_record_and_ends_the_run_finished(agent_home, tmp_path, monkeypatch):
@@ -311,9 +313,36 @@ def test_close_timeout_zero_still_journals_every_record_and_ends_the_run_finishe
     assert done.returncode == 0, done.stderr
     run_dir = tmp_path / "runs" / "down"
     assert journal_values(run_dir) == [float(i) for i in range(records)]
-    assert json.loads((run_dir / "meta.json").read_text())["status"] == "finished"
+    assert ended_with(run_dir / "journal.jsonl") == "finished"  # the agent writes it into meta.json
     wait_until(lambda: not agents(agent_home), 60, "the agent to give the run up and exit")  # RLTRACK_AGENT_RETRY
     assert json.loads((run_dir / "meta.json").read_text())["status"] == "finished"
+
+
+def test_the_agent_alone_writes_report_json_and_the_runs_end_from_the_journals_control_lines(agent_home, tmp_path):
+    """The training process journals its counts (at a flush, and at close) and
+    its final status; the agent adds the counts to report.json and writes
+    the status into meta.json, and the journal says the same."""
+    logger = rltrack.make_logger(config(tmp_path / "runs", "facts", close_timeout=60))
+    logger.write({"x": 1.0, "bad": object()}, step=0)
+    assert logger.flush(timeout=60)
+    for i in range(1, 4):
+        logger.write({"x": float(i), "bad": object(), 2: 1.0}, step=i)
+    assert logger.close(status="killed")
+    run_dir = logger.run_dir
+    lines = [entry.counts for entry in read_batch(run_dir / "journal.jsonl", 0, 10_000)[0] if type(entry) is Counts]
+    assert lines[0]["counts"]["core.dropped"] == {"bad: no numeric conversion for object": 1}  # journaled at the flush
+    journaled = Report()
+    for counts in lines:
+        journaled.add(counts)
+    assert journaled.as_dict()["counts"]["core.dropped"] == {"bad: no numeric conversion for object": 4}
+    assert journaled.as_dict()["renamed"] == {"core": {"2 (int)": "2"}}
+    saved = json.loads((run_dir / "report.json").read_text())
+    assert saved["counts"]["core.dropped"] == {"bad: no numeric conversion for object": 4}
+    assert saved["renamed"]["core"] == {"2 (int)": "2"}
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["status"] == "killed" and meta["end_time"] is not None
+    assert ended_with(run_dir / "journal.jsonl") == "killed"
+    assert logger.report.as_dict()["counts"]["core.dropped"] == {"bad: no numeric conversion for object": 4}  # read back from report.json
 
 
 def test_acme_task_instances_arrive_at_the_tracker_as_distinct_workers(agent_home, tmp_path):

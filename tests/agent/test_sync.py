@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+from reliability_helpers import reported
 import rltrack
 from mlflow_server import history, tracker
 from rltrack import cli
@@ -46,7 +47,7 @@ def test_sync_completes_a_delivery_the_run_could_not_finish(mlflow_server, tmp_p
         assert logger.close(timeout=1) is False
     finally:
         mlflow_server.start()
-    assert "mlflow.pending" in json.loads((logger.run_dir / "report.json").read_text())["counts"]
+    reported(logger.run_dir, "mlflow.pending")
     client, run_id = tracker(logger.run_dir)
     assert len(history(client, run_id, "collector/reward")) == 100
 

@@ -528,16 +528,19 @@ def test_tracker_settings_that_cannot_work_are_refused_at_make_logger(root, tmp_
 
 def test_a_wandb_key_in_netrc_or_the_environment_is_enough(root, tmp_path, monkeypatch):
     pytest.importorskip("wandb")
-    from rltrack.backends.wandb import WandbBackend
+    from rltrack.construct import backend_type
+
+    def check_online() -> None:  # the training process's check, by the class method
+        backend_type("wandb", {"mode": "online"}, "config")
 
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
     (tmp_path / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password " + "k" * 40 + "\n")
     (tmp_path / ".netrc").chmod(0o600)
-    WandbBackend(mode="online")
+    check_online()
     (tmp_path / ".netrc").unlink()
     with pytest.raises(ValueError, match="needs a W&B API key"):
-        WandbBackend(mode="online")
+        check_online()
     monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
-    WandbBackend(mode="online")
+    check_online()

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import rltrack
 from rltrack.events import SCHEMA_VERSION, Event
-from rltrack.journal import JOURNAL_NAME, JournalWriter, count_skipped, read_batch, read_journal
+from rltrack.journal import JOURNAL_NAME, JournalWriter, control_line, count_skipped, ended_with, read_batch, read_journal
 from rltrack.report import Report
 from waiting import wait_until
 
@@ -305,3 +305,58 @@ def test_a_run_journal_holds_every_event_and_reaches_the_disk_without_flush_or_c
     assert [e.steps for e in scalars] == [{"env_steps": 100 * i, "train_iter": i} for i in range(20)]
     assert all(e.namespace == "collector" and e.run == logger.run_dir.name for e in scalars)
     assert [(e.kind, e.data, e.steps) for e in journal if e.kind == "text"] == [("text", {"note": "hello"}, {"step": 3})]
+
+
+# ---- control lines: counts and the end ---------------------------------------------
+
+
+def test_counts_and_end_lines_are_read_past_by_readers_and_given_to_deliveries(tmp_path):
+    events = random_events(6)
+    path = tmp_path / JOURNAL_NAME
+    writer = JournalWriter(path)
+    counts = {"counts": {"core.dropped": {"bad: no numeric conversion for object": 2}}, "renamed": {"core": {"2 (int)": "2"}}}
+    writer.append(events[:3])
+    writer.append_control(control_line("counts", 1.5, counts=counts))
+    writer.append(events[3:])
+    writer.append_control(control_line("end", 2.5, status="killed"))
+    writer.close()
+    assert [e.to_dict() for e in read_journal(path)] == [e.to_dict() for e in events]
+    entries, offset = read_batch(path, 0, 100)
+    assert offset == path.stat().st_size
+    assert [type(entry).__name__ for entry in entries] == ["Event"] * 3 + ["Counts"] + ["Event"] * 3 + ["End"]
+    assert entries[3].counts == counts and entries[3].time == 1.5
+    assert (entries[-1].status, entries[-1].time) == ("killed", 2.5)
+    assert ended_with(path) == "killed"
+
+
+def test_a_journal_without_an_end_line_has_no_final_status(tmp_path):
+    path = write_journal(tmp_path / JOURNAL_NAME, random_events(3))  # as written before end lines, or by a writer still running
+    assert ended_with(path) is None
+    with path.open("ab") as f:
+        f.write(control_line("end", 1.0, status="finished")[:-3])  # torn by a crash
+    assert ended_with(path) is None
+    assert ended_with(tmp_path / "absent.jsonl") is None
+
+
+def test_report_untold_gives_what_was_counted_since_it_last_told_and_keeps_everything():
+    report = Report()
+    assert report.untold() is None
+    report.count("dropped", "a", 2)
+    report.rename("core", "x y", "x_y")
+    assert report.untold() == {"counts": {"core.dropped": {"a": 2}}, "renamed": {"core": {"x y": "x_y"}}}
+    assert report.untold() is None
+    report.count("dropped", "a")
+    report.count("converted", "b", section="sb3")
+    report.rename("core", "x y", "x_y")  # the same rename again: nothing new
+    assert report.untold() == {"counts": {"core.dropped": {"a": 1}, "sb3.converted": {"b": 1}}, "renamed": {}}
+    assert report.as_dict() == {"counts": {"core.dropped": {"a": 3}, "sb3.converted": {"b": 1}}, "renamed": {"core": {"x y": "x_y"}}}
+
+
+def test_report_take_leaves_the_sections_asked_for():
+    report = Report()
+    report.count("dropped", "a")
+    report.count("unparsable", "b", section="mlflow")
+    report.rename("mlflow", "x y", "x_y")
+    assert report.take(leave={"mlflow"}) == {"counts": {"core.dropped": {"a": 1}}, "renamed": {}}
+    assert report.take() == {"counts": {"mlflow.unparsable": {"b": 1}}, "renamed": {"mlflow": {"x y": "x_y"}}}
+    assert report.take() == {"counts": {}, "renamed": {}}

@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "rltrack.construct": 4,
     "rltrack.delivery": 4,
     "rltrack.files_delivery": 4,
+    "rltrack.run_end": 4,
     # 5: the agent, and what a logger shares with it
     "rltrack.agent_files": 5,
     "rltrack.agent_link": 5,

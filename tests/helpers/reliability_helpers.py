@@ -19,6 +19,7 @@ from typing import Any, Iterable
 import wandb_reader
 
 from rltrack.delivery import tracker_state
+from waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]  # tests/helpers/ -> the repository
 PYTHON = sys.executable
@@ -150,3 +151,11 @@ def failing_since(run_dir: Path, tracker: str) -> float | None:
         if run["run_dir"] == str(run_dir.resolve()) and tracker in run["trackers"]:
             return run["trackers"][tracker].get("failing_since")
     return None
+
+
+def reported(run_dir: Path, count: str, seconds: float = 120) -> dict[str, Any]:
+    """report.json's counts once they hold `count`: the agent writes the file
+    when it has read the run's journal to its end, not when `close` returns."""
+    report = run_dir / "report.json"
+    return wait_until(lambda: report.is_file() and count in (counts := json.loads(report.read_text())["counts"]) and counts,
+                      seconds, f"the agent to write {count} into {report}")  # fmt: skip
