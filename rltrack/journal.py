@@ -272,8 +272,9 @@ def end_torn_tail(path: Path) -> str | None:
         return "ended"
 
 
-def read_batch(journal: Path, offset: int, limit: int, on_bad: OnBad | None = None) -> tuple[list[Entry], int]:
-    """Up to `limit` entries from byte `offset`, and the offset after them.
+def read_batch(journal: Path, offset: int, limit: int, on_bad: OnBad | None = None, ends: list[int] | None = None) -> tuple[list[Entry], int]:
+    """Up to `limit` entries from byte `offset`, and the offset after them
+    (and after each entry, appended to `ends` when given).
     A line not yet ended by a newline is left for next time (its writer ends
     it, or cuts it back); an ended line that is not a journal line is
     skipped and told to `on_bad`. A journal with
@@ -300,4 +301,6 @@ def read_batch(journal: Path, offset: int, limit: int, on_bad: OnBad | None = No
                         on_bad(journal, start, entry)
                 else:
                     entries.append(entry)  # type: ignore[arg-type]
+                    if ends is not None:
+                        ends.append(offset)
     return entries, offset

@@ -207,7 +207,7 @@ def test_the_agent_reads_a_registration_again_only_when_it_changed(tmp_path, mon
     write_private(registration_path(directory, "k"), registration)
     reads = []
     monkeypatch.setattr(agent_module, "read_json", lambda path: reads.append(path) or read_json(path))
-    agent = agent_module.Agent(directory, budget=16)
+    agent = agent_module.Agent(directory, budget=1 << 20)
 
     def scan() -> None:
         agent._scanned_at = 0.0

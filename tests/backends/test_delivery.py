@@ -19,6 +19,7 @@ import time
 import pytest
 
 import rltrack.delivery
+import rltrack.journal
 from stand_in_tracker import FileTracker, batches, received
 
 from rltrack.backends.base import RunContext
@@ -26,6 +27,7 @@ from rltrack.backends.remote import RemoteBackend
 from rltrack.config import make_logger
 from rltrack.delivery import Cursor, DeliveryBusy, DeliveryWorker
 from rltrack.events import Event
+from rltrack.journal_feed import JournalFeed
 from rltrack.report import Report
 from rltrack.rundir import create_run_dir
 
@@ -343,3 +345,54 @@ def test_a_skipped_line_is_counted_once_however_often_its_batch_is_retried(tmp_p
             worker.journal_complete = True
     assert [e.data["x"] for e in flaky.received] == list(range(10))
     assert Cursor(run_dir, "listtracker").report.as_dict()["counts"]["listtracker.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}
+
+
+class OtherTracker(ListTracker):
+    name = "othertracker"
+
+
+def test_a_journal_batch_is_parsed_once_for_every_caught_up_tracker_and_a_lagging_one_reads_its_backlog_itself(tmp_path, monkeypatch):
+    """Issue 30: the agent parsed each journal line 1 + N times (the files,
+    then each tracker). A `JournalFeed` parses each batch once and hands it
+    to every worker that is caught up; a tracker that was down while the
+    feed read on (its inbox holds 4 batches, the 5th is dropped and counted)
+    reads the rest of its backlog from the journal itself, and both trackers
+    hold every value once, in order, with the damaged line counted in each."""
+    run_dir = create_run_dir(tmp_path, "run")
+    lines = [Event(1.0, {"x": i}, steps={"step": i}).to_json() for i in range(6000)]
+    (run_dir / "journal.jsonl").write_text("\n".join(lines[:3500] + ["{damaged"] + lines[3500:]) + "\n")
+    parsed = []
+    parse_line = rltrack.journal.parse_line
+    monkeypatch.setattr(rltrack.journal, "parse_line", lambda line: parsed.append(line) or parse_line(line))
+    feed = JournalFeed(run_dir / "journal.jsonl", 0)
+    up, down = ListTracker(), OtherTracker(failures=10**9)
+    workers = []
+    for tracker in (up, down):
+        tracker.open(RunContext(run_dir, "run", {}, Report()))
+        workers.append(DeliveryWorker(tracker, run_dir, feed=feed))
+    feed.consumers += workers
+
+    def step_workers() -> None:
+        for _ in range(10_000):  # bounded: 6000 values in batches of 7 need under 900 steps each
+            for worker in workers:
+                worker.next_try = 0.0  # no backoff wait in a test
+            if not any([worker.step() for worker in workers]):
+                return
+        raise AssertionError("the workers never went idle")
+
+    while feed.step(1000):  # 6 batches; `down` refuses each while the feed reads on
+        step_workers()
+    assert len(up.received) == 6000 and not down.received and workers[1].inbox.dropped == 1
+    down.failures = 0
+    feed.complete = True
+    for worker in workers:
+        worker.journal_complete = True
+    assert not feed.step(1000) and feed.ended
+    step_workers()
+    assert all(worker.done for worker in workers)
+    for tracker in (up, down):
+        assert [e.data["x"] for e in tracker.received] == list(range(6000))
+        assert tracker.status == "finished"
+        counts = Cursor(run_dir, tracker.name).report.as_dict()["counts"]
+        assert counts[f"{tracker.name}.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}
+    assert len(parsed) == 6001 + 2000  # each line once by the feed; the last 2 batches again by `down` (4 in its inbox)
