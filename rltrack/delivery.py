@@ -46,7 +46,8 @@ STORE_WAIT = 60.0
 #: two deliveries on one cursor would send twice.
 LOCK_WAIT = 60.0
 #: Parsed batches a caught-up worker keeps from its feed; more are dropped (and read from the journal).
-INBOX = 4
+#: At most this many batches of a writer stay in memory for a slow tracker; a failing one keeps none.
+INBOX = 2
 
 
 class DeliveryBusy(Exception):
@@ -194,6 +195,7 @@ class DeliveryWorker:
         """Counts the error; the same batch is tried again after a backoff
         (after minutes when retrying soon cannot help: said once by the agent and the logger)."""
         now = time.monotonic()
+        self.inbox.clear()  # a tracker that is down holds no batch in memory: it reads them from the journal once it takes them again
         self.errors += 1
         self.failing_since = self.failing_since or now
         self.last_error = error_text(exc)
@@ -240,7 +242,9 @@ class DeliveryWorker:
         """From the feed (on the agent's main thread): keeps `batch` if this
         worker is caught up (it needs the batch's entries next), as long as
         the inbox has room (else it is dropped, counted, and read from the
-        journal later). A lagging worker reads the journal itself."""
+        journal later). A lagging or failing worker reads the journal itself."""
+        if self.failing_since is not None:
+            return
         last = self.inbox.last()
         reach = self._read_offset if last is None else last.end
         if batch.start <= reach < batch.end:

@@ -110,6 +110,9 @@ class Inbox(Generic[T]):
         """Removes the first item (only the consuming thread does)."""
         self._items.popleft()
 
+    def clear(self) -> None:
+        self._items.clear()
+
     def last(self) -> T | None:
         try:
             return self._items[-1]

@@ -351,13 +351,18 @@ class OtherTracker(ListTracker):
     name = "othertracker"
 
 
+class ThirdTracker(ListTracker):
+    name = "thirdtracker"
+
+
 def test_a_journal_batch_is_parsed_once_for_every_caught_up_tracker_and_a_lagging_one_reads_its_backlog_itself(tmp_path, monkeypatch):
     """Issue 30: the agent parsed each journal line 1 + N times (the files,
     then each tracker). A `JournalFeed` parses each batch once and hands it
-    to every worker that is caught up; a tracker that was down while the
-    feed read on (its inbox holds 4 batches, the 5th is dropped and counted)
-    reads the rest of its backlog from the journal itself, and both trackers
-    hold every value once, in order, with the damaged line counted in each."""
+    to every worker that is caught up. A tracker whose thread is busy keeps
+    2 batches (the 3rd is dropped and counted) and reads the rest from the
+    journal; a tracker that is down keeps none and reads its whole backlog
+    from the journal once it is back. Every tracker holds every value once,
+    in order, with the damaged line counted in each."""
     run_dir = create_run_dir(tmp_path, "run")
     lines = [Event(1.0, {"x": i}, steps={"step": i}).to_json() for i in range(6000)]
     (run_dir / "journal.jsonl").write_text("\n".join(lines[:3500] + ["{damaged"] + lines[3500:]) + "\n")
@@ -365,34 +370,39 @@ def test_a_journal_batch_is_parsed_once_for_every_caught_up_tracker_and_a_laggin
     parse_line = rltrack.journal.parse_line
     monkeypatch.setattr(rltrack.journal, "parse_line", lambda line: parsed.append(line) or parse_line(line))
     feed = JournalFeed(run_dir / "journal.jsonl", 0)
-    up, down = ListTracker(), OtherTracker(failures=10**9)
+    trackers = up, busy, down = ListTracker(), OtherTracker(), ThirdTracker(failures=10**9)
     workers = []
-    for tracker in (up, down):
+    for tracker in trackers:
         tracker.open(RunContext(run_dir, "run", {}, Report()))
         workers.append(DeliveryWorker(tracker, run_dir, feed=feed))
     feed.consumers += workers
 
-    def step_workers() -> None:
+    def step(stepped: list[DeliveryWorker]) -> None:
         for _ in range(10_000):  # bounded: 6000 values in batches of 7 need under 900 steps each
-            for worker in workers:
+            for worker in stepped:
                 worker.next_try = 0.0  # no backoff wait in a test
-            if not any([worker.step() for worker in workers]):
+            if not any([worker.step() for worker in stepped]):
                 return
         raise AssertionError("the workers never went idle")
 
-    while feed.step(1000):  # 6 batches; `down` refuses each while the feed reads on
-        step_workers()
-    assert len(up.received) == 6000 and not down.received and workers[1].inbox.dropped == 1
+    assert feed.step(1000)
+    assert not workers[2].step() and workers[2].failing_since is not None  # `down` refuses its first batch
+    step(workers[:1])
+    while feed.step(1000):  # 5 more batches, while `busy` is not stepped and `down` is failing
+        step(workers[:1])
+    assert len(up.received) == 6000 and not busy.received and not down.received
+    assert [worker.inbox.dropped for worker in workers] == [0, 1, 0]
     down.failures = 0
     feed.complete = True
     for worker in workers:
         worker.journal_complete = True
     assert not feed.step(1000) and feed.ended
-    step_workers()
+    step(workers)
     assert all(worker.done for worker in workers)
-    for tracker in (up, down):
+    for tracker in trackers:
         assert [e.data["x"] for e in tracker.received] == list(range(6000))
         assert tracker.status == "finished"
         counts = Cursor(run_dir, tracker.name).report.as_dict()["counts"]
         assert counts[f"{tracker.name}.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}
-    assert len(parsed) == 6001 + 2000  # each line once by the feed; the last 2 batches again by `down` (4 in its inbox)
+    # each line once by the feed (`up` parsed none), the 4 batches after its inbox's 2 again by `busy`, all again by `down`
+    assert len(parsed) == 6001 + 4001 + 6001
