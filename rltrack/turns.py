@@ -13,7 +13,8 @@ tracker lanes and its local files; each is here once:
 * `Inbox`: a bounded queue whose overflow is dropped and counted, never
   waited for: the agent hands parsed journal batches to a tracker's worker
   through one, and a batch dropped is still in the journal on disk (the
-  worker reads it from there).
+  worker reads it from there). A logger's own queue (rltrack.logger) is not
+  bounded so: a record dropped there would be in no journal.
 * `Faults`: error containment: a call that raises is counted in the run's
   report and the first error of each component is told once; neither a sink
   nor a tracker nor a full disk may stop the thread that calls it.
