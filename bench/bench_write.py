@@ -103,10 +103,10 @@ def burst(root: Path, n: int, name: str = "burst") -> dict[str, float]:
 
 def profile(root: Path, n: int) -> None:
     """cProfile of the pipeline thread while it drains a burst."""
-    from rltrack.pipeline import PipelineThread
+    from rltrack.turns import Turns
 
     prof = cProfile.Profile()
-    original = PipelineThread.run
+    original = Turns.run
 
     def profiled_loop(self: Any) -> None:  # bench-only wrapper around the pipeline thread's body
         prof.enable()
@@ -115,11 +115,11 @@ def profile(root: Path, n: int) -> None:
         finally:
             prof.disable()
 
-    PipelineThread.run = profiled_loop  # type: ignore[method-assign]
+    Turns.run = profiled_loop  # type: ignore[method-assign]
     try:
         result = burst(root, n, "profiled")
     finally:
-        PipelineThread.run = original  # type: ignore[method-assign]
+        Turns.run = original  # type: ignore[method-assign]
     stats = pstats.Stats(prof)
     total = sum(row[2] for row in stats.stats.values())  # type: ignore[attr-defined]
     by_file: dict[str, float] = {}

@@ -7,7 +7,10 @@ register the run in the agent directory (rltrack.agent_files). The agent:
 * scans the registrations (every `SCAN_EVERY`) and picks up each writer of
   each run: its local files are written by a `FilesDelivery`, each tracker fed
   by a `DeliveryWorker` from a cursor per run, writer and tracker;
-* writes the files of every run on its main thread, a batch per run in turn;
+* reads each writer's journal once on its main thread (a `JournalFeed`, a
+  batch per run in turn): the files write each batch there, and every
+  tracker that is caught up takes it on its own thread; a tracker that lags
+  reads its backlog from the journal itself (see rltrack.journal_feed);
 * runs one thread per tracker configuration (tracker name and settings),
   stepping the workers of every run it serves in turn; the workers of one run
   share one backend (one tracker run for all its writers), and the clients
@@ -60,13 +63,15 @@ from rltrack.agent_files import (
 from rltrack.backends import RemoteBackend, RunContext
 from rltrack.backends.remote import error_text
 from rltrack.construct import build_backend
-from rltrack.agent_lanes import Lane, TrackerRun, import_clients
+from rltrack.agent_lanes import TrackerRun, import_clients, lane
 from rltrack.delivery import DeliveryBusy, DeliveryWorker
 from rltrack.files_delivery import FilesDelivery
 from rltrack.journal import end_torn_tail, journal_path
+from rltrack.journal_feed import JournalFeed
 from rltrack.locks import hold
 from rltrack.report import Report
 from rltrack.run_end import record_end
+from rltrack.turns import Faults, Turns
 
 #: Seconds between looks at the registrations: a new run, or a run's end, is seen within that.
 SCAN_EVERY = 0.1
@@ -86,8 +91,11 @@ STATUS_EVERY = 1.0
 NICENESS = 19
 #: OSErrors of the machine, not of a run: retried at the next turn even while serving a run (see `Agent._contained`).
 MACHINE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM, errno.EDQUOT})
-#: Descriptors a served writer may hold at once (local files: text logs, csv,
+#: Journal entries a feed reads per step: the agent steps every writer's feed in turn.
+FEED_BATCH = 1000
+#: Descriptors a writer picked up may come to hold (local files: text logs, csv,
 #: event file; a cursor lock per tracker): 3.4 a run measured with local + MLflow.
+#: A writer is picked up only while the descriptors held leave this much room.
 FILES_PER_WRITER = 4
 #: Descriptors kept for everything else (tracker clients, their stores and
 #: sockets, registrations, states, journal reads): a quarter of the limit, at most this.
@@ -108,8 +116,12 @@ class Writer:
         self.report = report
         #: Its local files, and the reader of its control lines (counts, end): every writer has one, with file backends or none.
         self.files: FilesDelivery
+        #: Reads the journal once for the files and the trackers, from where the files stopped.
+        self.feed = JournalFeed(journal_path(self.run_dir, self.writer), None)
+        self.faults = Faults(report, lambda reason: print(f"rltrack agent: {self.run_dir}: {reason}", file=sys.stderr, flush=True), error_text)
         #: The first error of each backend, for the logger to print at close (the agent's own stderr is its log).
-        self.errors: dict[str, str] = {}
+        self.errors = self.faults.first
+        self.failed = self.faults.failed
         self.workers: dict[str, DeliveryWorker] = {}
         self.waiting: set[str] = set(registration["trackers"])  # trackers whose cursor another process holds
         self.status: str | None = None
@@ -117,17 +129,10 @@ class Writer:
         self.saved_state: dict[str, Any] | None = None
         self.saved_at = 0.0
 
-    def failed(self, who: str, what: str, exc: Exception) -> None:
-        """Counts the error in the run's report; keeps and logs the first of each backend."""
-        reason = f"{who}.{what}: {error_text(exc)}"
-        self.report.count("errors", reason)
-        if who not in self.errors:
-            self.errors[who] = reason
-            print(f"rltrack agent: {self.run_dir}: {reason}", file=sys.stderr, flush=True)
-
     def state(self) -> dict[str, Any]:
         trackers = {
             name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "fix": worker.fix, "done": worker.done,
+                   "batches_dropped": worker.inbox.dropped,
                    "failing_since": None if worker.failing_since is None else round(time.time() - (time.monotonic() - worker.failing_since))}
             for name, worker in self.workers.items()
         }
@@ -149,13 +154,14 @@ class Agent:
         self.dir = directory
         self.started = time.time()
         self.writers: dict[str, Writer] = {}
-        #: Writers served at once: those beyond wait for one to end (their journals keep everything meanwhile).
+        #: Descriptors the agent may hold: a writer is picked up only while those held leave
+        #: `FILES_PER_WRITER` of it; the others wait for descriptors to free (their journals keep everything).
         self.budget = budget
-        self.queued = 0  # registrations waiting for a writer's place at the last scan
+        self.queued = 0  # registrations waiting for descriptors at the last scan
         self._trouble: set[str] = set()  # the errors of the agent's own work already printed
         self.reports: dict[Path, tuple[Report, int]] = {}  # per run: its report, and how many writers use it
         self.tracker_runs: dict[tuple[Path, str, str], TrackerRun] = {}
-        self.lanes: dict[tuple[str, str], Lane] = {}
+        self.lanes: dict[tuple[str, str], Turns] = {}
         self.host = socket.gethostname()
         self._status_at = 0.0
         self._scanned_at = 0.0
@@ -216,11 +222,15 @@ class Agent:
         if check_alive:
             self._alive_checked_at = now
         queued = 0
+        held: int | None = None  # descriptors held, counted once a registration is new
         for key, path in registrations(self.dir).items():
             writer = self.writers.get(key)
-            if writer is None and len(self.writers) >= self.budget:
-                queued += 1
-                continue
+            if writer is None:
+                held = open_descriptors(len(self.writers)) if held is None else held
+                if held + FILES_PER_WRITER > self.budget:
+                    queued += 1
+                    continue
+                held += FILES_PER_WRITER
             try:
                 info = path.stat()
             except OSError:  # removed meanwhile
@@ -262,7 +272,9 @@ class Agent:
                 sinks.append(build_backend(name, settings, "the run's config"))
             except Exception as exc:
                 writer.failed(name, "open", exc)
-        writer.files = FilesDelivery(context, sinks, writer.failed)
+        writer.files = FilesDelivery(context, sinks, writer.faults)
+        writer.feed.offset = writer.files.offset
+        writer.feed.consumers.append(writer.files)
         if sinks and writer.files.rebuilt:
             report.count("rebuilt", "the agent writing the local files was killed: they were written anew from the journal", section="files")
         self.reports[run_dir] = (report, users + 1)  # once nothing above can fail (out of descriptors: picked up at a later scan)
@@ -280,7 +292,7 @@ class Agent:
                 assert isinstance(backend, RemoteBackend)
                 backend.open(RunContext(writer.run_dir, writer.registration["name"], writer.registration["config"], writer.report))
                 tracker_run = self.tracker_runs[group_key] = TrackerRun(backend)
-            worker = DeliveryWorker(tracker_run.backend, writer.run_dir, writer.writer, close_at_end=False, lock_wait=0)
+            worker = DeliveryWorker(tracker_run.backend, writer.run_dir, writer.writer, lock_wait=0, shared=tracker_run.workers, feed=writer.feed)
         except DeliveryBusy:  # `rltrack sync` delivers it now: picked up once it lets go
             return
         except Exception as exc:
@@ -292,20 +304,24 @@ class Agent:
             worker.status, worker.journal_complete = writer.status, True
         writer.workers[name] = worker
         tracker_run.workers.append(worker)
-        lane = self.lanes.get((name, identity))
-        if lane is None:
+        writer.feed.consumers.append(worker)
+        turns = self.lanes.get((name, identity))
+        if turns is None:
             import_clients(tracker_run.backend, writer.failed)
-            lane = self.lanes[(name, identity)] = Lane(name)
-        lane.add(worker, tracker_run)
+            turns = self.lanes[(name, identity)] = lane(name)
+        turns.add(worker)
 
     # ---- serving a writer ---------------------------------------------------------
 
     def _serve(self, writer: Writer) -> bool:
-        """Writes a batch of the writer's files; ends the writer once everything is done. True if busy."""
+        """Reads a batch of the writer's journal for its files and trackers; ends
+        the writer once everything is done. True if busy."""
         busy = False
-        if not writer.files.closed:
-            busy = writer.files.step()
-            if writer.status is not None and not busy:  # read to the end of the writer's journal
+        if not writer.feed.ended:
+            busy = writer.feed.step(FEED_BATCH)
+        if not writer.files.closed and not busy:
+            writer.files.flush()
+            if writer.status is not None and writer.feed.ended:  # read to the end of the writer's journal
                 self._record_end(writer, delivering=True)  # before the files' cursor is closed: killed between, the next agent reads the counts again
                 writer.files.close(writer.status)
         now = time.monotonic()
@@ -326,6 +342,7 @@ class Agent:
         """The writer's journal is complete: deliver the rest, then end the trackers' runs with `status`."""
         writer.status = status
         writer.ended_at = time.monotonic()
+        writer.feed.complete = True
         tracker_status = "failed" if status == "crashed" else status
         for worker in writer.workers.values():
             worker.status = tracker_status
@@ -391,6 +408,7 @@ class Agent:
             "runs": [{"key": key, **writer.state()} for key, writer in self.writers.items()],
             "queued": self.queued,
             "budget": self.budget,
+            "descriptors": open_descriptors(len(self.writers)),
         }
         write_private(self.dir / STATUS, status)
 
@@ -414,10 +432,20 @@ def _lower_priority() -> None:
             pass
 
 
-def _writer_budget() -> int:
-    """How many writers the agent serves at once: the soft descriptor limit is
-    raised to the hard one, a reserve is kept for the tracker clients, and
-    each writer is given `FILES_PER_WRITER` of the rest."""
+def open_descriptors(writers: int) -> int:
+    """The descriptors this process holds (Linux: /proc/self/fd; elsewhere
+    `FILES_PER_WRITER` for each of its `writers`). Counted, not estimated:
+    a writer's local files hold one per namespace it logs."""
+    try:
+        return len(os.listdir("/proc/self/fd")) - 1  # less the one listing it
+    except OSError:
+        return FILES_PER_WRITER * writers
+
+
+def _descriptor_budget() -> int:
+    """How many descriptors the agent may hold for its writers: the soft
+    descriptor limit is raised to the hard one, and a reserve is kept for the
+    tracker clients (their stores, sockets, threads)."""
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != hard:
@@ -427,7 +455,7 @@ def _writer_budget() -> int:
         pass
     if soft == resource.RLIM_INFINITY:
         soft = 1 << 20
-    return max(1, (soft - min(FILES_RESERVED, soft // 4)) // FILES_PER_WRITER)
+    return max(FILES_PER_WRITER, soft - min(FILES_RESERVED, soft // 4))
 
 
 def main(foreground: bool = False, directory: Path | None = None) -> int:
@@ -442,7 +470,7 @@ def main(foreground: bool = False, directory: Path | None = None) -> int:
         return 0
     if not foreground:
         _lower_priority()
-    budget = _writer_budget()
+    budget = _descriptor_budget()
     write_private(directory / "agent.json", {"pid": os.getpid(), "started": time.time()})
     print(f"rltrack agent {os.getpid()}: serving {directory}", file=sys.stderr, flush=True)
     try:

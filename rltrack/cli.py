@@ -128,7 +128,7 @@ def status(as_json: bool) -> int:
         return 0
     print(f"agent pid {agent.get('pid')}, up {time.time() - agent.get('started', time.time()):.0f} s, serving {len(runs)} writer(s) ({directory})")
     if saved.get("queued"):
-        print(f"{saved['queued']} more writer(s) wait their turn: the agent serves {saved.get('budget')} at once (its descriptor limit, `ulimit -n`)")
+        print(f"{saved['queued']} more writer(s) wait their turn: the agent holds at most {saved.get('budget')} descriptors for runs (its descriptor limit, `ulimit -n`)")
     rows = [("run", "writer", "status", "tracker", "pending bytes", "last error")]
     for run in runs:
         trackers = run.get("trackers") or {"-": {}}

@@ -7,12 +7,14 @@ failure retries the same batch with exponential backoff. The backlog lives in
 the journal on disk, so memory stays bounded however long a tracker is down,
 and `rltrack sync` resumes from the same cursor after a crash. A run with
 several writers has a journal per writer, and a cursor per backend and
-writer (`cursors/<backend>@<writer>.json`).
+writer (`cursors/<backend>@<writer>.json`). In the agent a worker takes the
+batches its writer's `JournalFeed` parsed (rltrack.journal_feed) while it is
+caught up, and reads the journal itself while it lags.
 
 Delivery also keeps what the tracker needs to continue its run: each event
-goes with its id (`EventId`: writer, byte offset), and the tracker's
-`state` (its run id, resume data) is saved in the cursor and handed back by
-`RemoteBackend.resume`; trackers write nothing of their own in `cursors/`.
+goes with its id (`EventId`: writer, the byte offset after its line), and the
+tracker's `state` (its run id, resume data) is saved in the cursor and handed
+back by `RemoteBackend.resume`; trackers write nothing of their own in `cursors/`.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from typing import Any
 from rltrack.atomic_file import write_atomic
 from rltrack.backends.remote import EventId, RemoteBackend, error_text
 from rltrack.events import Event
-from rltrack.journal import count_skipped, journal_files, journal_path, read_batch
+from rltrack.journal import Entry, count_skipped, journal_files, journal_path, read_batch
+from rltrack.journal_feed import Batch, JournalFeed
 from rltrack.locks import hold
 from rltrack.report import Report
+from rltrack.turns import Inbox
 
 CURSOR_DIR = "cursors"
 BACKOFF_START = 0.5
@@ -47,6 +51,9 @@ STORE_WAIT = 60.0
 #: journal to the same tracker (the agent, finishing a run) before giving up:
 #: two deliveries on one cursor would send twice.
 LOCK_WAIT = 60.0
+#: Parsed batches a caught-up worker keeps from its feed; more are dropped (and read from the journal).
+#: At most this many batches of a writer stay in memory for a slow tracker; a failing one keeps none.
+INBOX = 2
 
 
 class DeliveryBusy(Exception):
@@ -148,13 +155,20 @@ class DeliveryWorker:
     per `step`. It has no thread of its own: the agent steps the workers of
     each tracker on that tracker's thread, `rltrack sync` on its own (see
     `run_until_caught_up`). `close_at_end`: the tracker's run ends once this
-    journal is delivered (False while other writers still feed the same run)."""
+    journal is delivered, and every worker of `shared` (the other writers
+    feeding the same tracker run) is done. `feed`: the reader of the
+    journal whose batches this worker takes while caught up (see `take`)."""
 
     def __init__(
-        self, backend: RemoteBackend, run_dir: Path, writer: str | None = None, *, close_at_end: bool = True, lock_wait: float | None = None
+        self, backend: RemoteBackend, run_dir: Path, writer: str | None = None, *, close_at_end: bool = True, lock_wait: float | None = None,
+        shared: list[DeliveryWorker] | None = None, feed: JournalFeed | None = None,
     ) -> None:  # fmt: skip
         self.backend = backend
         self.close_at_end = close_at_end
+        self.shared = shared or []
+        self.feed = feed
+        #: Batches the feed handed over, in journal order (the agent's main thread puts, this worker's thread takes).
+        self.inbox: Inbox[Batch] = Inbox(INBOX)
         self.run_dir = run_dir
         self.writer = writer
         self.journal = journal_path(run_dir, writer)
@@ -191,17 +205,24 @@ class DeliveryWorker:
         try:
             return self._step(now)
         except Exception as exc:  # the tracker is down or refused: keep the batch, retry later
-            self.errors += 1
-            self.failing_since = self.failing_since or now
-            self.last_error = error_text(exc)
-            self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
-            self.fix = self.backend.cannot_heal(exc)
-            if self.fix is not None:  # retrying soon cannot help: said once by the agent and the logger, tried again after minutes
-                self.next_try = now + CANNOT_HEAL_WAIT
-                return False
-            self.next_try = now + self._backoff
-            self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+            self.fault(exc)
             return False
+
+    def fault(self, exc: Exception) -> None:
+        """Counts the error; the same batch is tried again after a backoff
+        (after minutes when retrying soon cannot help: said once by the agent and the logger)."""
+        now = time.monotonic()
+        self.inbox.clear()  # a tracker that is down holds no batch in memory: it reads them from the journal once it takes them again
+        self.errors += 1
+        self.failing_since = self.failing_since or now
+        self.last_error = error_text(exc)
+        self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+        self.fix = self.backend.cannot_heal(exc)
+        if self.fix is not None:
+            self.next_try = now + CANNOT_HEAL_WAIT
+            return
+        self.next_try = now + self._backoff
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX)
 
     def _step(self, now: float) -> bool:
         if not self._started:
@@ -216,8 +237,11 @@ class DeliveryWorker:
         # read means everything is delivered; if it gets set after the read,
         # the next step reads once more before ending.
         complete = self.journal_complete
-        starts: list[int] = []
-        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._skipped, starts)
+        batch = self._next_batch()
+        if batch is None:  # the feed reads the journal's next lines now
+            self._confirm()
+            return False
+        entries, offset, ends = batch
         if not entries:
             self._confirm()
             if complete:
@@ -226,13 +250,45 @@ class DeliveryWorker:
         events = [entry for entry in entries if type(entry) is Event]
         if events:
             try:
-                self.backend.deliver(events, [EventId(self.writer, start) for entry, start in zip(entries, starts) if type(entry) is Event])
+                self.backend.deliver(events, [EventId(self.writer, end) for entry, end in zip(entries, ends) if type(entry) is Event])
             finally:  # a tracker run created by a batch that then failed is the one to continue
                 self._keep_state()
         self._backoff = BACKOFF_START
         self.failing_since = self.fix = None
         self._taken(offset, len(events))
         return True
+
+    def take(self, batch: Batch) -> None:
+        """From the feed (on the agent's main thread): keeps `batch` if this
+        worker is caught up (it needs the batch's entries next), as long as
+        the inbox has room (else it is dropped, counted, and read from the
+        journal later). A lagging or failing worker reads the journal itself."""
+        if self.failing_since is not None:
+            return
+        last = self.inbox.last()
+        reach = self._read_offset if last is None else last.end
+        if batch.start <= reach < batch.end:
+            self.inbox.put(batch)
+
+    def _next_batch(self) -> tuple[list[Entry], int, list[int]] | None:
+        """The entries from the read offset (at most `max_batch`), the offset
+        after them and after each: from the inbox when it holds them, else from
+        the journal, or None to wait for the feed (it is fresh and this worker has read as far)."""
+        batch = self.inbox.first()
+        while batch is not None and batch.end <= self._read_offset:  # read from the journal meanwhile
+            self.inbox.take()
+            batch = self.inbox.first()
+        if batch is not None and batch.start <= self._read_offset:
+            entries, offset, ends, bad = batch.since(self._read_offset, self.backend.max_batch)
+            for where, why in bad:
+                self._skipped(self.journal, where, why)
+            return entries, offset, ends
+        feed = self.feed
+        if batch is None and feed is not None and feed.offset is not None and self._read_offset >= feed.offset and not feed.ended and feed.fresh():
+            return None
+        ends: list[int] = []
+        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._skipped, ends)
+        return entries, offset, ends
 
     def _skipped(self, journal: Path, offset: int, reason: str) -> None:
         if offset >= self._bad_seen:
@@ -318,7 +374,7 @@ class DeliveryWorker:
         follow into it), then wait a while for the tracker to store what it
         took (W&B may still be writing after `finish` returns)."""
         self.backend.store_now()  # if it fails, the next step comes back here
-        if self.close_at_end:
+        if self.close_at_end and all(other.done for other in self.shared if other is not self):
             try:
                 self.backend.close(self.status)
             except Exception as exc:  # the data is delivered; only the run's final status is missing

@@ -1,12 +1,13 @@
 """Writes a run's local files (text logs, progress.csv, TensorBoard) from the journal.
 
 The agent (rltrack.agent) runs one `FilesDelivery` per writer of each run it
-serves: it reads that writer's journal from where it stopped and feeds the
-file backends (`local`, `tensorboard`), a batch per `step`, completing tables
-at the `dump` lines the training process journaled. It also reads the other
-control lines (see rltrack.journal), for every writer the agent serves, with
-file backends or none: the counts go into the run's report (`context.report`),
-and the status of an `end` line that closes the journal is `ended`.
+serves: it takes the batches the writer's `JournalFeed` (rltrack.journal_feed)
+reads from where the files stopped and feeds the file backends (`local`,
+`tensorboard`), completing tables at the `dump` lines the training process
+journaled. Every writer the agent serves has one, with file backends or none:
+it also reads the other control lines (see rltrack.journal): the counts go
+into the run's report (`context.report`), and the status of an `end` line
+that closes the journal is `ended`.
 
 Its cursor, `cursors/files.json` (`files@<writer>.json`), lists the files the
 backends have written and whether they are complete (`"open": false`, with the
@@ -29,10 +30,9 @@ from rltrack.atomic_file import write_atomic
 from rltrack.backends.base import Backend, RunContext
 from rltrack.delivery import CURSOR_DIR
 from rltrack.events import Event
-from rltrack.journal import Counts, Dump, End, count_skipped, journal_path, read_batch
-
-#: Journal entries per step: the agent steps every run's files in turn.
-BATCH = 2000
+from rltrack.journal import Counts, Dump, End, count_skipped, journal_path
+from rltrack.journal_feed import Batch
+from rltrack.turns import Faults
 
 
 def files_cursor_path(run_dir: Path, writer: str | None) -> Path:
@@ -42,12 +42,12 @@ def files_cursor_path(run_dir: Path, writer: str | None) -> Path:
 class FilesDelivery:
     """Feeds the file backends of one writer of a run from its journal."""
 
-    def __init__(self, context: RunContext, sinks: list[Backend], on_error: Callable[[str, str, Exception], None]) -> None:
+    def __init__(self, context: RunContext, sinks: list[Backend], faults: Faults) -> None:
         self.context = context
         self.sinks = sinks
         self.journal = journal_path(context.run_dir, context.worker)
         self._cursor_path = files_cursor_path(context.run_dir, context.worker)
-        self._on_error = on_error
+        self._faults = faults
         self._on_bad = count_skipped(context.report, "files")
         saved = json.loads(self._cursor_path.read_text()) if self._cursor_path.is_file() else {}
         self._outputs: list[str] = list(saved.get("outputs", []))
@@ -59,23 +59,18 @@ class FilesDelivery:
             self._outputs = []
             self.offset = 0
         self._save(open_=True)
-        for sink in sinks:
-            self._safely(sink, "open", lambda sink=sink: sink.open(context))
+        self._each("open", lambda sink: sink.open(context))
         self.flushed = self.offset  # journal bytes whose lines are in the files, flushed
         self.closed = False
         #: The status of the `end` line the journal read so far ends with (None: it ends otherwise).
         self.ended: str | None = None
 
-    def step(self) -> bool:
-        """Writes one batch; True when more is waiting right away."""
-        entries, offset = read_batch(self.journal, self.offset, BATCH, self._on_bad)
-        if not entries:
-            if self.flushed < self.offset:
-                self._each("flush", lambda sink: sink.flush())
-                self.flushed = self.offset
-            return False
+    def take(self, batch: Batch) -> None:
+        """Writes the batch (it starts where the files stop)."""
+        for where, why in batch.bad:
+            self._on_bad(self.journal, where, why)
         events: list[Event] = []
-        for entry in entries:
+        for entry in batch.entries:
             if type(entry) is Event:
                 events.append(entry)
             elif type(entry) is Dump:
@@ -85,16 +80,20 @@ class FilesDelivery:
             elif type(entry) is Counts:
                 self.context.report.add(entry.counts)
         self._write(events)
-        last = entries[-1]
-        self.ended = last.status if type(last) is End else None
-        self.offset = offset
+        if batch.entries:
+            last = batch.entries[-1]
+            self.ended = last.status if type(last) is End else None
+        self.offset = batch.end
         self._note_outputs()
-        return True
+
+    def flush(self) -> None:
+        """Flushes what the files hold, if anything since the last flush (the journal read to its end)."""
+        if self.flushed < self.offset:
+            self._each("flush", lambda sink: sink.flush())
+            self.flushed = self.offset
 
     def close(self, status: str) -> None:
-        """Writes the rest of the journal and closes the files: they are complete."""
-        while self.step():
-            pass
+        """Closes the files once the whole journal is written: they are complete."""
         self._each("close", lambda sink: sink.close(status))
         self._note_outputs()
         self._save(open_=False)
@@ -118,11 +117,5 @@ class FilesDelivery:
         write_atomic(self._cursor_path, json.dumps(state))
 
     def _each(self, what: str, call: Callable[[Backend], None]) -> None:
-        for sink in self.sinks:
-            self._safely(sink, what, lambda sink=sink: call(sink))
-
-    def _safely(self, sink: Backend, what: str, call: Callable[[], None]) -> None:
-        try:
-            call()
-        except Exception as exc:  # one backend's failure (a full disk) must not stop the others
-            self._on_error(sink.name, what, exc)
+        for sink in self.sinks:  # one backend's failure (a full disk) must not stop the others
+            self._faults.call(sink.name, what, lambda sink=sink: call(sink), None)

@@ -335,14 +335,12 @@ def end_torn_tail(path: Path) -> str | None:
         return "ended"
 
 
-def read_batch(
-    journal: Path, offset: int, limit: int, on_bad: OnBad | None = None, starts: list[int] | None = None
-) -> tuple[list[Entry], int]:  # fmt: skip
+def read_batch(journal: Path, offset: int, limit: int, on_bad: OnBad | None = None, ends: list[int] | None = None) -> tuple[list[Entry], int]:
     """Up to `limit` entries from byte `offset`, and the offset after them.
     A line not yet ended by a newline is left for next time (its writer ends
     it, or cuts it back); an ended line that is not a journal line is
-    skipped and told to `on_bad`. `starts`, when given, gets the byte offset
-    of each entry's line, in order: with the writer, the entry's id, unique
+    skipped and told to `on_bad`. `ends`, when given, gets the byte offset
+    after each entry's line, in order: with the writer, the entry's id, unique
     and the same in every read (see rltrack.backends.remote.EventId). A journal with
     nothing past `offset` costs one `stat` (the agent polls every journal
     it serves several times a second)."""
@@ -367,6 +365,6 @@ def read_batch(
                         on_bad(journal, start, entry)
                 else:
                     entries.append(entry)  # type: ignore[arg-type]
-                    if starts is not None:
-                        starts.append(start)
+                    if ends is not None:
+                        ends.append(offset)
     return entries, offset

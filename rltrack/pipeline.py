@@ -3,7 +3,7 @@
 The `Logger` (rltrack.logger) is the training thread's handle: it appends
 records and control calls to a deque and returns. Its `Pipeline` drains that
 deque on the process's one pipeline thread (`PIPELINES`, which runs the
-pipelines of every logger of the process in turn): it builds the `Event`,
+pipelines of every logger of the process in turn, a `rltrack.turns.Turns`): it builds the `Event`,
 fills in missing steps, normalises values, redacts, runs the filter chain,
 appends to the run's journal (flushed to the operating system at least every
 `FLUSH_EVERY`) and hands each batch to the sinks that live in this process
@@ -32,6 +32,7 @@ from rltrack.filters import FilterChain
 from rltrack.journal import JournalWriter, control_line
 from rltrack.redact import Redactor
 from rltrack.report import Report
+from rltrack.turns import Faults, Turns
 from rltrack.values import normalize
 
 #: The pipeline thread wakes at least this often when idle, and flushes the
@@ -133,15 +134,16 @@ class Pipeline:
         self._last_steps = last_steps
         self._namespace_counts = namespace_counts
         self._backlog: list[Event] = []  # journaled, not yet given to the in-process backends
-        self._reported: set[str] = set()
+        self._faults = Faults(report, lambda reason: print(f"rltrack: {reason} (further errors are counted in {run_dir / 'report.json'})", file=sys.stderr))
         #: Records written that will not reach the journal (their processing
         #: raised, or the journal could not take them); `close` says so.
         self.lost = 0
-        #: Turns that raised outside any one record (see `PipelineThread._turn`): what they held is unknown.
+        #: Turns that raised outside any one record (see `fault`): what they held is unknown.
         self.faults = 0
         self._last_flush = self._last_check = time.monotonic()
         #: Set once the `Close` is done: the logger's `close` waits for it.
         self.finished = threading.Event()
+        self.done = False
 
     @property
     def missing(self) -> int:
@@ -154,9 +156,9 @@ class Pipeline:
         return bool(self._queue)
 
     def step(self) -> bool:
-        """One turn: up to `MAX_BATCH` records (and the control calls among
-        them) to the journal and the sinks, and the flush and agent check when
-        due. True once the `Close` is done."""
+        """One turn (on `PIPELINES`): up to `MAX_BATCH` records (and the control
+        calls among them) to the journal and the sinks, and the flush and agent
+        check when due. True while records wait; `done` once the `Close` is done."""
         batch: list[Event] = []
         while self._queue and len(batch) < MAX_BATCH:
             item = self._queue.popleft()
@@ -168,7 +170,9 @@ class Pipeline:
             batch = []
             if isinstance(item, Close):
                 self._finish(item.status)
-                return True
+                self.done = True
+                self.finished.set()
+                return False
             self._safely("pipeline", type(item).__name__.lower(), lambda: self._control(item), None)
         batch.extend(self._safely("pipeline", "tick", lambda: self._chain.tick(time.time()), []))
         self._deliver(batch)
@@ -185,7 +189,14 @@ class Pipeline:
             self._safely("agent", "start", self._agent.ensure_running, None)
             self._safely("agent", "state", self._agent.tell_errors, None)
             self._last_check = now
-        return False
+        return self.behind
+
+    def fault(self, exc: Exception) -> None:
+        """A fault outside any one record (each record's and control call's
+        are contained where they happen) is counted, and the next turn goes
+        on: one logger's fault must not stop the others', nor its own later records."""
+        self.faults += 1
+        self.failed("pipeline", "step", exc)
 
     def _events_of(self, item: tuple[Any, ...] | Event | Deferred) -> list[Event]:
         """The pipeline (`_process`) applied to a record `write` queued, to an
@@ -330,85 +341,15 @@ class Pipeline:
     def _safely(self, who: str, what: str, call: Callable[[], T], default: T) -> T:
         """`call()`, or `default` if it raised: neither a backend nor a filter nor
         a full disk may stop the pipeline thread (it would silently end the run's logging)."""
-        try:
-            return call()
-        except Exception as exc:
-            self.failed(who, what, exc)
-            return default
+        return self._faults.call(who, what, call, default)
 
     def failed(self, who: str, what: str, exc: Exception) -> None:
         """Counts the error in the report; prints the first one of each component."""
-        reason = f"{who}.{what}: {type(exc).__name__}: {exc}"
-        self.report.count("errors", reason)
-        if who not in self._reported:
-            self._reported.add(who)
-            print(f"rltrack: {reason} (further errors are counted in {self.run_dir / 'report.json'})", file=sys.stderr)
-
-
-class PipelineThread:
-    """The one daemon thread of a process that runs the `Pipeline` of every
-    open logger, a turn each (at most `MAX_BATCH` records), until each is
-    closed; it ends when no logger is open and starts again with the next.
-    One thread, not one per logger: a Tune driver holds a logger per trial,
-    and 64 threads waking 4 times a second each took the GIL from Tune's loop."""
-
-    def __init__(self) -> None:
-        self.wake = threading.Event()
-        self._lock = threading.Lock()
-        self._pipelines: list[Pipeline] = []
-        self._thread: threading.Thread | None = None
-
-    def add(self, pipeline: Pipeline) -> None:
-        with self._lock:
-            self._pipelines.append(pipeline)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self.run, name="rltrack-pipeline", daemon=True)
-                self._thread.start()
-
-    def run(self) -> None:
-        """The thread's body."""
-        while True:
-            with self._lock:
-                if not self._pipelines:
-                    self._thread = None
-                    return
-                pipelines = list(self._pipelines)
-            behind = False
-            for pipeline in pipelines:
-                if self._turn(pipeline):
-                    with self._lock:
-                        self._pipelines.remove(pipeline)
-                    pipeline.finished.set()
-                else:
-                    behind = behind or pipeline.behind
-            if not behind:
-                self.wake.wait(IDLE_WAIT)
-                self.wake.clear()
-
-    @staticmethod
-    def _turn(pipeline: Pipeline) -> bool:
-        """`pipeline.step()`; True once it is done. A fault outside any one
-        record (each record's and control call's are contained where they
-        happen) is counted and the pipeline goes on with the next turn: one
-        logger's fault must not stop the others', nor its own later records."""
-        try:
-            return pipeline.step()
-        except Exception as exc:
-            pipeline.faults += 1
-            pipeline.failed("pipeline", "step", exc)
-            return False
-
-    def forget(self) -> None:
-        """In a forked child: the parent's loggers are the parent's (their
-        journals too), its thread did not come along, and its lock and event may have been held."""
-        self.wake = threading.Event()
-        self._lock = threading.Lock()
-        self._pipelines = []
-        self._thread = None
+        self._faults.failed(who, what, exc)
 
 
 #: The process's pipeline thread.
-PIPELINES = PipelineThread()
+PIPELINES = Turns("rltrack-pipeline", IDLE_WAIT)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=PIPELINES.forget)
 

@@ -3,7 +3,7 @@
 A remote backend never sees the pipeline thread. A `DeliveryWorker` reads the
 journal from the backend's cursor and calls `deliver` with batches of at most
 `max_batch` events and their ids (`EventId`: the journal's writer and the
-line's byte offset, unique in the run and the same in every delivery);
+byte offset after the line, unique in the run and the same in every delivery);
 `deliver` either takes the whole batch or raises, and the same batch is
 offered again after a backoff. So `deliver` must be safe to repeat: a
 tracker that can store an id with a value does (trackio's `log_id`), the
@@ -73,7 +73,7 @@ def raised(exc: BaseException, *names: str) -> bool:
 
 class EventId(NamedTuple):
     """Which journal line an event was read from: its writer (None: the
-    run's only journal) and the line's byte offset."""
+    run's only journal) and the byte offset after the line."""
 
     writer: str | None
     offset: int

@@ -192,6 +192,44 @@ def test_a_killed_training_process_is_delivered_and_marked_crashed(agent_home, t
     assert pd.read_csv(run_dir / "progress.csv")["collector/x"].tolist() == [float(i) for i in range(400)]
 
 
+def test_the_agent_picks_up_writers_while_the_descriptors_it_holds_leave_room(tmp_path):
+    """Issue 27: the agent's bound is on descriptors held, not on open runs.
+    Before, it served (limit - reserve) / 4 writers whatever they held; now
+    it counts what it holds: writers that hold nothing (no local files, no
+    tracker: their journal is open only while a batch is read) are all
+    served, while descriptors held elsewhere leave no room for another."""
+    from rltrack import agent as agent_module
+
+    directory = tmp_path / "agents"
+    (directory / "runs").mkdir(parents=True)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "meta.json").write_text("{}")
+    registration = {"run_dir": str(run_dir), "name": "run", "pid": os.getpid(), "config": {}, "files": {}, "trackers": {}, "status": None}
+    for i in range(5):
+        write_private(registration_path(directory, f"w{i}"), {**registration, "writer": f"w{i}"})
+    room = 2 * agent_module.FILES_PER_WRITER
+    agent = agent_module.Agent(directory, budget=agent_module.open_descriptors(0) + room)
+
+    def scan() -> None:
+        agent._scanned_at = 0.0
+        agent._scan()
+
+    scan()
+    assert (len(agent.writers), agent.queued) == (2, 3)  # room for 2 at once
+    scan()
+    assert (len(agent.writers), agent.queued) == (4, 1)  # the 2 hold nothing: room for 2 more
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(room)]  # what a writer's local files would hold
+    try:
+        scan()
+        assert (len(agent.writers), agent.queued) == (4, 1)
+    finally:
+        for fd in held:
+            os.close(fd)
+    scan()
+    assert (len(agent.writers), agent.queued) == (5, 0)
+
+
 def test_the_agent_reads_a_registration_again_only_when_it_changed(tmp_path, monkeypatch):
     """A sweep's agent looked at each of 64 registrations ten times a second
     (read and parse it, read the process's /proc entry): now an unchanged
@@ -210,7 +248,7 @@ def test_the_agent_reads_a_registration_again_only_when_it_changed(tmp_path, mon
     write_private(registration_path(directory, "k"), registration)
     reads = []
     monkeypatch.setattr(agent_module, "read_json", lambda path: reads.append(path) or read_json(path))
-    agent = agent_module.Agent(directory, budget=16)
+    agent = agent_module.Agent(directory, budget=1 << 20)
 
     def scan() -> None:
         agent._scanned_at = 0.0

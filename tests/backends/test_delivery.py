@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import rltrack.delivery
+import rltrack.journal
 from stand_in_tracker import FileTracker, batches, received
 from waiting import wait_until
 
@@ -28,6 +29,7 @@ from rltrack.backends.remote import EventId, RemoteBackend
 from rltrack.config import make_logger
 from rltrack.delivery import Cursor, DeliveryBusy, DeliveryWorker
 from rltrack.events import Event
+from rltrack.journal_feed import JournalFeed
 from rltrack.report import Report
 from rltrack.rundir import create_run_dir
 
@@ -244,7 +246,7 @@ def test_the_trackers_state_is_saved_as_soon_as_it_changes_and_handed_back_with_
     first.open(RunContext(run_dir, "state", {}, Report()))
     worker = DeliveryWorker(first, run_dir)
     worker.step()
-    assert first.ids == [EventId(None, sum(map(len, lines[:i]))) for i in range(7)]  # (writer, byte offset of the line)
+    assert first.ids == [EventId(None, sum(map(len, lines[: i + 1]))) for i in range(7)]  # (writer, byte offset after the line)
     worker.give_up()  # killed before the tracker stored anything
     assert (Cursor(run_dir, "listtracker").offset, Cursor(run_dir, "listtracker").state) == (0, first.state)
     second = RunMakingTracker(rows=first.rows[: first.stored])
@@ -392,3 +394,64 @@ def test_a_skipped_line_is_counted_once_however_often_its_batch_is_retried(tmp_p
             worker.journal_complete = True
     assert [e.data["x"] for e in flaky.received] == list(range(10))
     assert Cursor(run_dir, "listtracker").report.as_dict()["counts"]["listtracker.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}
+
+
+class OtherTracker(ListTracker):
+    name = "othertracker"
+
+
+class ThirdTracker(ListTracker):
+    name = "thirdtracker"
+
+
+def test_a_journal_batch_is_parsed_once_for_every_caught_up_tracker_and_a_lagging_one_reads_its_backlog_itself(tmp_path, monkeypatch):
+    """Issue 30: the agent parsed each journal line 1 + N times (the files,
+    then each tracker). A `JournalFeed` parses each batch once and hands it
+    to every worker that is caught up. A tracker whose thread is busy keeps
+    2 batches (the 3rd is dropped and counted) and reads the rest from the
+    journal; a tracker that is down keeps none and reads its whole backlog
+    from the journal once it is back. Every tracker holds every value once,
+    in order, with the damaged line counted in each."""
+    run_dir = create_run_dir(tmp_path, "run")
+    lines = [Event(1.0, {"x": i}, steps={"step": i}).to_json() for i in range(6000)]
+    (run_dir / "journal.jsonl").write_text("\n".join(lines[:3500] + ["{damaged"] + lines[3500:]) + "\n")
+    parsed = []
+    parse_line = rltrack.journal.parse_line
+    monkeypatch.setattr(rltrack.journal, "parse_line", lambda line: parsed.append(line) or parse_line(line))
+    feed = JournalFeed(run_dir / "journal.jsonl", 0)
+    trackers = up, busy, down = ListTracker(), OtherTracker(), ThirdTracker(failures=10**9)
+    workers = []
+    for tracker in trackers:
+        tracker.open(RunContext(run_dir, "run", {}, Report()))
+        workers.append(DeliveryWorker(tracker, run_dir, feed=feed))
+    feed.consumers += workers
+
+    def step(stepped: list[DeliveryWorker]) -> None:
+        for _ in range(10_000):  # bounded: 6000 values in batches of 7 need under 900 steps each
+            for worker in stepped:
+                worker.next_try = 0.0  # no backoff wait in a test
+            if not any([worker.step() for worker in stepped]):
+                return
+        raise AssertionError("the workers never went idle")
+
+    assert feed.step(1000)
+    assert not workers[2].step() and workers[2].failing_since is not None  # `down` refuses its first batch
+    step(workers[:1])
+    while feed.step(1000):  # 5 more batches, while `busy` is not stepped and `down` is failing
+        step(workers[:1])
+    assert len(up.received) == 6000 and not busy.received and not down.received
+    assert [worker.inbox.dropped for worker in workers] == [0, 1, 0]
+    down.failures = 0
+    feed.complete = True
+    for worker in workers:
+        worker.journal_complete = True
+    assert not feed.step(1000) and feed.ended
+    step(workers)
+    assert all(worker.done for worker in workers)
+    for tracker in trackers:
+        assert [e.data["x"] for e in tracker.received] == list(range(6000))
+        assert tracker.status == "finished"
+        counts = Cursor(run_dir, tracker.name).report.as_dict()["counts"]
+        assert counts[f"{tracker.name}.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}
+    # each line once by the feed (`up` parsed none), the 4 batches after its inbox's 2 again by `busy`, all again by `down`
+    assert len(parsed) == 6001 + 4001 + 6001

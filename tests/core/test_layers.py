@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "rltrack.locks": 0,
     "rltrack.optional": 0,
     "rltrack.posix": 0,
+    "rltrack.turns": 0,
     # 1: what rltrack knows about each framework, as data and pure functions
     "rltrack.canonical": 1,
     "rltrack.stages": 1,
@@ -38,6 +39,7 @@ LAYERS: dict[str, int] = {
     "rltrack.filters": 2,
     # 3: the journal
     "rltrack.journal": 3,
+    "rltrack.journal_feed": 3,
     # 4: sinks (local files) and trackers, and the delivery of a journal to them
     "rltrack.backends": 4,
     "rltrack.rundir": 4,

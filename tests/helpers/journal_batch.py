@@ -14,9 +14,9 @@ from rltrack.journal import journal_path, read_batch
 
 def journal_batch(run_dir: Path, writer: str | None = None) -> tuple[list[Event], list[EventId]]:
     """Every event of one writer's journal, with its id."""
-    starts: list[int] = []
-    entries, _ = read_batch(journal_path(run_dir, writer), 0, 10**9, None, starts)
-    pairs = [(entry, EventId(writer, start)) for entry, start in zip(entries, starts) if type(entry) is Event]
+    ends: list[int] = []
+    entries, _ = read_batch(journal_path(run_dir, writer), 0, 10**9, None, ends)
+    pairs = [(entry, EventId(writer, end)) for entry, end in zip(entries, ends) if type(entry) is Event]
     return [event for event, _ in pairs], [event_id for _, event_id in pairs]
 
 
