@@ -19,6 +19,7 @@ import time
 import pytest
 
 import rltrack.delivery
+from deliver import deliver_all
 from stand_in_tracker import FileTracker, batches, received
 
 from rltrack.backends.base import RunContext
@@ -112,11 +113,11 @@ def test_a_new_worker_resumes_from_the_saved_cursor(tmp_path):
     assert Cursor(run_dir, "listtracker").offset == 0
     fresh = ListTracker()
     fresh.open(RunContext(run_dir, "run", {}, Report()))
-    DeliveryWorker(fresh, run_dir).run_until_caught_up("finished")
+    deliver_all(DeliveryWorker(fresh, run_dir), "finished")
     assert [e.data["x"] for e in fresh.received] == list(range(20))
     again = ListTracker()
     again.open(RunContext(run_dir, "run", {}, Report()))
-    DeliveryWorker(again, run_dir).run_until_caught_up("finished")
+    deliver_all(DeliveryWorker(again, run_dir), "finished")
     assert again.received == []  # nothing delivered twice
 
 
@@ -227,7 +228,7 @@ def test_the_cursor_advances_only_over_what_the_tracker_has_stored(tmp_path):
     worker.give_up()  # the process dies here: rows 7 and 8 are stored beyond the cursor, 9..19 are lost
     second = LateStoringTracker(rows=first.rows[: first.stored])
     second.open(RunContext(run_dir, "late", {}, Report()))
-    DeliveryWorker(second, run_dir).run_until_caught_up("failed")
+    deliver_all(DeliveryWorker(second, run_dir), "failed")
     assert second.continued_from == [7]
     assert second.rows == list(range(20))  # each row once: 7 and 8 skipped, 9..19 sent again
     assert Cursor(run_dir, "listtracker").delivered == 20 and second.status == "failed"
@@ -251,7 +252,7 @@ def test_a_delivery_waits_for_another_process_delivering_the_same_cursor(tmp_pat
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "1.5"], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline() == "held\n"
     start = time.monotonic()
-    DeliveryWorker(tracker, run_dir).run_until_caught_up("finished")
+    deliver_all(DeliveryWorker(tracker, run_dir), "finished")
     assert time.monotonic() - start > 1.0  # it waited for the holder to end
     assert holder.wait(10) == 0
     monkeypatch.setattr(rltrack.delivery, "LOCK_WAIT", 0.3)
