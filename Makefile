@@ -2,7 +2,8 @@
 # .venv, install rltrack with every extra at the versions of
 # requirements/constraints.txt, then run. `make test-oldest` does the same in
 # .venv-oldest with the oldest versions rltrack supports
-# (requirements/constraints-oldest.txt) and runs the framework and tracker tests.
+# (requirements/constraints-oldest.txt) and runs the framework, tracker and
+# platform tests (OLDEST_TESTS below); .ci/run runs both.
 # `make test-fast` runs every test not marked `slow` (no Ray, no outage, no
 # crash and sweep scenarios): minutes, for the edit-test loop. `make test` runs
 # everything and is what CI runs.

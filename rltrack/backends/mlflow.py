@@ -326,15 +326,18 @@ def _shared_client(tracking_uri: str) -> Any:
 def _forget_store(tracking_uri: str) -> None:
     """Drops what MLflow keeps of a SQLite store for the process: the store
     of each URI (an `lru_cache` of `TrackingStoreRegistry`, which every client
-    of the URI asks) and its SQLAlchemy engine (`SqlAlchemyStore._engine_map`),
-    whose pooled connections still point at a deleted file ("attempt to write
-    a readonly database", and nothing in the new file). Private parts of
-    mlflow 3.17 (2.16 has no engine map, and keeps the engine elsewhere: the
-    case still fails there); tests/backends/test_mlflow_sqlite.py fails if they move."""
+    of the URI asks) and its SQLAlchemy engine (a class-level map of engines
+    by URI), whose pooled connections still point at a deleted file ("attempt
+    to write a readonly database", and nothing in the new file). Private parts
+    of MLflow, named as in the tested releases: `_engine_map` (3.17),
+    `_db_uri_sql_alchemy_engine_map` (2.22), each with `<name>_lock`;
+    tests/backends/test_mlflow_sqlite.py fails if they move."""
     registry = require("mlflow.tracking._tracking_service.registry", "mlflow", PURPOSE).TrackingStoreRegistry
     store = require("mlflow.store.tracking.sqlalchemy_store", "mlflow", PURPOSE).SqlAlchemyStore
-    if hasattr(store, "_engine_map"):  # MLflow >= 2.17 shares one engine per URI; 2.16 makes one per store
-        with store._engine_map_lock:
-            for uri in [uri for uri in store._engine_map if sqlite_path(uri) == sqlite_path(tracking_uri)]:
-                del store._engine_map[uri]
+    for name in ("_engine_map", "_db_uri_sql_alchemy_engine_map"):
+        engines = getattr(store, name, None)
+        if engines is not None:
+            with getattr(store, name + "_lock"):
+                for uri in [uri for uri in engines if sqlite_path(uri) == sqlite_path(tracking_uri)]:
+                    del engines[uri]
     registry._get_store_with_resolved_uri.cache_clear()  # every URI's: the others are made again, from their engines

@@ -59,7 +59,7 @@ COMMIT_ROWS = 20_000
 #: MLflow in the constraints fails tests/backends/test_mlflow_sqlite.py until its
 #: revision is added here, after the bulk tests pass on it.
 TESTED_SCHEMAS = {
-    "4465047574b1": "mlflow 2.16.2",
+    "0584bdc529eb": "mlflow 2.22.0",
     "dc11669786a5": "mlflow 3.17.2",
 }
 

@@ -21,6 +21,7 @@ import pytest
 
 import rltrack.delivery
 import rltrack.journal
+from deliver import deliver_all
 from stand_in_tracker import FileTracker, batches, received
 from waiting import wait_until
 
@@ -107,11 +108,11 @@ def test_a_new_worker_resumes_from_the_saved_cursor(tmp_path):
     assert Cursor(run_dir, "listtracker").offset == 0
     fresh = ListTracker()
     fresh.open(RunContext(run_dir, "run", {}, Report()))
-    DeliveryWorker(fresh, run_dir).run_until_caught_up("finished")
+    deliver_all(DeliveryWorker(fresh, run_dir), "finished")
     assert [e.data["x"] for e in fresh.received] == list(range(20))
     again = ListTracker()
     again.open(RunContext(run_dir, "run", {}, Report()))
-    DeliveryWorker(again, run_dir).run_until_caught_up("finished")
+    deliver_all(DeliveryWorker(again, run_dir), "finished")
     assert again.received == []  # nothing delivered twice
 
 
@@ -221,7 +222,7 @@ def test_the_cursor_advances_only_over_what_the_tracker_has_stored(tmp_path):
     worker.give_up()  # the process dies here: rows 7 and 8 are stored beyond the cursor, 9..19 are lost
     second = LateStoringTracker(rows=first.rows[: first.stored])
     second.open(RunContext(run_dir, "late", {}, Report()))
-    DeliveryWorker(second, run_dir).run_until_caught_up("failed")
+    deliver_all(DeliveryWorker(second, run_dir), "failed")
     assert second.continued_from == [7]
     assert second.rows == list(range(20))  # each row once: 7 and 8 skipped, 9..19 sent again
     assert Cursor(run_dir, "listtracker").delivered == 20 and second.status == "failed"
@@ -251,7 +252,7 @@ def test_the_trackers_state_is_saved_as_soon_as_it_changes_and_handed_back_with_
     assert (Cursor(run_dir, "listtracker").offset, Cursor(run_dir, "listtracker").state) == (0, first.state)
     second = RunMakingTracker(rows=first.rows[: first.stored])
     second.open(RunContext(run_dir, "state", {}, Report()))
-    DeliveryWorker(second, run_dir).run_until_caught_up("finished")
+    deliver_all(DeliveryWorker(second, run_dir), "finished")
     assert second.state == first.state and second.rows == list(range(10))  # the same tracker run, each row once
 
 
@@ -266,7 +267,7 @@ def test_a_writer_without_a_state_takes_the_newest_of_the_trackers_other_cursors
         tracker = ListTracker()
         tracker.open(RunContext(run_dir, "writers", {}, Report()))
         (run_dir / f"journal.{writer}.jsonl").write_text(Event(1.0, {"x": 1}).to_json() + "\n")
-        DeliveryWorker(tracker, run_dir, writer).run_until_caught_up("finished")
+        deliver_all(DeliveryWorker(tracker, run_dir, writer), "finished")
         assert tracker.state == {"run": "old" if writer == "a" else "new"} == Cursor(run_dir, "listtracker", writer).state
 
 
@@ -278,7 +279,7 @@ def test_a_cursor_folder_from_before_the_state_moved_into_the_cursor_continues_t
     (run_dir / "cursors" / "listtracker_run.json").write_text(json.dumps({"run_id": "abc", "tracking_uri": "sqlite:///x.db"}))
     tracker = ListTracker()
     tracker.open(RunContext(run_dir, "old", {}, Report()))
-    DeliveryWorker(tracker, run_dir).run_until_caught_up("finished")
+    deliver_all(DeliveryWorker(tracker, run_dir), "finished")
     assert tracker.state == {"run_id": "abc", "tracking_uri": "sqlite:///x.db"} == json.loads((run_dir / "cursors" / "listtracker.json").read_text())["state"]
 
 
@@ -300,7 +301,7 @@ def test_a_delivery_waits_for_another_process_delivering_the_same_cursor(tmp_pat
     released = tmp_path / "released"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "1.5", str(released)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline() == "held\n"
-    DeliveryWorker(tracker, run_dir).run_until_caught_up("finished")
+    deliver_all(DeliveryWorker(tracker, run_dir), "finished")
     assert released.exists()  # it waited for the holder to be done
     assert holder.wait(10) == 0
     monkeypatch.setattr(rltrack.delivery, "LOCK_WAIT", 0.3)

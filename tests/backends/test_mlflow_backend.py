@@ -110,7 +110,7 @@ def test_every_value_param_tag_artifact_and_the_status_arrive(store, tmp_path):
     assert run.data.tags["rltrack.run_dir"] == str(logger.run_dir.resolve())
 
     downloads = tmp_path / "downloads"
-    downloads.mkdir()  # MLflow 2.16 downloads only into a folder that exists
+    downloads.mkdir()  # MLflow 2.22 downloads only into a folder that exists
     for iteration in (1, 2):
         local = client.download_artifacts(run_id, f"ckpt/iteration_{iteration}.pth.tar", str(downloads))
         assert Path(local).read_bytes() == (logger.run_dir / "ckpt" / f"iteration_{iteration}.pth.tar").read_bytes()

@@ -25,6 +25,7 @@ from reliability_helpers import reported
 import rltrack
 import wandb_reader
 from journal_batch import journal_batch, with_saved_state
+from deliver import deliver_all
 from rltrack.backends.base import RunContext
 from rltrack.backends.wandb import WandbBackend
 from rltrack.backends.wandb_files import HistoryFile, rows_in_files
@@ -186,7 +187,7 @@ def test_a_second_writer_with_lower_steps_resumes_the_same_run_and_keeps_every_r
     for status in ("killed", "failed"):
         backend = WandbBackend(project="rltrack-test")
         backend.open(context)
-        DeliveryWorker(backend, run_dir).run_until_caught_up(status)
+        deliver_all(DeliveryWorker(backend, run_dir), status)
         if status == "killed":  # a second writer appends lower steps
             journal = JournalWriter(run_dir / "journal.jsonl")
             journal.append(Event(time.time(), {"x": 100 + step}, namespace="a", steps={"env_steps": step}) for step in range(3, 8))
@@ -227,7 +228,7 @@ def test_a_saved_run_whose_init_failed_waits_for_sync_instead_of_retrying_a_rese
     context = RunContext(logger.run_dir, logger.name, logger.config, Report())
     offline = WandbBackend()
     offline.open(context)
-    DeliveryWorker(offline, logger.run_dir).run_until_caught_up("finished")
+    deliver_all(DeliveryWorker(offline, logger.run_dir), "finished")
     saved = tracker_state(logger.run_dir, "wandb")["id"]
     with socket.socket() as server:  # the same run, now online against a server that never answers
         server.bind(("127.0.0.1", 0))
@@ -325,7 +326,7 @@ def test_the_package_list_is_read_once_per_process_and_every_run_gets_it(tmp_pat
         logger.close()
         backend = WandbBackend(project="rltrack-test")
         backend.open(RunContext(logger.run_dir, logger.name, logger.config, Report()))
-        DeliveryWorker(backend, logger.run_dir).run_until_caught_up("finished")
+        deliver_all(DeliveryWorker(backend, logger.run_dir), "finished")
         run_dirs.append(logger.run_dir)
     assert len(readings) == 1
     for run_dir in run_dirs:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import wandb_reader
+from deliver import deliver_all
 from reliability_helpers import PYTHON, child_env, wandb_files, wandb_history
 from test_wandb_backend import wandb_env  # noqa: F401 - the module's W&B directories, and offline mode
 from wandb_server import WandbServer
@@ -141,7 +142,7 @@ def test_a_resumed_online_run_continues_its_steps(server, tmp_path, monkeypatch)
         for session in range(2):
             backend = WandbBackend(project="rltrack-test", mode="online")
             backend.open(context)
-            DeliveryWorker(backend, logger.run_dir).run_until_caught_up("finished")
+            deliver_all(DeliveryWorker(backend, logger.run_dir), "finished")
             if session == 0:
                 append_rows(logger.run_dir, range(30, 55))
     finally:
@@ -163,7 +164,7 @@ def test_sessions_started_within_one_second_are_all_counted(tmp_path):
     for session in range(3):
         backend = WandbBackend(project="rltrack-test")
         backend.open(context)
-        DeliveryWorker(backend, logger.run_dir).run_until_caught_up("killed")
+        deliver_all(DeliveryWorker(backend, logger.run_dir), "killed")
         if session == 0:
             run_id = tracker_state(logger.run_dir, "wandb")["id"]
             for second in range(-1, 120):

@@ -317,7 +317,7 @@ def test_images_figures_and_videos_reach_mlflow_as_artifacts(tmp_path):
     uploaded = sorted(f.path for folder in ("media/evaluator", "media/trajectory") for f in client.list_artifacts(run_id, folder))
     local = sorted(p.relative_to(logger.run_dir).as_posix() for p in (logger.run_dir / "media").rglob("*") if p.is_file())
     assert uploaded == local == ["media/evaluator/frame_256.png", "media/evaluator/frame_512.png", "media/trajectory/figure_256.png", "media/trajectory/video_256.png"]
-    (tmp_path / "down").mkdir()  # MLflow 2.16 downloads only into a folder that exists
+    (tmp_path / "down").mkdir()  # MLflow 2.22 downloads only into a folder that exists
     for path in uploaded:
         downloaded = client.download_artifacts(run_id, path, str(tmp_path / "down"))
         assert Path(downloaded).read_bytes() == (logger.run_dir / path).read_bytes()
