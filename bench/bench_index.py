@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import rltrack  # noqa: E402
-from rltrack.events import Event  # noqa: E402
+from rltrack.core.events import Event  # noqa: E402
 from rltrack.runs import query, refresh, resolve  # noqa: E402
 
 ENVS = ["CartPole-v1", "Pendulum-v1", "HalfCheetah-v4", "Hopper-v4"]

@@ -56,7 +56,7 @@ from mlflow_server import MlflowServer, tracker
 from report import Section, arguments, verdict
 
 import rltrack
-from rltrack.agent_files import agent_running, registrations
+from rltrack.agent.files import agent_running, registrations
 
 METRICS = [f"m{k}" for k in range(10)]
 MARGIN = 1.0  # seconds past close_timeout the script may take to exit

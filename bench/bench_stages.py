@@ -29,14 +29,14 @@ import trackers
 from report import Section, arguments
 from timing import KEYS, records
 
-from rltrack.backends.base import RunContext
-from rltrack.backends.local import LocalBackend
-from rltrack.construct import build_filter
-from rltrack.events import Event
+from rltrack.sinks.base import RunContext
+from rltrack.sinks.local import LocalBackend
+from rltrack.delivery.construct import build_filter
+from rltrack.core.events import Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JournalWriter
-from rltrack.report import Report
-from rltrack.values import normalize
+from rltrack.core.report import Report
+from rltrack.core.values import normalize
 
 
 def fastest(repetitions: int, n: int, setup: Callable[[], Any], stage: Callable[[Any], object]) -> float:

@@ -42,7 +42,7 @@ processes (untimed):
     every run to every tracker (its registrations are gone): the agent goes on
     after the script, so this is when the trackers hold everything;
   * a thread samples every 0.5 s the driver's RSS, the processes running
-    `rltrack.agent` for this agent directory, their RSS and their children's
+    `rltrack.agent.process` for this agent directory, their RSS and their children's
     (wandb-core, which the W&B client starts), until delivered;
   * then (untimed) every value is read back from MLflow, the `.wandb` files
     and progress.csv, and counted: missing and duplicated values per store.
@@ -100,7 +100,7 @@ class Watch:
     not as an agent, and its RSS (pages shared with the agent) is left out."""
 
     def __init__(self, agent_dir: Path) -> None:
-        self.signature = ["-m", "rltrack.agent", str(agent_dir)]
+        self.signature = ["-m", "rltrack.agent.process", str(agent_dir)]
         self.me = psutil.Process()
         self.driver_peak = self.agent_peak = self.agent_tree_peak = self.agent_children = self.agents_at_once = self.forks_at_once = 0
         self.agent_seen: dict[int, list[float]] = {}  # pid: [first, last] sample, seconds after the watch started
@@ -225,7 +225,7 @@ def sweep(system: str, work: Path, trials: int, results: int, num_cpus: int, mlf
     import ray
     from ray import tune
 
-    from rltrack.agent_files import agent_dir, registrations
+    from rltrack.agent.files import agent_dir, registrations
 
     trackers.isolate(work)
     start_ray(num_cpus)

@@ -42,7 +42,7 @@ import trackers
 from report import Section, arguments, verdict
 from timing import KEYS, records, repeat_alternating
 
-from rltrack.events import Event
+from rltrack.core.events import Event
 
 TARGET_LOCAL_RPS, TARGET_TB_SPEEDUP, TARGET_MLFLOW_SPEEDUP = 100_000.0, 20.0, 20.0
 
@@ -106,7 +106,7 @@ def files_floor(runs: Counter, n: int) -> Callable[[], float]:
     def run() -> float:
         import orjson
 
-        from rltrack.backends.tfevents import EventFileWriter
+        from rltrack.sinks.tfevents import EventFileWriter
 
         root, name = runs.next("floor")
         folder = root / name
@@ -157,7 +157,7 @@ def tb_writer(runs: Counter, n: int, label: str, write_all: Callable[[Path, list
 
 def rltrack_event_file(logdir: Path, recs: list[dict[str, float]]) -> None:
     """rltrack's event-file writer, one event of 10 scalars per record (as the pipeline thread calls it)."""
-    from rltrack.backends.tfevents import EventFileWriter
+    from rltrack.sinks.tfevents import EventFileWriter
 
     writer = EventFileWriter(logdir)
     now = time.time()

@@ -103,7 +103,7 @@ def burst(root: Path, n: int, name: str = "burst") -> dict[str, float]:
 
 def profile(root: Path, n: int) -> None:
     """cProfile of the pipeline thread while it drains a burst."""
-    from rltrack.turns import Turns
+    from rltrack.core.turns import Turns
 
     prof = cProfile.Profile()
     original = Turns.run

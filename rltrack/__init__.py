@@ -14,26 +14,26 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from rltrack.version import __version__
+from rltrack.core.version import __version__
 
 #: public name -> the module defining it
 _PUBLIC = {
-    "ConfigError": "rltrack.config",
-    "load_config": "rltrack.config",
-    "make_logger": "rltrack.config",
-    "SCHEMA_VERSION": "rltrack.events",
-    "Event": "rltrack.events",
+    "ConfigError": "rltrack.training.config",
+    "load_config": "rltrack.training.config",
+    "make_logger": "rltrack.training.config",
+    "SCHEMA_VERSION": "rltrack.core.events",
+    "Event": "rltrack.core.events",
     "read_journal": "rltrack.journal",
-    "MissingExtraError": "rltrack.optional",
-    "Logger": "rltrack.logger",
+    "MissingExtraError": "rltrack.core.optional",
+    "Logger": "rltrack.training.logger",
 }
 
 if TYPE_CHECKING:
-    from rltrack.config import ConfigError, load_config, make_logger
-    from rltrack.events import SCHEMA_VERSION, Event
+    from rltrack.training.config import ConfigError, load_config, make_logger
+    from rltrack.core.events import SCHEMA_VERSION, Event
     from rltrack.journal import read_journal
-    from rltrack.optional import MissingExtraError
-    from rltrack.logger import Logger
+    from rltrack.core.optional import MissingExtraError
+    from rltrack.training.logger import Logger
 
 
 def __getattr__(name: str) -> Any:

@@ -57,7 +57,7 @@ def agent_dir(tmp_path_factory):
     yield directory
     import psutil
 
-    for module in ("rltrack.agent_keeper", "rltrack.agent"):  # the keepers first: they would start the agents again
+    for module in ("rltrack.agent.keeper", "rltrack.agent.process"):  # the keepers first: they would start the agents again
         for process in psutil.process_iter(["cmdline"]):
             if module in (process.info["cmdline"] or []) and any(str(directory) in part for part in process.info["cmdline"]):
                 process.terminate()

@@ -36,7 +36,7 @@ What a record becomes (one `Event` per `write`):
   canonical names (with `"canonical"`, native keys that have a canonical twin
   are then left to the block).
 
-DI-engine's stage blocks (`rltrack.stages`, recorded by
+DI-engine's stage blocks (`rltrack.frameworks.stages`, recorded by
 rltrack.adapters.acme_stages; not with `run.names = "native"`), from the raw
 records of one logging interval:
 
@@ -86,9 +86,9 @@ from functools import partial
 from typing import Any, Callable, Mapping
 
 from rltrack.adapters.acme_stages import Stage, stage_for
-from rltrack.canonical import names_mode
-from rltrack.events import DEFAULT_STEP_AXIS, Event
-from rltrack.exits import exit_status
+from rltrack.frameworks.canonical import names_mode
+from rltrack.core.events import DEFAULT_STEP_AXIS, Event
+from rltrack.training.exits import exit_status
 from rltrack.frameworks.acme import (
     CANONICAL,
     SOURCE,
@@ -280,7 +280,7 @@ class RLTrackLoggerFactory:
         acme_factory: Callable[..., Any] | None = None,
         **overrides: Any,
     ) -> None:
-        from rltrack.config import load_config
+        from rltrack.training.config import load_config
 
         load_config(config, **overrides)  # a config mistake shows here, not in a worker later
         self._config = config
@@ -296,7 +296,7 @@ class RLTrackLoggerFactory:
         """The shared rltrack `Logger` (created on first use)."""
         with self._lock:
             if self._logger is None:
-                from rltrack.config import make_logger
+                from rltrack.training.config import make_logger
 
                 self._logger = make_logger(self._config, **self._overrides)
                 self._logger.set_run_info({"framework": "acme", "acme_version": _acme_version()})

@@ -6,7 +6,7 @@ on the calling thread when an interval ends (every `stage_every` records, or
 for the evaluator when training moved on) and takes the records' values in
 and computes the block on rltrack's pipeline thread, in order with everything
 else written. Which keys count and how an interval becomes a block is
-rltrack.frameworks.acme; the blocks' arithmetic is rltrack.stages.
+rltrack.frameworks.acme; the blocks' arithmetic is rltrack.frameworks.stages.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from rltrack.events import Event
+from rltrack.core.events import Event
 from rltrack.frameworks.acme import SOURCE, STEP_AXES, episode_block, learner_name
-from rltrack.stages import CollectorStats, LearnerAverages, block_events
+from rltrack.frameworks.stages import CollectorStats, LearnerAverages, block_events
 
 
 class Stage:

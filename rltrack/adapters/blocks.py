@@ -1,7 +1,7 @@
 """Sending one DI-engine stage block through a Logger: what an adapter does at the end of a stage.
 
 The blocks themselves (their keys and arithmetic, and the events one block
-becomes) are framework knowledge in rltrack.stages, pure functions that know
+becomes) are framework knowledge in rltrack.frameworks.stages, pure functions that know
 nothing of a Logger; this module is the one step that needs a live Logger:
 sending those events from the training thread and ending the stage with
 `Logger.dump(steps)`, the learner's model printed once per logger.
@@ -14,10 +14,10 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rltrack import stages
+from rltrack.frameworks import stages
 
 if TYPE_CHECKING:
-    from rltrack.logger import Logger
+    from rltrack.training.logger import Logger
 
 #: Loggers that have printed a learner model already (the print happens once per logger).
 _MODEL_PRINTED: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -35,7 +35,7 @@ def emit_block(
     model: Any = None,
     dump: bool = True,
 ) -> None:
-    """Sends one stage's block (see rltrack.stages for how its values
+    """Sends one stage's block (see rltrack.frameworks.stages for how its values
     travel) and ends it with `Logger.dump(steps)`. Before the block:
     `info_lines` (the evaluator's episode lines) as one `INFO_KEY` text event,
     and `str(model)` as the `MODEL_KEY` text event the first time a model is

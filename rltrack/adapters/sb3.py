@@ -104,14 +104,14 @@ from rltrack.adapters.sb3_stages import (
 )
 from rltrack.adapters.sb3_writer import WriterBody
 from rltrack.frameworks.sb3 import CANONICAL, FORMAT_NAME, NAMESPACES, attribute_hparams
-from rltrack.optional import require
+from rltrack.core.optional import require
 
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.logger import KVWriter
 
-    from rltrack.logger import Logger
+    from rltrack.training.logger import Logger
 
 
 # ---- the callback ----------------------------------------------------------

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltrack.frameworks.sb3 import NAMESPACES
-from rltrack.optional import require
-from rltrack.rundir import safe_filename
+from rltrack.core.optional import require
+from rltrack.sinks.rundir import safe_filename
 
 if TYPE_CHECKING:
-    from rltrack.logger import Logger
+    from rltrack.training.logger import Logger
 
 _TYPES: tuple[type, ...] = ()
 

@@ -1,6 +1,6 @@
 """DI-engine's stage blocks from a live SB3 model: what `RLTrackCallback` and `attach` record.
 
-SB3 logs moving means; DI-engine's blocks (rltrack.stages) need each stage's
+SB3 logs moving means; DI-engine's blocks (rltrack.frameworks.stages) need each stage's
 own episodes, `train()` values, replay-buffer counts and evaluations. This
 module hooks into the places SB3 hands them out and keeps them per rltrack
 logger until SB3's own dump ends the stage: the steps' infos (fed by the
@@ -8,7 +8,7 @@ callback, or by a hook on the model's VecEnv under `attach`), the model's
 logger after each `train()`, the replay buffer's write position, and each
 `EvalCallback` evaluation. What SB3's values mean (the learner block's names)
 is framework knowledge in rltrack.frameworks.sb3; the blocks' arithmetic is
-rltrack.stages; sending them is rltrack.adapters.blocks.
+rltrack.frameworks.stages; sending them is rltrack.adapters.blocks.
 """
 
 from __future__ import annotations
@@ -17,17 +17,17 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from rltrack import stages
+from rltrack.frameworks import stages
 from rltrack.adapters.blocks import emit_block
 from rltrack.frameworks.sb3 import learner_values
 
 if TYPE_CHECKING:
-    from rltrack.logger import Logger
+    from rltrack.training.logger import Logger
 
 
 class StageRecorder:
     """The raw data of the current collection stage, seen by `RLTrackCallback`
-    at every step; turned into blocks by `rltrack.stages` at SB3's own dumps.
+    at every step; turned into blocks by `rltrack.frameworks.stages` at SB3's own dumps.
 
     * collector: the episodes SB3's `Monitor` reports in each step's
       `infos[i]["episode"]` (`r`, `l`) since the last dump; `envstep_count` and

@@ -17,8 +17,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from rltrack.adapters.sb3_media import Encoded, encode, sb3_types
-from rltrack.canonical import with_canonical_names
-from rltrack.events import Event
+from rltrack.frameworks.canonical import with_canonical_names
+from rltrack.core.events import Event
 from rltrack.frameworks.sb3 import (
     ALGORITHM_DUMP_KEY,
     CANONICAL,
@@ -30,7 +30,7 @@ from rltrack.frameworks.sb3 import (
 
 if TYPE_CHECKING:
     from rltrack.adapters.sb3_stages import StageRecorder
-    from rltrack.logger import Logger
+    from rltrack.training.logger import Logger
 
 _PLAIN = frozenset({float, int, str, bool, type(None)})
 

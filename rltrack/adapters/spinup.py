@@ -87,10 +87,10 @@ from typing import Any
 import numpy as np
 
 from rltrack.adapters.spinup_logx import colorize, dump_pickle, epoch_statistics
-from rltrack.atomic_file import write_atomic
-from rltrack.canonical import names_mode, with_canonical_names
-from rltrack.events import DEFAULT_STEP_AXIS
-from rltrack.exits import exit_status
+from rltrack.core.atomic_file import write_atomic
+from rltrack.frameworks.canonical import names_mode, with_canonical_names
+from rltrack.core.events import DEFAULT_STEP_AXIS
+from rltrack.training.exits import exit_status
 from rltrack.frameworks.spinup import (
     CANONICAL,
     EPISODE_KEYS,
@@ -101,7 +101,7 @@ from rltrack.frameworks.spinup import (
     namespace_of,
     row_events,
 )
-from rltrack.logger import Logger
+from rltrack.training.logger import Logger
 
 
 def convert_json(obj: Any, _active: frozenset[int] = frozenset()) -> Any:
@@ -392,7 +392,7 @@ def _route(column: str, source: str, statistic: bool, names: str) -> Route:
 
 
 def _make_rltrack_logger(config: Any, output_dir: str | None, exp_name: str | None) -> Any:
-    from rltrack.config import load_config, make_logger
+    from rltrack.training.config import load_config, make_logger
 
     cfg = load_config(config)
     if cfg["run"]["name"] is None:

@@ -88,7 +88,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from rltrack.canonical import names_mode
+from rltrack.frameworks.canonical import names_mode
 from rltrack.frameworks.tune import (
     CANONICAL,
     ENV_STEP_KEYS,
@@ -107,10 +107,10 @@ from rltrack.frameworks.tune_results import (
     result_steps,
     split_result,
 )
-from rltrack.logger import FLUSH_LIMIT
+from rltrack.training.logger import FLUSH_LIMIT
 
 if TYPE_CHECKING:
-    from rltrack.logger import Logger
+    from rltrack.training.logger import Logger
 
 
 def record_episodes(*, episode: Any, metrics_logger: Any, **kwargs: Any) -> None:
@@ -194,7 +194,7 @@ class TrialLoggers:
     """
 
     def __init__(self, config: Any = None, **overrides: Any) -> None:
-        from rltrack.config import load_config
+        from rltrack.training.config import load_config
 
         self._config = load_config(config, **overrides)
         self._root = Path(self._config["run"]["root"]).expanduser().resolve()
@@ -258,7 +258,7 @@ class TrialLoggers:
         entry = self._trials.get(trial.trial_id)
         if entry is not None:  # restarted after a pause or a recoverable failure
             return entry
-        from rltrack.config import make_logger
+        from rltrack.training.config import make_logger
 
         experiment = str(getattr(trial, "experiment_dir_name", None) or "tune")
         cfg = copy.deepcopy(self._config)
@@ -378,7 +378,7 @@ def _safe_attr(obj: Any, name: str) -> Any:
 
 
 def _build_callback_class() -> type:
-    from rltrack.optional import require
+    from rltrack.core.optional import require
 
     tune_logger = require("ray.tune.logger", "tune", "rltrack.adapters.tune.RLTrackCallback")
     cls = type(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
-from rltrack.events import Event
+from rltrack.core.events import Event
 from rltrack.filters.base import Filter, KeyMatcher, as_float, check_positive
 
 

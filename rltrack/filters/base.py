@@ -13,8 +13,8 @@ import math
 import re
 from typing import Any, Sequence
 
-from rltrack.events import Event
-from rltrack.report import Report
+from rltrack.core.events import Event
+from rltrack.core.report import Report
 
 
 class Filter:

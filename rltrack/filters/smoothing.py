@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from math import isfinite
 
-from rltrack.events import Event
+from rltrack.core.events import Event
 from rltrack.filters.base import Filter, KeyMatcher, as_float
 
 WARMUPS = ("acme", "debias")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rltrack.events import Event
+from rltrack.core.events import Event
 from rltrack.filters.base import Filter
 
 

@@ -2,7 +2,7 @@
 a logger label means, the step counters and their axes, the canonical
 (DI-engine) names of its keys, how many records make one stage block, and
 how an interval's records become DI-engine's collector, evaluator and
-learner blocks (the arithmetic itself is rltrack.stages).
+learner blocks (the arithmetic itself is rltrack.frameworks.stages).
 
 The adapter (rltrack.adapters.acme, rltrack.adapters.acme_stages) reads it here.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rltrack.stages import CollectorStats, evaluator_block, evaluator_info_lines
+from rltrack.frameworks.stages import CollectorStats, evaluator_block, evaluator_info_lines
 
 SOURCE = "acme"
 

@@ -8,7 +8,7 @@ model's attributes are hyperparameters and how they become JSON.
 
 The adapter (rltrack.adapters.sb3 and its sb3_* modules) reads it here; the
 run database reads SB3's progress.csv through the shared vocabulary
-(rltrack.canonical). Nothing here imports SB3, numpy or torch: values are
+(rltrack.frameworks.canonical). Nothing here imports SB3, numpy or torch: values are
 recognised by their shape (`ndim`, `item`, `_asdict`, a module name).
 """
 

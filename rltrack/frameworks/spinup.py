@@ -4,7 +4,7 @@ stage block, the canonical (DI-engine) names of its columns, and the events
 one `dump_tabular()` row becomes (its columns, and DI-engine's stage blocks
 computed from the raw values stored that epoch).
 
-The stage blocks (`rltrack.stages`, `stage_blocks`) are computed from the raw values
+The stage blocks (`rltrack.frameworks.stages`, `stage_blocks`) are computed from the raw values
 `store`d this epoch, not from the table's statistics: a `collector` block
 from `EpRet` (and `EpLen`: `episode_count`, `reward_mean/std/max/min`,
 `each_reward`, `avg_envstep_per_episode`; `envstep_count` is the growth of
@@ -30,8 +30,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
-from rltrack.events import Event
-from rltrack.stages import (
+from rltrack.core.events import Event
+from rltrack.frameworks.stages import (
     CollectorStats,
     LearnerAverages,
     block_events,
@@ -96,7 +96,7 @@ def namespace_of(key: str) -> str:
 
 #: Where a column goes: (namespace, is a statistic) and the key names it is
 #: sent under there; (None, ()) for step columns. Made by the adapter, which
-#: knows `run.names` (rltrack.canonical, which imports this module).
+#: knows `run.names` (rltrack.frameworks.canonical, which imports this module).
 Route = tuple[tuple[str, bool] | None, tuple[str, ...]]
 
 

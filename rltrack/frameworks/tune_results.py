@@ -31,7 +31,7 @@ What one result dict becomes (the same for both ways in):
   progress.csv row per result. Keys that appear late (evaluation metrics) are
   simply new columns (the core's progress.csv keeps them);
 * canonical names (DI-engine vocabulary) come as DI-engine's stage blocks
-  (`rltrack.stages`), beside the native keys or replacing those that have a
+  (`rltrack.frameworks.stages`), beside the native keys or replacing those that have a
   canonical twin, per the config's `run.names` (`"native"`: no blocks):
   - `collector`, per iteration: from the individual episodes when the result
     has them (`record_episodes` below): `episode_count`, `reward_mean/std/
@@ -81,7 +81,7 @@ from collections import abc
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from rltrack.events import Event
+from rltrack.core.events import Event
 from rltrack.frameworks.tune import (
     CANONICAL,
     DEFAULT_MODULE,
@@ -94,7 +94,7 @@ from rltrack.frameworks.tune import (
     TIMING_KEYS,
     canonical_name,
 )
-from rltrack.stages import (
+from rltrack.frameworks.stages import (
     BLOCK_KEYS,
     COUNT_KEYS,
     CollectorStats,

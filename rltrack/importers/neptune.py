@@ -58,11 +58,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from rltrack.backends.neptune_queue import operations
-from rltrack.config import make_logger
-from rltrack.events import Event
-from rltrack.logger import Logger
-from rltrack.rundir import safe_filename
+from rltrack.trackers.neptune.queue import operations
+from rltrack.training.config import make_logger
+from rltrack.core.events import Event
+from rltrack.training.logger import Logger
+from rltrack.sinks.rundir import safe_filename
 
 SECTION = "neptune-import"
 SOURCE = "neptune"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rltrack.rundir import safe_filename
+from rltrack.sinks.rundir import safe_filename
 from rltrack.runs.run import Run
 
 FORMATS = ("csv", "parquet")

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Iterator, Protocol
 
-from rltrack.events import NUMERIC_KINDS, Event
+from rltrack.core.events import NUMERIC_KINDS, Event
 from rltrack.journal import read_journal
 from rltrack.runs.records import (
     RunInfo,

@@ -38,7 +38,7 @@ from rltrack.runs.records import (
     scalar_hparams,
     with_canonical,
 )
-from rltrack.values import flatten
+from rltrack.core.values import flatten
 
 UNKNOWN = "unknown"
 

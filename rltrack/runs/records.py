@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from rltrack.values import flatten
+from rltrack.core.values import flatten
 
 #: Hyperparameter values kept in `RunInfo.hparams` (the index stores these).
 _SCALAR_TYPES = (bool, int, float, str)
@@ -158,7 +158,7 @@ class _InfinityCalls(ast.NodeTransformer):
 @lru_cache(maxsize=1)
 def native_to_canonical() -> dict[str, str]:
     """native flat key -> canonical flat key, over every framework's vocabulary."""
-    from rltrack.canonical import vocabulary
+    from rltrack.frameworks.canonical import vocabulary
 
     table: dict[str, str] = {}
     for canonical, natives in vocabulary().items():

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rltrack.backends.tables import format_value
+from rltrack.sinks.tables import format_value
 from rltrack.runs.plot import DPI, plot_metrics, plot_timelog, stage_times
 from rltrack.runs.records import native_to_canonical
 from rltrack.runs.run import MAIN_METRICS

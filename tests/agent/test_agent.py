@@ -28,9 +28,9 @@ from waiting import wait_until
 
 from reliability_helpers import reported
 import rltrack
-from rltrack.agent_files import agent_dir, agent_running, ensure_running, read_json, registration_path, registrations, write_private
+from rltrack.agent.files import agent_dir, agent_running, ensure_running, read_json, registration_path, registrations, write_private
 from rltrack.journal import Counts, ended_with, read_batch
-from rltrack.report import Report
+from rltrack.core.report import Report
 
 TRACKER = "stand_in_tracker:FileTracker"
 HELPERS = str(Path(__file__).parents[1] / "helpers")  # stand_in_tracker.py, for the writer processes
@@ -42,11 +42,11 @@ def agent_home(tmp_path, monkeypatch):
     monkeypatch.setenv("RLTRACK_AGENT_IDLE", "2")
     directory = agent_dir()
     yield directory
-    for process in agents(directory, "rltrack.agent_keeper") + agents(directory):  # never leave one behind (the keepers first)
+    for process in agents(directory, "rltrack.agent.keeper") + agents(directory):  # never leave one behind (the keepers first)
         process.kill()
 
 
-def agents(directory: Path, module: str = "rltrack.agent") -> list[psutil.Process]:
+def agents(directory: Path, module: str = "rltrack.agent.process") -> list[psutil.Process]:
     """The live agent processes of `directory` (their command line names it), or its keepers."""
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
@@ -124,7 +124,7 @@ RACER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from rltrack.agent_files import agent_dir, ensure_running
+    from rltrack.agent.files import agent_dir, ensure_running
     go = Path(sys.argv[1])
     directory = agent_dir()
     (go.parent / ("ready" + sys.argv[2])).touch()
@@ -198,7 +198,7 @@ def test_the_agent_picks_up_writers_while_the_descriptors_it_holds_leave_room(tm
     it counts what it holds: writers that hold nothing (no local files, no
     tracker: their journal is open only while a batch is read) are all
     served, while descriptors held elsewhere leave no room for another."""
-    from rltrack import agent as agent_module
+    from rltrack.agent import process as agent_module
 
     directory = tmp_path / "agents"
     (directory / "runs").mkdir(parents=True)
@@ -235,7 +235,7 @@ def test_the_agent_reads_a_registration_again_only_when_it_changed(tmp_path, mon
     (read and parse it, read the process's /proc entry): now an unchanged
     file is not read again, and whether the process lives is checked every
     ALIVE_EVERY seconds, so a crash is still seen within that."""
-    from rltrack import agent as agent_module
+    from rltrack.agent import process as agent_module
 
     directory = tmp_path / "agents"
     (directory / "runs").mkdir(parents=True)
@@ -314,7 +314,7 @@ def test_the_agent_leaves_the_starters_process_tree_but_not_its_session_and_runs
         logger.write({"x": 1.0}, step=0)
         assert logger.flush(timeout=30)
         [agent] = agents(agent_home)
-        [keeper] = agents(agent_home, "rltrack.agent_keeper")
+        [keeper] = agents(agent_home, "rltrack.agent.keeper")
         assert agent.ppid() == keeper.pid and keeper.ppid() != os.getpid()  # the keeper's parent exited: it was orphaned
         assert os.getpid() not in [parent.pid for parent in agent.parents()]
         assert os.getsid(agent.pid) == os.getsid(0) and os.getpgid(agent.pid) != os.getpgid(0)

@@ -27,7 +27,7 @@ from stand_in_tracker import received
 from waiting import wait_until
 
 import rltrack
-from rltrack.agent_files import read_json
+from rltrack.agent.files import read_json
 
 TRACKER = "stand_in_tracker:FileTracker"
 HELPERS = str(Path(__file__).parents[1] / "helpers")
@@ -35,7 +35,7 @@ HELPERS = str(Path(__file__).parents[1] / "helpers")
 
 def kill_agents(directory: Path) -> None:
     """Ends the keepers, then the agents, of `directory` (their command lines name it)."""
-    for module in ("rltrack.agent_keeper", "rltrack.agent"):
+    for module in ("rltrack.agent.keeper", "rltrack.agent.process"):
         for process in psutil.process_iter(["cmdline"]):
             if (process.info["cmdline"] or [])[-3:] == ["-m", module, str(directory)]:
                 process.kill()
@@ -176,7 +176,7 @@ def test_an_agent_directory_another_user_owns_is_refused(tmp_path, monkeypatch, 
 
 def agent_dir_name() -> str:
     """The name `agent_dir` gives this process's agent directory inside the base (made once, to learn it)."""
-    from rltrack.agent_files import agent_dir
+    from rltrack.agent.files import agent_dir
 
     with pytest.MonkeyPatch.context() as patch:
         probe = Path(os.environ["RLTRACK_AGENT_DIR"]).parent / "probe"

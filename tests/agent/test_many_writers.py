@@ -23,7 +23,7 @@ from mlflow.tracking import MlflowClient
 
 import rltrack
 from rltrack.journal import journal_files
-from rltrack.sync import sync
+from rltrack.cli.sync_command import sync
 
 RECORDS = 3000
 WRITERS = ["learner", "actor_0", "actor_1", "actor_2"]

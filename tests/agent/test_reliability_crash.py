@@ -40,7 +40,7 @@ from reliability_helpers import (
     wandb_files,
     wandb_history,
 )
-from rltrack.delivery import Cursor
+from rltrack.delivery.worker import Cursor
 from waiting import wait_until
 
 TRACKERS = ("mlflow", "wandb", "neptune")

@@ -31,8 +31,8 @@ import pandas as pd
 import pytest
 
 import rltrack
-from rltrack.agent_files import agent_dir
-from rltrack.events import Event
+from rltrack.agent.files import agent_dir
+from rltrack.core.events import Event
 from rltrack.journal import JournalWriter, read_batch
 from mlflow_server import free_port
 from reliability_helpers import REPO, child_env

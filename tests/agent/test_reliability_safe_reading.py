@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import rltrack
-from rltrack.sync import SyncError, sync
+from rltrack.cli.sync_command import SyncError, sync
 
 HOSTILE_NAMES = ["../escaped", "../../escaped_twice", "/tmp/absolute_escape", "a\x00b", "..", ".", "sub/dir", "C:\\win\\x", "x" * 400]
 

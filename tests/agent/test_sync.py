@@ -17,8 +17,8 @@ import pytest
 from reliability_helpers import reported
 import rltrack
 from mlflow_server import history, tracker
-from rltrack import cli
-from rltrack.delivery import Cursor, tracker_state
+from rltrack.cli import entry as cli
+from rltrack.delivery.worker import Cursor, tracker_state
 from waiting import wait_until
 
 pytest_plugins = ["mlflow_server"]

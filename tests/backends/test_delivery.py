@@ -19,20 +19,20 @@ from typing import Any
 
 import pytest
 
-import rltrack.delivery
+import rltrack.delivery.worker
 import rltrack.journal
 from deliver import deliver_all
 from stand_in_tracker import FileTracker, batches, received
 from waiting import wait_until
 
-from rltrack.backends.base import RunContext
-from rltrack.backends.remote import EventId, RemoteBackend
-from rltrack.config import make_logger
-from rltrack.delivery import Cursor, DeliveryBusy, DeliveryWorker
-from rltrack.events import Event
-from rltrack.journal_feed import JournalFeed
-from rltrack.report import Report
-from rltrack.rundir import create_run_dir
+from rltrack.sinks.base import RunContext
+from rltrack.trackers.remote import EventId, RemoteBackend
+from rltrack.training.config import make_logger
+from rltrack.delivery.worker import Cursor, DeliveryBusy, DeliveryWorker
+from rltrack.core.events import Event
+from rltrack.journal.feed import JournalFeed
+from rltrack.core.report import Report
+from rltrack.sinks.rundir import create_run_dir
 
 
 class ListTracker(RemoteBackend):
@@ -304,7 +304,7 @@ def test_a_delivery_waits_for_another_process_delivering_the_same_cursor(tmp_pat
     deliver_all(DeliveryWorker(tracker, run_dir), "finished")
     assert released.exists()  # it waited for the holder to be done
     assert holder.wait(10) == 0
-    monkeypatch.setattr(rltrack.delivery, "LOCK_WAIT", 0.3)
+    monkeypatch.setattr(rltrack.delivery.worker, "LOCK_WAIT", 0.3)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "30", str(released)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
@@ -341,8 +341,8 @@ def test_a_run_whose_journal_cannot_be_read_does_not_stop_the_agent_serving_the_
     files were written anew by each new agent, and nothing was said. The
     agent gives the run up `RLTRACK_AGENT_RETRY` after its end, and exits
     once idle (it served it for ever otherwise)."""
-    from rltrack.agent_files import LOCK, agent_dir
-    from rltrack.locks import hold
+    from rltrack.agent.files import LOCK, agent_dir
+    from rltrack.core.locks import hold
 
     monkeypatch.setenv("RLTRACK_AGENT_DIR", str(tmp_path / "agent"))  # an agent of its own, quick to give up and to exit
     monkeypatch.setenv("RLTRACK_AGENT_RETRY", "1")

@@ -98,7 +98,7 @@ def test_progress_csv_rows_are_what_the_csv_module_writes(tmp_path: Path) -> Non
     import csv
     import random
 
-    from rltrack.backends.csvfile import GrowingCsv
+    from rltrack.sinks.csvfile import GrowingCsv
 
     rnd = random.Random(3)
     pool = [None, 0, -7, 2**70, 0.1 + 0.2, -1e-300, 1e300, 1e-07, 1e22, math.nan, math.inf, -math.inf, "a,b", 'q"', "", True]
@@ -270,7 +270,7 @@ def test_runs_started_together_share_one_reading_of_git(tmp_path: Path, monkeypa
 def test_run_info_is_saved_at_most_every_few_seconds_and_at_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tune sends its bookkeeping with every result: meta.json is not rewritten
     at every flush for it (a driver holding 64 trials rewrote 128 files a second)."""
-    from rltrack import rundir
+    from rltrack.sinks import rundir
 
     monkeypatch.setattr(rundir, "INFO_SAVE_EVERY", 3600.0)  # the 20 flushes fall within it however loaded the machine
     logger = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "info"}, "backends": {"use": ["memory"]}})
@@ -484,7 +484,7 @@ def test_names_keep_letters_of_any_script_and_fit_the_file_system(tmp_path: Path
     assert long.run_dir != again.run_dir
 
 
-# ---- DI-engine stage blocks (rltrack.stages) --------------------------------------
+# ---- DI-engine stage blocks (rltrack.frameworks.stages) --------------------------------------
 
 
 def test_stage_blocks_read_back_equal_the_tfevents_on_both_axes(tmp_path: Path) -> None:
@@ -495,7 +495,7 @@ def test_stage_blocks_read_back_equal_the_tfevents_on_both_axes(tmp_path: Path) 
     collector's full-precision `key: value` lines; the evaluator's per-episode
     returns as DI-engine's eval_episode_return(_mean); ckpt_name the file name;
     [INFO] lines per episode; the learner's iteration line and model once."""
-    from rltrack import stages
+    from rltrack.frameworks import stages
     from rltrack.adapters.blocks import emit_block
     from stage_reader import read_blocks, read_info_lines, read_tfevents
 

@@ -25,13 +25,13 @@ import rltrack
 from journal_batch import journal_batch, with_saved_state
 from mlflow_server import history, sqlite_store, tracker
 from reliability_helpers import failing_since
-from rltrack.backends.base import RunContext
-from rltrack.backends.mlflow import MlflowBackend
-from rltrack.backends.mlflow_batch import mlflow_key
-from rltrack.backends.remote import EventId
-from rltrack.delivery import Cursor
-from rltrack.events import Event
-from rltrack.report import Report
+from rltrack.sinks.base import RunContext
+from rltrack.trackers.mlflow.backend import MlflowBackend
+from rltrack.trackers.mlflow.batch import mlflow_key
+from rltrack.trackers.remote import EventId
+from rltrack.delivery.worker import Cursor
+from rltrack.core.events import Event
+from rltrack.core.report import Report
 from waiting import wait_until
 
 pytest_plugins = ["mlflow_server"]
@@ -200,8 +200,8 @@ def test_the_cursor_waits_for_the_stores_shared_transaction(tmp_path, monkeypatc
     until then a killed agent would lose what it staged, so each run's cursor
     stays before them, and moves over them once stored; the end of the
     journal stores them at once."""
-    from rltrack.backends import mlflow_sqlite
-    from rltrack.delivery import DeliveryWorker
+    from rltrack.trackers.mlflow import sqlite as mlflow_sqlite
+    from rltrack.delivery.worker import DeliveryWorker
 
     monkeypatch.setattr(mlflow_sqlite, "COMMIT_EVERY", 3600.0)
     workers, journals = [], []

@@ -17,8 +17,8 @@ import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 
-from rltrack.backends import mlflow_sqlite
-from rltrack.backends.mlflow_sqlite import SqliteMetricWriter, sqlite_path
+from rltrack.trackers.mlflow import sqlite as mlflow_sqlite
+from rltrack.trackers.mlflow.sqlite import SqliteMetricWriter, sqlite_path
 
 
 def generated_metrics(seed: int) -> list[tuple[str, float, int, int]]:
@@ -189,11 +189,11 @@ def test_a_store_of_an_untested_schema_gets_its_metrics_through_mlflows_client(t
     """A store of another MLflow release (here: the writer told it knows no
     revision) is never written directly: the backend delivers through
     `MlflowClient.log_batch`, at once, every value."""
-    from rltrack.backends.base import RunContext
-    from rltrack.backends.mlflow import MlflowBackend
-    from rltrack.delivery import DeliveryWorker
-    from rltrack.events import Event
-    from rltrack.report import Report
+    from rltrack.sinks.base import RunContext
+    from rltrack.trackers.mlflow.backend import MlflowBackend
+    from rltrack.delivery.worker import DeliveryWorker
+    from rltrack.core.events import Event
+    from rltrack.core.report import Report
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     MlflowClient(uri).search_experiments()

@@ -165,7 +165,7 @@ def test_keys_with_empty_path_parts_get_series_of_their_own_and_the_rename_is_re
     """Neptune's client drops empty path parts: `ns/a//b` and `ns/a/b` were
     one series with every step twice (a server refuses the repeats), and no
     rename was recorded."""
-    from rltrack.backends.neptune import neptune_path
+    from rltrack.trackers.neptune.backend import neptune_path
 
     logger = make(tmp_path / "runs", "paths")
     for step in range(1, 6):
@@ -185,8 +185,8 @@ def test_neptunes_help_page_is_not_pasted_into_rltracks_messages():
     colours, including `api_token=` in code, which rltrack refuses (issue 27)."""
     from neptune.exceptions import NeptuneMissingApiTokenException, ProjectNotFound
 
-    from rltrack.backends.neptune import NeptuneBackend
-    from rltrack.backends.remote import error_text
+    from rltrack.trackers.neptune.backend import NeptuneBackend
+    from rltrack.trackers.remote import error_text
 
     exc = NeptuneMissingApiTokenException()
     assert "\n" in str(exc) and "api_token" in str(exc)  # what the client says

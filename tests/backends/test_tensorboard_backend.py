@@ -197,7 +197,7 @@ def test_runs_sharing_a_tensorboard_logdir_get_separate_files(tmp_path: Path) ->
 def test_c_crc32c_agrees_with_the_pure_python_fallback():
     import os
 
-    from rltrack.backends.tfevents import crc32c, crc32c_python
+    from rltrack.sinks.tfevents import crc32c, crc32c_python
 
     assert crc32c_python(b"123456789") == 0xE3069283  # the CRC-32C check value
     for size in (0, 1, 7, 100, 4096):
@@ -247,8 +247,8 @@ def test_scalar_events_are_byte_for_byte_what_tensorboards_protobufs_encode(tmp_
     from tensorboard.compat.proto.event_pb2 import Event as EventProto
     from tensorboard.compat.proto.summary_pb2 import Summary
 
-    from rltrack.backends.tfevents import EventFileWriter
-    from rltrack.events import Event
+    from rltrack.sinks.tfevents import EventFileWriter
+    from rltrack.core.events import Event
 
     rng = np.random.default_rng(5)
     steps = random.Random(5)

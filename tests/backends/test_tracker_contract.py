@@ -27,13 +27,13 @@ from mlflow_server import history, tracker
 from reliability_helpers import neptune_floats
 from trackio_reader import store
 
-from rltrack.backends import backend_class
-from rltrack.backends.base import RunContext
-from rltrack.backends.remote import RemoteBackend
-from rltrack.delivery import DeliveryWorker
-from rltrack.events import Event
-from rltrack.report import Report
-from rltrack.rundir import create_run_dir
+from rltrack.delivery.registry import backend_class
+from rltrack.sinks.base import RunContext
+from rltrack.trackers.remote import RemoteBackend
+from rltrack.delivery.worker import DeliveryWorker
+from rltrack.core.events import Event
+from rltrack.core.report import Report
+from rltrack.sinks.rundir import create_run_dir
 
 KEY = "learner/x"
 BATCH = 4  # events per delivery: every journal below spans several batches

@@ -30,10 +30,10 @@ from waiting import wait_until
 
 import rltrack
 from journal_batch import journal_batch, with_saved_state
-from rltrack.backends import RunContext
-from rltrack.backends.trackio import TrackioBackend
-from rltrack.delivery import Cursor, tracker_state
-from rltrack.report import Report
+from rltrack.delivery.registry import RunContext
+from rltrack.trackers.trackio import TrackioBackend
+from rltrack.delivery.worker import Cursor, tracker_state
+from rltrack.core.report import Report
 
 def series(rows: list[dict[str, Any]], key: str) -> list[tuple[int, Any]]:
     return sorted((row["step"], row[key]) for row in rows if key in row)

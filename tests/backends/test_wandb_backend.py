@@ -26,13 +26,13 @@ import rltrack
 import wandb_reader
 from journal_batch import journal_batch, with_saved_state
 from deliver import deliver_all
-from rltrack.backends.base import RunContext
-from rltrack.backends.wandb import WandbBackend
-from rltrack.backends.wandb_files import HistoryFile, rows_in_files
-from rltrack.delivery import DeliveryWorker, tracker_state
-from rltrack.events import Event
+from rltrack.sinks.base import RunContext
+from rltrack.trackers.wandb.backend import WandbBackend
+from rltrack.trackers.wandb.files import HistoryFile, rows_in_files
+from rltrack.delivery.worker import DeliveryWorker, tracker_state
+from rltrack.core.events import Event
 from rltrack.journal import JournalWriter
-from rltrack.report import Report
+from rltrack.core.report import Report
 
 
 @pytest.fixture(scope="module", autouse=True)

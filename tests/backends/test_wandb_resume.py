@@ -31,12 +31,12 @@ from wandb_server import WandbServer
 from waiting import wait_until
 
 import rltrack
-from rltrack.backends.base import RunContext
-from rltrack.backends.wandb import WandbBackend
-from rltrack.delivery import Cursor, DeliveryWorker, tracker_state
-from rltrack.events import Event
+from rltrack.sinks.base import RunContext
+from rltrack.trackers.wandb.backend import WandbBackend
+from rltrack.delivery.worker import Cursor, DeliveryWorker, tracker_state
+from rltrack.core.events import Event
 from rltrack.journal import JournalWriter
-from rltrack.report import Report
+from rltrack.core.report import Report
 
 
 def steps_and_values(files: list[Path], key: str) -> tuple[list[int], list[float]]:

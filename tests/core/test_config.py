@@ -14,10 +14,10 @@ import pytest
 
 import rltrack
 from rltrack import ConfigError, MissingExtraError, load_config, make_logger
-from rltrack.backends import BACKEND_TYPES
-from rltrack.backends.base import Backend
+from rltrack.delivery.registry import BACKEND_TYPES
+from rltrack.sinks.base import Backend
 from rltrack.filters import AggregateFilter, FilterChain, SmoothingFilter, TimeFilter
-from rltrack.optional import require
+from rltrack.core.optional import require
 
 TOML = """
 [run]
@@ -462,7 +462,7 @@ def test_backend_whose_package_is_missing_names_the_extra_at_construction(root, 
 
 
 def test_backend_module_requiring_a_missing_package_names_the_extra(root, tmp_path, monkeypatch):
-    source = "from rltrack.optional import require\nrequire('rltrack_no_such_package', 'neptune', 'the neptune backend')\n"
+    source = "from rltrack.core.optional import require\nrequire('rltrack_no_such_package', 'neptune', 'the neptune backend')\n"
     _register(monkeypatch, tmp_path, "needy2", source=source)
     with pytest.raises(ConfigError) as caught:
         make_logger({"run": {"root": root}, "backends": {"use": ["needy2"]}})
@@ -528,7 +528,7 @@ def test_tracker_settings_that_cannot_work_are_refused_at_make_logger(root, tmp_
 
 def test_a_wandb_key_in_netrc_or_the_environment_is_enough(root, tmp_path, monkeypatch):
     pytest.importorskip("wandb")
-    from rltrack.construct import backend_type
+    from rltrack.delivery.construct import backend_type
 
     def check_online() -> None:  # the training process's check, by the class method
         backend_type("wandb", {"mode": "online"}, "config")

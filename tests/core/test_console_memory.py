@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 
 import rltrack
-from rltrack.backends.base import RunContext
-from rltrack.backends.console import ConsoleBackend
-from rltrack.events import Event
-from rltrack.report import Report
+from rltrack.sinks.base import RunContext
+from rltrack.sinks.console import ConsoleBackend
+from rltrack.core.events import Event
+from rltrack.core.report import Report
 
 
 def make(tmp_path: Path, *backends: str) -> rltrack.Logger:

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rltrack
-from rltrack.events import Event
+from rltrack.core.events import Event
 from rltrack.filters import AggregateFilter, FilterChain, KeyFilter, NoneFilter, SmoothingFilter, TimeFilter
-from rltrack.report import Report
+from rltrack.core.report import Report
 from waiting import wait_until
 
 STATS_NP = {"mean": np.mean, "std": np.std, "median": np.median, "min": np.min, "max": np.max}

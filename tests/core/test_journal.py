@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rltrack
-from rltrack.events import SCHEMA_VERSION, Event
+from rltrack.core.events import SCHEMA_VERSION, Event
 from rltrack.journal import JOURNAL_NAME, JournalWriter, control_line, count_skipped, ended_with, read_batch, read_journal
-from rltrack.report import Report
+from rltrack.core.report import Report
 from waiting import wait_until
 
 
@@ -86,7 +86,7 @@ def write_journal(path, events):
 @given(
     time_=st.floats(allow_nan=False, allow_infinity=False),
     data=st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8)), max_size=6),
-    kind=st.sampled_from(rltrack.events.KINDS),
+    kind=st.sampled_from(rltrack.core.events.KINDS),
     namespace=st.text(max_size=8),
     steps=st.dictionaries(st.text(min_size=1, max_size=6), st.integers(-(2**62), 2**62), max_size=3),
     worker=st.text(max_size=4),
@@ -111,7 +111,7 @@ def test_event_json_round_trip(time_, data, kind, namespace, steps, worker, prea
         st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=4), st.builds(np.float64, st.floats())),
         max_size=8,
     ),
-    kind=st.sampled_from(rltrack.events.NUMERIC_KINDS),
+    kind=st.sampled_from(rltrack.core.events.NUMERIC_KINDS),
     fields=st.tuples(st.text(max_size=6), st.text(max_size=6), st.text(max_size=6), st.text(max_size=4)),
     steps=st.dictionaries(st.text(min_size=1, max_size=6), st.integers(-(2**70), 2**70), max_size=3),
     preaggregated=st.booleans(),
@@ -203,7 +203,7 @@ def test_a_torn_first_line_leaves_an_empty_journal(tmp_path):
 WRITER = """
 import sys
 from pathlib import Path
-from rltrack.events import Event
+from rltrack.core.events import Event
 from rltrack.journal import JournalWriter
 writer = JournalWriter(Path(sys.argv[1]))
 i = 0

@@ -4,7 +4,7 @@ Why: a newcomer reads the package from the bottom up, and a change low down
 cannot be broken by a module above it. The walk reads every module's source
 with `ast` (nothing is imported): imports at the top, inside functions and
 under `if TYPE_CHECKING:` all count, and so does a string that is nothing but
-the name of one of the package's modules (`"rltrack.backends.local:LocalBackend"`,
+the name of one of the package's modules (`"rltrack.sinks.local:LocalBackend"`,
 `"rltrack.runs.plot"`): such names are imported with `importlib` later. `from package import name` counts as importing the
 submodule `package.name` when there is one, else the package itself.
 """
@@ -21,55 +21,55 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "rltrack"
 #: longest matching prefix; a subpackage's `__init__` belongs to its layer. See docs/ARCHITECTURE.md.
 LAYERS: dict[str, int] = {
     # 0: the event schema, value normalisation and the small tools every layer uses
-    "rltrack.version": 0,
-    "rltrack.events": 0,
-    "rltrack.values": 0,
-    "rltrack.redact": 0,
-    "rltrack.report": 0,
-    "rltrack.atomic_file": 0,
-    "rltrack.locks": 0,
-    "rltrack.optional": 0,
-    "rltrack.posix": 0,
-    "rltrack.turns": 0,
+    "rltrack.core.version": 0,
+    "rltrack.core.events": 0,
+    "rltrack.core.values": 0,
+    "rltrack.core.redact": 0,
+    "rltrack.core.report": 0,
+    "rltrack.core.atomic_file": 0,
+    "rltrack.core.locks": 0,
+    "rltrack.core.optional": 0,
+    "rltrack.core.posix": 0,
+    "rltrack.core.turns": 0,
     # 1: what rltrack knows about each framework, as data and pure functions
-    "rltrack.canonical": 1,
-    "rltrack.stages": 1,
+    "rltrack.frameworks.canonical": 1,
+    "rltrack.frameworks.stages": 1,
     "rltrack.frameworks": 1,
     # 2: filters
     "rltrack.filters": 2,
     # 3: the journal
     "rltrack.journal": 3,
-    "rltrack.journal_feed": 3,
+    "rltrack.journal.feed": 3,
     # 4: sinks (local files) and trackers, and the delivery of a journal to them
-    "rltrack.backends": 4,
-    "rltrack.rundir": 4,
-    "rltrack.construct": 4,
-    "rltrack.delivery": 4,
-    "rltrack.files_delivery": 4,
-    "rltrack.run_end": 4,
+    "rltrack.delivery.registry": 4,
+    "rltrack.sinks.rundir": 4,
+    "rltrack.delivery.construct": 4,
+    "rltrack.delivery.worker": 4,
+    "rltrack.delivery.files": 4,
+    "rltrack.delivery.run_end": 4,
     # 5: the agent, and what a logger shares with it
-    "rltrack.agent_files": 5,
-    "rltrack.agent_link": 5,
-    "rltrack.agent_lanes": 5,
-    "rltrack.agent_keeper": 5,
-    "rltrack.agent": 5,
+    "rltrack.agent.files": 5,
+    "rltrack.agent.link": 5,
+    "rltrack.agent.lanes": 5,
+    "rltrack.agent.keeper": 5,
+    "rltrack.agent.process": 5,
     # 6: the run database (reads run directories; `make_logger(resume=<run id>)` looks runs up in it)
     "rltrack.runs": 6,
     # 7: the training-side logger
-    "rltrack.logger": 7,
-    "rltrack.exits": 7,
-    "rltrack.pipeline": 7,
-    "rltrack.resume": 7,
-    "rltrack.config": 7,
+    "rltrack.training.logger": 7,
+    "rltrack.training.exits": 7,
+    "rltrack.training.pipeline": 7,
+    "rltrack.training.resume": 7,
+    "rltrack.training.config": 7,
     # 8: adapters (hooks into a live framework) and importers (other tools' saved runs)
     "rltrack.adapters": 8,
     "rltrack.importers": 8,
     # 9: the command line
-    "rltrack.cli": 9,
-    "rltrack.sync": 9,
-    "rltrack.runs.cli": 9,
-    "rltrack.runs.plot_command": 9,
-    "rltrack.runs.report_command": 9,
+    "rltrack.cli.entry": 9,
+    "rltrack.cli.sync_command": 9,
+    "rltrack.cli.runs_command": 9,
+    "rltrack.cli.plot_command": 9,
+    "rltrack.cli.report_command": 9,
     # 10: the public facade, `rltrack/__init__.py`
     "rltrack": 10,
 }
@@ -116,7 +116,7 @@ def imports_of(module: str) -> set[str]:
                 base = ".".join([*parent, base] if base else parent)
             submodules = [f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in MODULES]
             names = submodules if len(submodules) == len(node.names) else [base, *submodules]
-        elif isinstance(node, (ast.List, ast.Tuple)):  # `python -m rltrack.agent` starts a process, it imports nothing
+        elif isinstance(node, (ast.List, ast.Tuple)):  # `python -m rltrack.agent.process` starts a process, it imports nothing
             run_as_main.update(id(b) for a, b in zip(node.elts, node.elts[1:]) if isinstance(a, ast.Constant) and a.value == "-m")
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in run_as_main:
             name = node.value.partition(":")[0]
@@ -174,6 +174,6 @@ def test_the_walk_sees_imports_inside_functions_type_checking_blocks_and_module_
     """The probe itself works: the facade names its public modules in strings and
     under TYPE_CHECKING, the CLI imports the agent inside a function, the backends
     package names its backends' modules."""
-    assert {"rltrack.config", "rltrack.logger", "rltrack.journal"} <= GRAPH["rltrack"]
-    assert "rltrack.agent" in GRAPH["rltrack.cli"]
-    assert "rltrack.backends.mlflow" in GRAPH["rltrack.backends"]
+    assert {"rltrack.training.config", "rltrack.training.logger", "rltrack.journal"} <= GRAPH["rltrack"]
+    assert "rltrack.agent.process" in GRAPH["rltrack.cli.entry"]
+    assert "rltrack.trackers.mlflow.backend" in GRAPH["rltrack.delivery.registry"]

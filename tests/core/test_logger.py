@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 
 import rltrack
-from rltrack.backends import Backend
-from rltrack.events import Event
+from rltrack.delivery.registry import Backend
+from rltrack.core.events import Event
 from rltrack.filters import FILTER_TYPES, Filter
 from waiting import wait_until
 
@@ -407,7 +407,7 @@ def test_a_run_whose_values_changed_says_so_once_at_close_and_in_rltrack_show(tm
         logger.write({"none": None, "obj": object(), "arr": np.zeros(3)}, step=0)
     err = capfd.readouterr().err
     assert err.count("values changed on the way") == 1 and "core.dropped" in err
-    from rltrack import cli
+    from rltrack.cli import entry as cli
 
     assert cli.main(["show", str(logger.run_dir)]) == 0
     out = capfd.readouterr().out

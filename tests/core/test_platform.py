@@ -13,9 +13,9 @@ import subprocess
 import sys
 import time
 
-from rltrack import posix
-from rltrack.agent_files import process_alive, process_start
-from rltrack.backends.wandb_files import being_written
+from rltrack.core import posix
+from rltrack.agent.files import process_alive, process_start
+from rltrack.trackers.wandb.files import being_written
 from waiting import wait_until
 
 WITHOUT_FCNTL = """

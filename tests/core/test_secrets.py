@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from rltrack.redact import REDACTED, Redactor
+from rltrack.core.redact import REDACTED, Redactor
 
 SENTINELS = {
     "config": "sentinel-config-7f3a9c",

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rltrack
-from rltrack.events import Event
-from rltrack.report import Report
-from rltrack.values import literal, normalize
+from rltrack.core.events import Event
+from rltrack.core.report import Report
+from rltrack.core.values import literal, normalize
 
 
 @pytest.fixture(autouse=True)

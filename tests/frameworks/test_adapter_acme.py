@@ -370,7 +370,7 @@ def test_canonical_table_stays_inside_each_namespace():
     for native, canonical in CANONICAL.items():
         assert native.count("/") == 1 and canonical.count("/") == 1
         assert native.split("/")[0] == canonical.split("/")[0], native
-    from rltrack.canonical import vocabulary
+    from rltrack.frameworks.canonical import vocabulary
 
     assert "collector/episode_return" in vocabulary()["collector/reward_mean"]["acme"]
 

@@ -371,7 +371,7 @@ def test_module_imports_without_sb3():
         "for name in ('stable_baselines3', 'torch'): sys.modules[name] = None\n"
         "import rltrack.adapters.sb3 as m\n"
         "assert m.CANONICAL['rollout/ep_rew_mean'] == 'collector/reward_mean'\n"
-        "from rltrack.canonical import vocabulary\n"
+        "from rltrack.frameworks.canonical import vocabulary\n"
         "assert vocabulary()['collector/reward_mean']['sb3'] == ['rollout/ep_rew_mean']\n"
         "try:\n"
         "    from rltrack.adapters.sb3 import RLTrackWriter\n"

@@ -23,9 +23,9 @@ import pytest
 
 import rltrack
 from rltrack.adapters import tune as adapter
-from rltrack.canonical import vocabulary
+from rltrack.frameworks.canonical import vocabulary
 from waiting import wait_until
-from rltrack.delivery import tracker_state
+from rltrack.delivery.worker import tracker_state
 
 RUN_INFO_COLUMNS = ["trial_id", "hostname", "pid", "date", "timestamp", "done", "node_ip", "training_iteration",
                     "iterations_since_restore", "checkpoint_dir_name", "config/lr", "config"]
@@ -461,7 +461,7 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
     from ray_versions import RunConfig, report
 
     from rltrack.adapters.tune import RLTrackCallback
-    from rltrack.agent_files import agent_dir, registrations
+    from rltrack.agent.files import agent_dir, registrations
 
     def trainable(config):
         for i in range(40):
@@ -476,7 +476,7 @@ def test_a_sweep_of_concurrent_trials_reaches_every_tracker_through_one_agent(tm
         nonlocal most_at_once
         while not watcher_done:
             named = {p.pid: p.info["ppid"] for p in psutil.process_iter(["cmdline", "status", "ppid"])
-                     if (p.info["cmdline"] or [])[-3:] == ["-m", "rltrack.agent", str(agent_dir())] and p.info["status"] != psutil.STATUS_ZOMBIE}  # fmt: skip
+                     if (p.info["cmdline"] or [])[-3:] == ["-m", "rltrack.agent.process", str(agent_dir())] and p.info["status"] != psutil.STATUS_ZOMBIE}  # fmt: skip
             agents = [pid for pid, parent in named.items() if parent not in named]  # a child not yet exec'd (wandb-core) bears its parent's command line
             most_at_once = max(most_at_once, len(agents))
             time.sleep(0.1)
@@ -520,7 +520,7 @@ RAY_CLUSTER_SWEEP = textwrap.dedent(
     sys.path.insert(0, sys.argv[2])  # tests/helpers
     from ray_versions import RunConfig, report
     from waiting import wait_until
-    from rltrack.agent_files import agent_dir, registrations
+    from rltrack.agent.files import agent_dir, registrations
 
     root = Path(sys.argv[1])
     inner_db = f"sqlite:///{root / 'inner.db'}"

@@ -33,7 +33,7 @@ import pytest
 from stage_reader import Block, read_blocks, read_info_lines, read_tfevents
 
 import rltrack
-from rltrack import stages
+from rltrack.frameworks import stages
 from rltrack.adapters.blocks import emit_block
 
 pytest.importorskip("tensorboard")
@@ -100,7 +100,7 @@ def test_two_seeds_are_one_experiment_and_one_plot_group(root: Path) -> None:
     `exp_name` is not a hyperparameter, the seed is not a grouping key."""
     from rltrack.runs import query
     from rltrack.runs.plot import plot_runs
-    from rltrack.runs.plot_command import select_runs
+    from rltrack.cli.plot_command import select_runs
 
     second = root / "cartpole_dqn_seed1"
     shutil.copytree(FIXTURE, second)
@@ -128,7 +128,7 @@ def test_two_seeds_are_one_experiment_and_one_plot_group(root: Path) -> None:
 )
 def test_plot_draws_the_values_of_the_tensorboard_file(root: Path, tmp_path: Path, metric: str, axis: str, tag: str) -> None:
     from rltrack.runs.plot import plot_runs
-    from rltrack.runs.plot_command import select_runs
+    from rltrack.cli.plot_command import select_runs
 
     points = sorted(read_tfevents(FIXTURE / "log" / "serial")[tag].items())
     runs, unmatched = select_runs(["^cartpole_dqn/"], root)
@@ -146,7 +146,7 @@ def test_plot_draws_the_values_of_the_tensorboard_file(root: Path, tmp_path: Pat
 
 def test_plotted_evaluations_equal_the_evaluator_text_log(root: Path) -> None:
     from rltrack.runs.plot import plot_runs
-    from rltrack.runs.plot_command import select_runs
+    from rltrack.cli.plot_command import select_runs
 
     tables = read_blocks(FIXTURE / "log" / "evaluator" / "evaluator_logger.txt")
     runs, _ = select_runs(["^cartpole_dqn/"], root)

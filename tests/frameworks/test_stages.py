@@ -1,4 +1,4 @@
-"""rltrack.stages: the collector/evaluator/learner/buffer blocks, checked against
+"""rltrack.frameworks.stages: the collector/evaluator/learner/buffer blocks, checked against
 numpy computed here, and `emit_block` read back from the journal."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rltrack
-from rltrack import stages
+from rltrack.frameworks import stages
 from rltrack.adapters.blocks import emit_block
 
 REWARDS = [12.0, 30.5, 9.0, 44.25]

@@ -5,7 +5,7 @@ holding it for ever."""
 
 from __future__ import annotations
 
-from rltrack.delivery import DeliveryWorker
+from rltrack.delivery.worker import DeliveryWorker
 
 GIVE_UP_AFTER = 120.0  # seconds of nothing but refusals
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rltrack.backends.remote import EventId, RemoteBackend
-from rltrack.delivery import tracker_state
-from rltrack.events import Event
+from rltrack.trackers.remote import EventId, RemoteBackend
+from rltrack.delivery.worker import tracker_state
+from rltrack.core.events import Event
 from rltrack.journal import journal_path, read_batch
 
 

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 
 import wandb_reader
 
-from rltrack.delivery import tracker_state
+from rltrack.delivery.worker import tracker_state
 from waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]  # tests/helpers/ -> the repository
@@ -145,7 +145,7 @@ def failing_since(run_dir: Path, tracker: str) -> float | None:
     deliver `run_dir` to `tracker`, as `rltrack status` shows it (the agent
     saves it every second); None while it is not failing. What an outage test
     waits for, in place of a fixed outage."""
-    from rltrack.agent_files import agent_dir, read_json
+    from rltrack.agent.files import agent_dir, read_json
 
     for run in (read_json(agent_dir() / "status.json") or {}).get("runs", []):
         if run["run_dir"] == str(run_dir.resolve()) and tracker in run["trackers"]:

@@ -5,7 +5,7 @@ logging prefix `[time][where][INFO] message` (rltrack puts the record's
 collector's `collect end:` followed by `key: value` lines, or a prefix line
 followed by DI-engine's horizontal `Name`/`Value` grids. Other messages
 (`[EVALUATOR]env 0 finish episode, ...`) are kept as text. Written
-independently of rltrack.backends.tables, so a formatting bug shows up as a
+independently of rltrack.sinks.tables, so a formatting bug shows up as a
 mismatch; it reads DI-engine's own files too (their `where` is `file.py:line`,
 so their blocks have no steps)."""
 

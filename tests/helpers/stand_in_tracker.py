@@ -18,8 +18,8 @@ import json
 import time
 from pathlib import Path
 
-from rltrack.backends.remote import EventId, RemoteBackend
-from rltrack.events import Event
+from rltrack.trackers.remote import EventId, RemoteBackend
+from rltrack.core.events import Event
 
 
 class FileTracker(RemoteBackend):

@@ -135,10 +135,10 @@ def test_importing_again_creates_nothing_and_containers_are_found_from_any_level
 
 
 def test_an_imported_run_syncs_into_mlflow_with_every_value(imported, tmp_path):
-    pytest.importorskip("rltrack.backends.mlflow", reason="the MLflow backend is not in this checkout yet")
+    pytest.importorskip("rltrack.trackers.mlflow.backend", reason="the MLflow backend is not in this checkout yet")
     from mlflow import MlflowClient
 
-    from rltrack.sync import sync
+    from rltrack.cli.sync_command import sync
 
     project, async_id, runs = imported
     run_dir = runs[next(k for k in runs if k != async_id)]

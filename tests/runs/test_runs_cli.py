@@ -1,4 +1,4 @@
-"""`rltrack runs ls/show/rm/archive/index` and `rltrack export`, through `rltrack.cli.main`,
+"""`rltrack runs ls/show/rm/archive/index` and `rltrack export`, through `rltrack.cli.entry.main`,
 on a root of real runs (tests/helpers/runs_fixture.py); outputs are read back from
 stdout (--json), the directories and the files written."""
 
@@ -15,8 +15,8 @@ pytest.importorskip("stable_baselines3")
 pytest.importorskip("tensorboardX")
 
 import rltrack.runs as runs  # noqa: E402
-from rltrack.cli import main  # noqa: E402
-from rltrack.runs.cli import inside_root  # noqa: E402
+from rltrack.cli.entry import main  # noqa: E402
+from rltrack.cli.runs_command import inside_root  # noqa: E402
 from runs_fixture import MadeRun, runs_root_copy  # noqa: E402
 
 

@@ -23,7 +23,7 @@ from PIL import Image
 from scipy import stats
 
 import rltrack
-from rltrack.cli import main
+from rltrack.cli.entry import main
 from rltrack.journal import read_journal
 from rltrack.runs import load
 from rltrack.runs.plot import PlotError, plot_runs, t_quantile

@@ -259,7 +259,7 @@ def test_a_directory_written_by_sb3s_own_logger_gets_a_page_too(tmp_path):
 
 
 def test_report_help_and_a_run_that_does_not_exist(tmp_path, capsys):
-    from rltrack.cli import main
+    from rltrack.cli.entry import main
 
     with pytest.raises(SystemExit) as help_exit:
         main(["report", "--help"])

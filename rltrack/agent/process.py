@@ -1,0 +1,488 @@
+"""The delivery agent: one process per machine, user and Python environment
+that writes the local files of every run and delivers it to the trackers.
+
+Training processes only append to their run's journal (rltrack.training.logger) and
+register the run in the agent directory (rltrack.agent.files). The agent:
+
+* scans the registrations (every `SCAN_EVERY`) and picks up each writer of
+  each run: its local files are written by a `FilesDelivery`, each tracker fed
+  by a `DeliveryWorker` from a cursor per run, writer and tracker;
+* reads each writer's journal once on its main thread (a `JournalFeed`, a
+  batch per run in turn): the files write each batch there, and every
+  tracker that is caught up takes it on its own thread; a tracker that lags
+  reads its backlog from the journal itself (see rltrack.journal.feed);
+* runs one thread per tracker configuration (tracker name and settings),
+  stepping the workers of every run it serves in turn; the workers of one run
+  share one backend (one tracker run for all its writers), and the clients
+  underneath are shared across runs (one MLflow client per store, one W&B
+  service for every W&B run): a tracker that is down holds only its own thread;
+* ends a writer when its logger says so (the registration's status) or when
+  its process is gone (the run crashed, the trackers' runs end failed); a
+  tracker still behind is retried with backoff for `RETRY_AFTER_END` seconds
+  after the end, then left to `rltrack sync`;
+* is the only writer of report.json and of the end of meta.json (see
+  rltrack.delivery.run_end): once it has read an ended writer's journal to its end, it
+  adds the counts the training process journaled and its own to report.json
+  and marks meta.json with the status of the journal's `end` line (`crashed`
+  without one); at the writer's end it adds what it counted since, with the
+  trackers' sections and what is pending;
+* writes the writer's final state (the logger waiting in `close` reads it),
+  and removes the registration;
+* exits once it has served nothing for `IDLE_EXIT` seconds.
+
+Killed at any moment, or dead of an exception, its keeper (rltrack.agent.keeper)
+or else the next logger starts another, which finds the registrations and
+continues from the cursors.
+`rltrack agent` runs it in the foreground.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import resource
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from rltrack.agent.files import (
+    LOCK,
+    STATUS,
+    agent_dir,
+    process_alive,
+    read_json,
+    registration_path,
+    registrations,
+    state_path,
+    write_private,
+)
+from rltrack.delivery.registry import RemoteBackend, RunContext
+from rltrack.trackers.remote import error_text
+from rltrack.delivery.construct import build_backend
+from rltrack.agent.lanes import TrackerRun, import_clients, lane
+from rltrack.delivery.worker import DeliveryBusy, DeliveryWorker
+from rltrack.delivery.files import FilesDelivery
+from rltrack.journal import end_torn_tail, journal_path
+from rltrack.journal.feed import JournalFeed
+from rltrack.core.locks import hold
+from rltrack.core.report import Report
+from rltrack.delivery.run_end import record_end
+from rltrack.core.turns import Faults, Turns
+
+#: Seconds between looks at the registrations: a new run, or a run's end, is seen within that.
+SCAN_EVERY = 0.1
+#: Seconds between checks that the process of each open run is alive: a crashed run is seen within that.
+ALIVE_EVERY = 1.0
+#: Seconds without any run to serve before the agent exits.
+IDLE_EXIT = float(os.environ.get("RLTRACK_AGENT_IDLE", "30"))
+#: Seconds a failing tracker is retried after its run ended; then the rest waits for `rltrack sync`.
+#: A tracker that takes batches is never given up, however long its backlog.
+RETRY_AFTER_END = float(os.environ.get("RLTRACK_AGENT_RETRY", "300"))
+#: Seconds between the saves of a writer's state while it runs (at once when it ends).
+STATE_EVERY = 0.2
+STATUS_EVERY = 1.0
+#: The agent's niceness: delivery is background work (its backlog waits on
+#: disk), so a busy machine gives the CPU to training first. wandb-core,
+#: started by the W&B client in the agent, inherits it.
+NICENESS = 19
+#: OSErrors of the machine, not of a run: retried at the next turn even while serving a run (see `Agent._contained`).
+MACHINE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM, errno.EDQUOT})
+#: Journal entries a feed reads per step: the agent steps every writer's feed in turn.
+FEED_BATCH = 1000
+#: Descriptors a writer picked up may come to hold (local files: text logs, csv,
+#: event file; a cursor lock per tracker): 3.4 a run measured with local + MLflow.
+#: A writer is picked up only while the descriptors held leave this much room.
+FILES_PER_WRITER = 4
+#: Descriptors kept for everything else (tracker clients, their stores and
+#: sockets, registrations, states, journal reads): a quarter of the limit, at most this.
+FILES_RESERVED = 256
+
+
+class Writer:
+    """One registration: one writer of one run, from its logger's start until
+    its files are complete and every tracker has it (or was given up)."""
+
+    def __init__(self, key: str, registration: dict[str, Any], report: Report) -> None:
+        self.key = key
+        self.registration = registration
+        #: (inode, mtime, size) of the registration file when it was last read: it is read again only when that changes.
+        self.stamp: tuple[int, int, int] | None = None
+        self.run_dir = Path(registration["run_dir"])
+        self.writer: str | None = registration.get("writer")
+        self.report = report
+        #: Its local files, and the reader of its control lines (counts, end): every writer has one, with file backends or none.
+        self.files: FilesDelivery
+        #: Reads the journal once for the files and the trackers, from where the files stopped.
+        self.feed = JournalFeed(journal_path(self.run_dir, self.writer), None)
+        self.faults = Faults(report, lambda reason: print(f"rltrack agent: {self.run_dir}: {reason}", file=sys.stderr, flush=True), error_text)
+        #: The first error of each backend, for the logger to print at close (the agent's own stderr is its log).
+        self.errors = self.faults.first
+        self.failed = self.faults.failed
+        self.workers: dict[str, DeliveryWorker] = {}
+        self.waiting: set[str] = set(registration["trackers"])  # trackers whose cursor another process holds
+        self.status: str | None = None
+        self.ended_at: float | None = None
+        self.saved_state: dict[str, Any] | None = None
+        self.saved_at = 0.0
+
+    def state(self) -> dict[str, Any]:
+        trackers = {
+            name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "fix": worker.fix, "done": worker.done,
+                   "batches_dropped": worker.inbox.dropped,
+                   "failing_since": None if worker.failing_since is None else round(time.time() - (time.monotonic() - worker.failing_since))}
+            for name, worker in self.workers.items()
+        }
+        for name in self.waiting:
+            trackers[name] = {"pending_bytes": None, "last_error": "another process delivers it (rltrack sync?)", "done": False}
+        return {
+            "run_dir": str(self.run_dir),
+            "writer": self.writer,
+            "status": self.status,
+            "files_offset": self.files.flushed,
+            "trackers": trackers,
+            "errors": list(self.errors.values()),
+            "done": False,
+        }
+
+
+class Agent:
+    def __init__(self, directory: Path, budget: int) -> None:
+        self.dir = directory
+        self.started = time.time()
+        self.writers: dict[str, Writer] = {}
+        #: Descriptors the agent may hold: a writer is picked up only while those held leave
+        #: `FILES_PER_WRITER` of it; the others wait for descriptors to free (their journals keep everything).
+        self.budget = budget
+        self.queued = 0  # registrations waiting for descriptors at the last scan
+        self._trouble: set[str] = set()  # the errors of the agent's own work already printed
+        self.reports: dict[Path, tuple[Report, int]] = {}  # per run: its report, and how many writers use it
+        self.tracker_runs: dict[tuple[Path, str, str], TrackerRun] = {}
+        self.lanes: dict[tuple[str, str], Turns] = {}
+        self.host = socket.gethostname()
+        self._status_at = 0.0
+        self._scanned_at = 0.0
+        self._alive_checked_at = 0.0
+
+    def run(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            self._contained("scan", self._scan)
+            busy = False
+            for writer in list(self.writers.values()):
+                try:  # an OSError (descriptors, disk) is the machine's: tried again at the next turn
+                    busy = self._contained(f"serve {writer.run_dir}", lambda: self._serve(writer), of_a_run=True) or busy
+                except Exception as exc:  # one run's fault (a journal it cannot read) must not end the agent of every run
+                    writer.failed("agent", "serve", exc)
+                    self._save_state(writer)  # the logger reads the error there, and says it
+                    if writer.ended_at is not None and time.monotonic() - writer.ended_at > RETRY_AFTER_END:
+                        for worker in writer.workers.values():  # given up like a failing tracker: the rest waits for `rltrack sync`
+                            worker.give_up()
+                        self._finish(writer)
+            now = time.monotonic()
+            if now - self._status_at >= STATUS_EVERY:
+                self._contained("status", self._save_status)
+                self._status_at = now
+            if self.writers or registrations(self.dir):
+                idle_since = now
+            elif now - idle_since >= IDLE_EXIT:
+                self._save_status()
+                return
+            if not busy:
+                time.sleep(SCAN_EVERY)
+
+    def _contained(self, what: str, call: Callable[[], Any], of_a_run: bool = False) -> Any:
+        """`call()`; an OSError (out of descriptors, a full disk) is printed once
+        per kind and the work is tried again at the next turn, not the agent's
+        end. For work `of_a_run`, only the machine's (`MACHINE_ERRNOS`) are:
+        any other is that run's fault (a journal that became a directory),
+        raised for the caller to tell that run's logger."""
+        try:
+            return call()
+        except OSError as exc:
+            if of_a_run and exc.errno not in MACHINE_ERRNOS:
+                raise
+            kind = f"{what.split()[0]}: {type(exc).__name__} {exc.errno}"
+            if kind not in self._trouble:
+                self._trouble.add(kind)
+                print(f"rltrack agent: {what}: {type(exc).__name__}: {exc} (tried again; further ones not printed)", file=sys.stderr, flush=True)
+            return False
+
+    # ---- registrations ----------------------------------------------------------
+
+    def _scan(self) -> None:
+        now = time.monotonic()
+        if now - self._scanned_at < SCAN_EVERY:
+            return
+        self._scanned_at = now
+        check_alive = now - self._alive_checked_at >= ALIVE_EVERY
+        if check_alive:
+            self._alive_checked_at = now
+        queued = 0
+        held: int | None = None  # descriptors held, counted once a registration is new
+        for key, path in registrations(self.dir).items():
+            writer = self.writers.get(key)
+            if writer is None:
+                held = open_descriptors(len(self.writers)) if held is None else held
+                if held + FILES_PER_WRITER > self.budget:
+                    queued += 1
+                    continue
+                held += FILES_PER_WRITER
+            try:
+                info = path.stat()
+            except OSError:  # removed meanwhile
+                continue
+            stamp = (info.st_ino, info.st_mtime_ns, info.st_size)
+            if writer is not None and writer.stamp == stamp:
+                registration = writer.registration  # unchanged since it was read
+            else:
+                registration = read_json(path)
+                if registration is None:
+                    continue
+            if writer is None:
+                writer = self._pick_up(key, registration)
+                if writer is None:
+                    continue
+            writer.registration, writer.stamp = registration, stamp
+            if writer.status is None and registration.get("status"):
+                self._end(writer, registration["status"])
+            elif writer.status is None and check_alive and not process_alive(int(registration["pid"]), registration.get("pid_start")):
+                self._crashed(writer)
+            for name in list(writer.waiting):
+                self._add_tracker(writer, name)
+        self.queued = queued
+
+    def _pick_up(self, key: str, registration: dict[str, Any]) -> Writer | None:
+        run_dir = Path(registration["run_dir"])
+        if not (run_dir / "meta.json").is_file():  # the run directory is gone
+            registration_path(self.dir, key).unlink(missing_ok=True)
+            return None
+        for entry in registration.get("sys_path", []):  # for backends of the user's own (`module:Class`)
+            if entry not in sys.path:
+                sys.path.append(entry)
+        report, users = self.reports.get(run_dir, (Report(), 0))
+        writer = Writer(key, registration, report)
+        context = RunContext(run_dir, registration["name"], registration["config"], report, writer.writer)
+        sinks = []
+        for name, settings in registration["files"].items():
+            try:
+                sinks.append(build_backend(name, settings, "the run's config"))
+            except Exception as exc:
+                writer.failed(name, "open", exc)
+        writer.files = FilesDelivery(context, sinks, writer.faults)
+        writer.feed.offset = writer.files.offset
+        writer.feed.consumers.append(writer.files)
+        if sinks and writer.files.rebuilt:
+            report.count("rebuilt", "the agent writing the local files was killed: they were written anew from the journal", section="files")
+        self.reports[run_dir] = (report, users + 1)  # once nothing above can fail (out of descriptors: picked up at a later scan)
+        self.writers[key] = writer
+        return writer
+
+    def _add_tracker(self, writer: Writer, name: str) -> None:
+        settings = writer.registration["trackers"][name]
+        identity = json.dumps(settings, sort_keys=True, default=str)
+        group_key = (writer.run_dir, name, identity)
+        tracker_run = self.tracker_runs.get(group_key)
+        try:
+            if tracker_run is None:
+                backend = build_backend(name, settings, "the run's config")
+                assert isinstance(backend, RemoteBackend)
+                backend.open(RunContext(writer.run_dir, writer.registration["name"], writer.registration["config"], writer.report))
+                tracker_run = self.tracker_runs[group_key] = TrackerRun(backend)
+            worker = DeliveryWorker(tracker_run.backend, writer.run_dir, writer.writer, lock_wait=0, shared=tracker_run.workers, feed=writer.feed)
+        except DeliveryBusy:  # `rltrack sync` delivers it now: picked up once it lets go
+            return
+        except Exception as exc:
+            writer.failed(name, "open", exc)
+            writer.waiting.discard(name)
+            return
+        writer.waiting.discard(name)
+        if writer.status is not None:
+            worker.status, worker.journal_complete = writer.status, True
+        writer.workers[name] = worker
+        tracker_run.workers.append(worker)
+        writer.feed.consumers.append(worker)
+        turns = self.lanes.get((name, identity))
+        if turns is None:
+            import_clients(tracker_run.backend, writer.failed)
+            turns = self.lanes[(name, identity)] = lane(name)
+        turns.add(worker)
+
+    # ---- serving a writer ---------------------------------------------------------
+
+    def _serve(self, writer: Writer) -> bool:
+        """Reads a batch of the writer's journal for its files and trackers; ends
+        the writer once everything is done. True if busy."""
+        busy = False
+        if not writer.feed.ended:
+            busy = writer.feed.step(FEED_BATCH)
+        if not writer.files.closed and not busy:
+            writer.files.flush()
+            if writer.status is not None and writer.feed.ended:  # read to the end of the writer's journal
+                self._record_end(writer, delivering=True)  # before the files' cursor is closed: killed between, the next agent reads the counts again
+                writer.files.close(writer.status)
+        now = time.monotonic()
+        if writer.status is not None and writer.files.closed:
+            for worker in writer.workers.values():
+                if not worker.done and (worker.fix is not None or worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at)):
+                    worker.give_up()  # an error that cannot heal is not retried for minutes after the end: `rltrack sync` once fixed
+            if writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END:
+                writer.waiting.clear()
+            if not writer.waiting and all(worker.done for worker in writer.workers.values()):
+                self._finish(writer)
+                return busy
+        if now - writer.saved_at >= STATE_EVERY:
+            self._save_state(writer)
+        return busy
+
+    def _end(self, writer: Writer, status: str) -> None:
+        """The writer's journal is complete: deliver the rest, then end the trackers' runs with `status`."""
+        writer.status = status
+        writer.ended_at = time.monotonic()
+        writer.feed.complete = True
+        tracker_status = "failed" if status == "crashed" else status
+        for worker in writer.workers.values():
+            worker.status = tracker_status
+            worker.journal_complete = True
+
+    def _crashed(self, writer: Writer) -> None:
+        """The writer's process is gone without closing the run: what its journal holds is delivered."""
+        journal = journal_path(writer.run_dir, writer.writer)
+        if end_torn_tail(journal) == "cut":
+            writer.report.count("torn", f"{journal.name}: the last line was cut short by a crash and is removed", section="journal")
+        self._end(writer, "crashed")
+
+    def _record_end(self, writer: Writer, delivering: bool) -> None:
+        """Adds the run's counts (the training process's, journaled, and the
+        agent's) and the sections of the writer's trackers to report.json;
+        marks meta.json ended with the status the journal ends with (else the
+        registration's: `crashed`), unless it is marked already. While
+        trackers are `delivering`, what they count stays in the run's report
+        until their cursors take it (see `DeliveryWorker._confirm`)."""
+        report = self.reports[writer.run_dir][0]
+        trackers = [worker.backend.name for worker in writer.workers.values()]
+        leave = {run.backend.name for key, run in self.tracker_runs.items() if key[0] == writer.run_dir} if delivering else set()
+        assert writer.status is not None, "a writer's end is recorded once it has ended"
+        status = writer.files.ended or writer.status
+        try:
+            record_end(writer.run_dir, writer.writer, int(writer.registration["pid"]), status, report.take(leave), trackers)
+        except OSError as exc:
+            print(f"rltrack agent: could not update {writer.run_dir / 'report.json'}: {exc}", file=sys.stderr)
+
+    def _finish(self, writer: Writer) -> None:
+        """Records the end (again: what was counted since, the trackers as they are now), saves the final state, forgets the writer."""
+        pending = {name: worker.last_error for name, worker in writer.workers.items() if not worker.caught_up()}
+        for name in writer.registration["trackers"]:  # one the agent could not open has all of it pending
+            if name not in writer.workers:
+                pending[name] = writer.errors.get(name)
+        if not writer.files.closed and writer.registration["files"]:  # given up after an error serving the writer
+            pending["files"] = writer.errors.get("agent")
+        self._record_end(writer, delivering=False)
+        report, users = self.reports[writer.run_dir]
+        if users > 1:
+            self.reports[writer.run_dir] = (report, users - 1)
+        else:
+            del self.reports[writer.run_dir]
+            for group_key in [k for k in self.tracker_runs if k[0] == writer.run_dir]:
+                del self.tracker_runs[group_key]
+        state = {**writer.state(), "done": True, "pending": pending}
+        write_private(state_path(self.dir, writer.key), state)
+        registration_path(self.dir, writer.key).unlink(missing_ok=True)
+        del self.writers[writer.key]
+
+    def _save_state(self, writer: Writer) -> None:
+        state = writer.state()
+        if state != writer.saved_state:
+            write_private(state_path(self.dir, writer.key), state)
+            writer.saved_state = state
+        writer.saved_at = time.monotonic()
+
+    def _save_status(self) -> None:
+        status = {
+            "pid": os.getpid(),
+            "started": self.started,
+            "saved": time.time(),
+            "runs": [{"key": key, **writer.state()} for key, writer in self.writers.items()],
+            "queued": self.queued,
+            "budget": self.budget,
+            "descriptors": open_descriptors(len(self.writers)),
+        }
+        write_private(self.dir / STATUS, status)
+
+
+
+def _lower_priority() -> None:
+    """The lowest niceness and Linux's SCHED_BATCH (waking up never preempts
+    training). The agent stays in the session of the process that started it
+    (out of its process tree and in a process group of its own, so neither a
+    reaper of that tree nor a Ctrl-C meant for training reaches it; see
+    rltrack.agent.keeper): where the kernel shares the CPU between sessions first (autogroups),
+    an agent in a session of its own took an equal share against the whole of
+    training however niced, and a Tune driver's loop is the sweep's critical
+    path. 64 Tune trials on 2 cores: 1.28x Tune's wall time with the agent in
+    its own session niced 10 (or 19), 1.09x in the starter's session niced 19."""
+    os.nice(NICENESS)
+    if hasattr(os, "sched_setscheduler"):
+        try:
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+        except OSError:
+            pass
+
+
+def open_descriptors(writers: int) -> int:
+    """The descriptors this process holds (Linux: /proc/self/fd; elsewhere
+    `FILES_PER_WRITER` for each of its `writers`). Counted, not estimated:
+    a writer's local files hold one per namespace it logs."""
+    try:
+        return len(os.listdir("/proc/self/fd")) - 1  # less the one listing it
+    except OSError:
+        return FILES_PER_WRITER * writers
+
+
+def _descriptor_budget() -> int:
+    """How many descriptors the agent may hold for its writers: the soft
+    descriptor limit is raised to the hard one, and a reserve is kept for the
+    tracker clients (their stores, sockets, threads)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    except (ValueError, OSError):
+        pass
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    return max(FILES_PER_WRITER, soft - min(FILES_RESERVED, soft // 4))
+
+
+def main(foreground: bool = False, directory: Path | None = None) -> int:
+    """Runs the agent of `directory` (default: this process's, see
+    rltrack.agent.files) until it has been idle for `IDLE_EXIT` seconds;
+    returns at once if another agent runs."""
+    directory = directory or agent_dir()
+    lock = hold(directory / LOCK, 1.0)  # a logger checking whether an agent runs holds it for an instant
+    if lock is None:
+        if foreground:
+            print(f"rltrack agent: another agent already serves {directory} (see `rltrack status`)", file=sys.stderr)
+        return 0
+    if not foreground:
+        _lower_priority()
+    budget = _descriptor_budget()
+    write_private(directory / "agent.json", {"pid": os.getpid(), "started": time.time()})
+    print(f"rltrack agent {os.getpid()}: serving {directory}", file=sys.stderr, flush=True)
+    try:
+        Agent(directory, budget).run()
+    except Exception as exc:  # its keeper starts another, which continues from the cursors
+        traceback.print_exc()
+        print(f"rltrack agent {os.getpid()}: died: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        os._exit(1)
+    print(f"rltrack agent {os.getpid()}: idle for {IDLE_EXIT:.0f} s, exiting", file=sys.stderr, flush=True)
+    sys.stderr.flush()
+    os._exit(0)  # a tracker client's thread stuck in a call must not hold the exit
+
+
+if __name__ == "__main__":
+    main(directory=Path(sys.argv[1]) if len(sys.argv) > 1 else None)

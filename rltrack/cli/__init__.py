@@ -1,0 +1,1 @@
+"""The command line: `rltrack` and its subcommands."""

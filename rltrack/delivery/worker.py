@@ -1,0 +1,432 @@
+"""Delivers a run's journal to one remote tracker, from a persisted cursor.
+
+One `DeliveryWorker` per tracker and journal, stepped by the agent (see
+rltrack.agent.process) or by `rltrack sync`. It reads complete journal lines from its cursor (a byte offset, saved in `cursors/<backend>.json` after
+every acknowledged batch), hands them to the backend in batches, and on
+failure retries the same batch with exponential backoff. The backlog lives in
+the journal on disk, so memory stays bounded however long a tracker is down,
+and `rltrack sync` resumes from the same cursor after a crash. A run with
+several writers has a journal per writer, and a cursor per backend and
+writer (`cursors/<backend>@<writer>.json`). In the agent a worker takes the
+batches its writer's `JournalFeed` parsed (rltrack.journal.feed) while it is
+caught up, and reads the journal itself while it lags.
+
+Delivery also keeps what the tracker needs to continue its run: each event
+goes with its id (`EventId`: writer, the byte offset after its line), and the
+tracker's `state` (its run id, resume data) is saved in the cursor and handed
+back by `RemoteBackend.resume`; trackers write nothing of their own in `cursors/`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from rltrack.core.atomic_file import write_atomic
+from rltrack.trackers.remote import EventId, RemoteBackend, error_text
+from rltrack.core.events import Event
+from rltrack.journal import Entry, count_skipped, journal_files, journal_path, read_batch
+from rltrack.journal.feed import Batch, JournalFeed
+from rltrack.core.locks import hold
+from rltrack.core.report import Report
+from rltrack.core.turns import Inbox
+
+CURSOR_DIR = "cursors"
+BACKOFF_START = 0.5
+BACKOFF_MAX = 30.0
+#: Seconds before an error that cannot heal (`RemoteBackend.cannot_heal`) is tried again.
+CANNOT_HEAL_WAIT = 300.0
+POLL = 0.1
+#: At the end of a journal, how long to wait for the tracker to store what it
+#: took before leaving the rest behind the cursor (sent again, without
+#: doubles, by the next delivery).
+STORE_WAIT = 60.0
+#: How long `rltrack sync` waits for another process delivering the same
+#: journal to the same tracker (the agent, finishing a run) before giving up:
+#: two deliveries on one cursor would send twice.
+LOCK_WAIT = 60.0
+#: Parsed batches a caught-up worker keeps from its feed; more are dropped (and read from the journal).
+#: At most this many batches of a writer stay in memory for a slow tracker; a failing one keeps none.
+INBOX = 2
+
+
+class DeliveryBusy(Exception):
+    """Another process delivers this journal to this tracker."""
+
+
+def _lock_cursor(path: Path, wait: float) -> int:
+    """Holds `<cursor>.lock` (an exclusive `flock`, released by the kernel
+    when the process ends, however it ends), waiting at most `wait` seconds
+    for another holder; returns its descriptor."""
+    path.parent.mkdir(exist_ok=True)
+    fd = hold(path, wait)
+    if fd is None:
+        raise DeliveryBusy(
+            f"another process has been delivering to this tracker for over {wait:.0f} s (it holds {path}); "
+            "wait for it to end (`rltrack status` lists what the agent delivers), or end it, then try again"
+        )
+    return fd
+
+
+def cursor_path(run_dir: Path, backend: str, writer: str | None = None) -> Path:
+    return run_dir / CURSOR_DIR / (f"{backend}.json" if writer is None else f"{backend}@{writer}.json")
+
+
+class Cursor:
+    """How far into the journal one backend has delivered, (for a tracker
+    that counts, see `RemoteBackend.position`) where its run stood then, the
+    tracker's state there (`RemoteBackend.state`: its run id, resume data),
+    and what the backend counted and renamed delivering it (its report
+    section): saved together, so that after any kill report.json, rebuilt
+    from the cursors, says what the tracker holds, and delivery continues the
+    same tracker run. A cursor saved before the state moved here takes the
+    tracker's own `<backend>_run.json` of that time as its state."""
+
+    def __init__(self, run_dir: Path, backend: str, writer: str | None = None) -> None:
+        self.path = cursor_path(run_dir, backend, writer)
+        saved = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        self.offset: int = saved.get("offset", 0)
+        self.delivered: int = saved.get("delivered", 0)
+        self.position: int | None = saved.get("position")
+        #: The store the tracker's deliveries went to (`RemoteBackend.target`); "" when not known.
+        self.target: str = saved.get("target", "")
+        legacy = run_dir / CURSOR_DIR / f"{backend}_run.json"
+        self.state: dict[str, Any] = saved.get("state") or (json.loads(legacy.read_text()) if legacy.is_file() else {})
+        self.report = Report()
+        self.report.add(saved.get("report", {}))
+
+    def advance(
+        self, offset: int, events: int, position: int | None = None, report: dict[str, Any] | None = None, state: dict[str, Any] | None = None
+    ) -> None:  # fmt: skip
+        self.offset = offset
+        self.delivered += events
+        if position is not None:
+            self.position = position
+        if report is not None:
+            self.report.add(report)
+        if state is not None:
+            self.state = state
+        saved: dict[str, Any] = {"offset": self.offset, "delivered": self.delivered, "report": self.report.as_dict()}
+        if self.position is not None:
+            saved["position"] = self.position
+        if self.target:
+            saved["target"] = self.target
+        if self.state:
+            saved["state"] = self.state
+        self.path.parent.mkdir(exist_ok=True)
+        write_atomic(self.path, json.dumps(saved))
+
+
+def pending_bytes(run_dir: Path, backend: str) -> int:
+    """Journal bytes, over all writers, that `backend` has not received."""
+    return sum(
+        max(0, journal.stat().st_size - Cursor(run_dir, backend, writer).offset)
+        for writer, journal in journal_files(run_dir).items()
+    )
+
+
+def report_pending(report: Report, run_dir: Path, backend: str) -> int:
+    """Counts what `backend` has not received in its report section; returns the bytes."""
+    pending = pending_bytes(run_dir, backend)
+    if pending:
+        report.count("pending", f"{pending} journal bytes not delivered", section=backend)
+    return pending
+
+
+def say_pending(report: Report, run_dir: Path, backend: str, last_error: str | None) -> None:
+    """Counts what `backend` has not received, and tells the user how to deliver it."""
+    pending = report_pending(report, run_dir, backend)
+    print(
+        f"rltrack: {backend} has not received everything ({pending} journal bytes pending"
+        f"{', last error: ' + last_error if last_error else ''}); "
+        f"deliver it with: rltrack sync {run_dir} --to {backend}",
+        file=sys.stderr,
+    )
+
+
+class DeliveryWorker:
+    """Feeds `backend` from the journal of one writer of `run_dir`, a batch
+    per `step`. It has no thread of its own: the agent steps the workers of
+    each tracker on that tracker's thread, `rltrack sync` on its own (see
+    `run_until_caught_up`). `close_at_end`: the tracker's run ends once this
+    journal is delivered, and every worker of `shared` (the other writers
+    feeding the same tracker run) is done. `feed`: the reader of the
+    journal whose batches this worker takes while caught up (see `take`)."""
+
+    def __init__(
+        self, backend: RemoteBackend, run_dir: Path, writer: str | None = None, *, close_at_end: bool = True, lock_wait: float | None = None,
+        shared: list[DeliveryWorker] | None = None, feed: JournalFeed | None = None,
+    ) -> None:  # fmt: skip
+        self.backend = backend
+        self.close_at_end = close_at_end
+        self.shared = shared or []
+        self.feed = feed
+        #: Batches the feed handed over, in journal order (the agent's main thread puts, this worker's thread takes).
+        self.inbox: Inbox[Batch] = Inbox(INBOX)
+        self.run_dir = run_dir
+        self.writer = writer
+        self.journal = journal_path(run_dir, writer)
+        self._count_bad = count_skipped(backend.run.report, backend.name)
+        self._bad_seen = 0  # journal offset up to which skipped lines are counted: a batch retried is read again
+        self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.cursor_name, writer).with_suffix(".lock"), LOCK_WAIT if lock_wait is None else lock_wait)
+        self.cursor = Cursor(run_dir, backend.cursor_name, writer)  # read once locked: a process that held the lock may have moved it
+        self.cursor.target = self.cursor.target or backend.target(backend.run)
+        self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
+        self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
+        self.errors = 0
+        self.last_error: str | None = None
+        #: `time.monotonic()` of the first failure since the last batch the tracker took (None: not failing).
+        self.failing_since: float | None = None
+        #: What to do about the last error when retrying cannot heal it (see `RemoteBackend.cannot_heal`); None: it may pass.
+        self.fix: str | None = None
+        #: Set by the owner once no more lines will be appended, with the status the tracker's run ends with.
+        self.journal_complete = False
+        self.status = "finished"
+        self.done = False  # delivered and ended, or given up
+        self.next_try = 0.0  # `time.monotonic()` before which `step` waits (backoff after a failure)
+        self._backoff = BACKOFF_START
+        self._started = False
+        self._storing_until: float | None = None  # the tracker's run is ended: waiting for it to store what it took
+
+    def step(self) -> bool:
+        """Delivers one batch (or retries it, or ends the tracker's run at the
+        end of a complete journal). True when more work is waiting right away."""
+        if self.done:
+            return False
+        now = time.monotonic()
+        if now < self.next_try:
+            return False
+        try:
+            return self._step(now)
+        except Exception as exc:  # the tracker is down or refused: keep the batch, retry later
+            self.fault(exc)
+            return False
+
+    def fault(self, exc: Exception) -> None:
+        """Counts the error; the same batch is tried again after a backoff
+        (after minutes when retrying soon cannot help: said once by the agent and the logger)."""
+        now = time.monotonic()
+        self.inbox.clear()  # a tracker that is down holds no batch in memory: it reads them from the journal once it takes them again
+        self.errors += 1
+        self.failing_since = self.failing_since or now
+        self.last_error = error_text(exc)
+        self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+        self.fix = self.backend.cannot_heal(exc)
+        if self.fix is not None:
+            self.next_try = now + CANNOT_HEAL_WAIT
+            return
+        self.next_try = now + self._backoff
+        self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+
+    def _step(self, now: float) -> bool:
+        if not self._started:
+            self._start()
+            self._started = True
+        if self._storing_until is not None:
+            self._confirm()
+            if not self._untold or now > self._storing_until:
+                self.give_up()
+            return False
+        # Read "complete" before the journal: if it was already set, an empty
+        # read means everything is delivered; if it gets set after the read,
+        # the next step reads once more before ending.
+        complete = self.journal_complete
+        batch = self._next_batch()
+        if batch is None:  # the feed reads the journal's next lines now
+            self._confirm()
+            return False
+        entries, offset, ends = batch
+        if not entries:
+            self._confirm()
+            if complete:
+                self._end()
+            return False
+        events = [entry for entry in entries if type(entry) is Event]
+        if events:
+            try:
+                self.backend.deliver(events, [EventId(self.writer, end) for entry, end in zip(entries, ends) if type(entry) is Event])
+            finally:  # a tracker run created by a batch that then failed is the one to continue
+                self._keep_state()
+        self._backoff = BACKOFF_START
+        self.failing_since = self.fix = None
+        self._taken(offset, len(events))
+        return True
+
+    def take(self, batch: Batch) -> None:
+        """From the feed (on the agent's main thread): keeps `batch` if this
+        worker is caught up (it needs the batch's entries next), as long as
+        the inbox has room (else it is dropped, counted, and read from the
+        journal later). A lagging or failing worker reads the journal itself."""
+        if self.failing_since is not None:
+            return
+        last = self.inbox.last()
+        reach = self._read_offset if last is None else last.end
+        if batch.start <= reach < batch.end:
+            self.inbox.put(batch)
+
+    def _next_batch(self) -> tuple[list[Entry], int, list[int]] | None:
+        """The entries from the read offset (at most `max_batch`), the offset
+        after them and after each: from the inbox when it holds them, else from
+        the journal, or None to wait for the feed (it is fresh and this worker has read as far)."""
+        batch = self.inbox.first()
+        while batch is not None and batch.end <= self._read_offset:  # read from the journal meanwhile
+            self.inbox.take()
+            batch = self.inbox.first()
+        if batch is not None and batch.start <= self._read_offset:
+            entries, offset, ends, bad = batch.since(self._read_offset, self.backend.max_batch)
+            for where, why in bad:
+                self._skipped(self.journal, where, why)
+            return entries, offset, ends
+        feed = self.feed
+        if batch is None and feed is not None and feed.offset is not None and self._read_offset >= feed.offset and not feed.ended and feed.fresh():
+            return None
+        ends: list[int] = []
+        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._skipped, ends)
+        return entries, offset, ends
+
+    def _skipped(self, journal: Path, offset: int, reason: str) -> None:
+        if offset >= self._bad_seen:
+            self._bad_seen = offset + 1
+            self._count_bad(journal, offset, reason)
+
+    def caught_up(self) -> bool:
+        return self.cursor.offset >= (self.journal.stat().st_size if self.journal.is_file() else 0)
+
+    def pending_bytes(self) -> int:
+        return max(0, (self.journal.stat().st_size if self.journal.is_file() else 0) - self.cursor.offset)
+
+    def failing_longer_than(self, seconds: float, since: float | None = None) -> bool:
+        """True when the tracker has refused every batch for over `seconds`,
+        counted from its first failure or from `since` (`time.monotonic()`),
+        whichever is later. A tracker that takes batches, however slowly, is
+        not failing."""
+        if self.failing_since is None:
+            return False
+        start = self.failing_since if since is None else max(self.failing_since, since)
+        return time.monotonic() - start > seconds
+
+    def run_until_caught_up(self, status: str, give_up_after: float | None = None) -> None:
+        """For `rltrack sync`: deliver everything on the calling thread, or
+        stop once the tracker has been failing for `give_up_after` seconds
+        (None: however long), with the rest left in the journal."""
+        self.status = status
+        self.journal_complete = True
+        try:
+            while not self.done and self.fix is None and not (give_up_after is not None and self.failing_longer_than(give_up_after)):
+                if not self.step():
+                    time.sleep(min(POLL, max(0.0, self.next_try - time.monotonic())) or POLL)
+        finally:
+            self.give_up()
+
+    def give_up(self) -> None:
+        """Stops here (what is left waits in the journal for `rltrack sync`) and releases the cursor."""
+        self.done = True
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+    def _start(self) -> None:
+        """Tells the backend where its run stood at the cursor, and its state
+        there (a cursor without one, of a writer that has delivered nothing
+        yet, gets the newest of the tracker's other cursors: one tracker run
+        for every writer). A stream that starts afresh saves the position
+        first: if this process dies before anything is stored, the next
+        delivery still knows where it began."""
+        self.backend.resume(self.cursor.position, self.cursor.state or tracker_state(self.run_dir, self.backend.cursor_name))
+        position = self.backend.position() if self.cursor.position is None else None
+        if position is not None:
+            self.cursor.advance(self.cursor.offset, 0, position)
+        self._keep_state()
+
+    def _keep_state(self) -> None:
+        """Saves the tracker's state in the cursor as soon as it changes,
+        before what it took is stored: a kill meanwhile must not make the
+        next delivery start another tracker run, or forget where this one
+        keeps its data."""
+        if self.backend.state != self.cursor.state:
+            self.cursor.advance(self.cursor.offset, 0, state=copy.deepcopy(self.backend.state))
+
+    def _taken(self, offset: int, events: int) -> None:
+        self._read_offset = offset
+        self._untold.append((offset, events, self.backend.position()))
+        self._confirm()
+
+    def _confirm(self) -> None:
+        """Advances the cursor over the batches the tracker has stored."""
+        if not self._untold:
+            return
+        stored = self.backend.durable_position()
+        offset, events, position = None, 0, None
+        while self._untold and (stored is None or self._untold[0][2] is None or self._untold[0][2] <= stored):
+            offset, batch_events, position = self._untold.popleft()
+            events += batch_events
+        if offset is not None:  # with what the backend counted meanwhile: both describe what the tracker holds
+            self.cursor.advance(offset, events, position, self.backend.run.report.take_section(self.backend.name))
+
+    def _end(self) -> None:
+        """The journal is delivered: end the tracker's run (unless more writers
+        follow into it), then wait a while for the tracker to store what it
+        took (W&B may still be writing after `finish` returns)."""
+        self.backend.store_now()  # if it fails, the next step comes back here
+        if self.close_at_end and all(other.done for other in self.shared if other is not self):
+            try:
+                self.backend.close(self.status)
+            except Exception as exc:  # the data is delivered; only the run's final status is missing
+                self.last_error = f"close: {type(exc).__name__}: {exc}"
+                self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+        self._keep_state()  # the status the tracker's run ended with
+        self._storing_until = time.monotonic() + STORE_WAIT
+        self._confirm()
+        if not self._untold:
+            self.give_up()
+
+def time_left(deadline: float | None) -> float | None:
+    """Seconds until `deadline` (a `time.monotonic()` time), never below 0; None: no limit."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list[str]) -> None:
+    """Adds `counts` (a `Report.as_dict()`) to the run's report.json. The
+    sections of `trackers` are rebuilt from their cursors (what each
+    delivered, counted and renamed, saved with the cursor), plus their
+    errors, plus what is pending now. The training process, the agent and
+    `rltrack sync` all add to it, so each holds `report.json.lock` meanwhile
+    (for at most `LOCK_WAIT`)."""
+    path = run_dir / "report.json"
+    fd = hold(run_dir / "report.json.lock", LOCK_WAIT)
+    if fd is None:
+        raise OSError(f"{path}: another process has held report.json.lock for over {LOCK_WAIT:.0f} s; the counts of this one are not added")
+    try:
+        merged = Report()
+        if path.is_file():
+            merged.add(json.loads(path.read_text()), keep=lambda section, category: section not in trackers or category == "errors")
+        merged.add(counts, keep=lambda section, category: section not in trackers or category == "errors")
+        for name in trackers:
+            for cursor in cursor_files(run_dir, name):
+                merged.add(Cursor(run_dir, name, cursor).report.as_dict())
+            report_pending(merged, run_dir, name)
+        merged.save(path)
+    finally:
+        os.close(fd)
+
+
+def tracker_state(run_dir: Path, backend: str) -> dict[str, Any]:
+    """The tracker's state (`RemoteBackend.state`: its run id, resume data)
+    in the cursor of `backend`, over all writers, saved last; {} when none holds one."""
+    cursors = [Cursor(run_dir, backend, writer) for writer in cursor_files(run_dir, backend)]
+    saved = [(cursor.path.stat().st_mtime_ns, index, cursor.state) for index, cursor in enumerate(cursors) if cursor.state]
+    return max(saved, key=lambda item: item[:2])[2] if saved else Cursor(run_dir, backend).state
+
+
+def cursor_files(run_dir: Path, backend: str) -> list[str | None]:
+    """The writers (None: the only one) that have a cursor for `backend`."""
+    folder = run_dir / CURSOR_DIR
+    writers: list[str | None] = [None] if (folder / f"{backend}.json").is_file() else []
+    writers += [path.name[len(backend) + 1 : -len(".json")] for path in sorted(folder.glob(f"{backend}@*.json"))]
+    return writers

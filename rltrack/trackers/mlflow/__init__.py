@@ -1,0 +1,1 @@
+"""The MLflow tracker: the backend, its batches and the SQLite writer."""

@@ -1,0 +1,1 @@
+"""The Neptune tracker: the backend and its offline queue."""

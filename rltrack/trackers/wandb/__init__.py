@@ -1,0 +1,1 @@
+"""The W&B tracker: the backend and its history files."""
