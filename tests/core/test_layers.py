@@ -1,5 +1,7 @@
 """The package's layers: every module imports only from its own layer or below, and no two modules import each other in a circle.
 
+The layers are the table in docs/ARCHITECTURE.md, one folder (package) each, read from there.
+
 Why: a newcomer reads the package from the bottom up, and a change low down
 cannot be broken by a module above it. The walk reads every module's source
 with `ast` (nothing is imported): imports at the top, inside functions and
@@ -16,63 +18,26 @@ import re
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "rltrack"
+ARCHITECTURE = PACKAGE_DIR.parent / "docs" / "ARCHITECTURE.md"
 
-#: Module-name prefix -> layer, from the bottom. A module takes the layer of its
-#: longest matching prefix; a subpackage's `__init__` belongs to its layer. See docs/ARCHITECTURE.md.
-LAYERS: dict[str, int] = {
-    # 0: the event schema, value normalisation and the small tools every layer uses
-    "rltrack.core.version": 0,
-    "rltrack.core.events": 0,
-    "rltrack.core.values": 0,
-    "rltrack.core.redact": 0,
-    "rltrack.core.report": 0,
-    "rltrack.core.atomic_file": 0,
-    "rltrack.core.locks": 0,
-    "rltrack.core.optional": 0,
-    "rltrack.core.posix": 0,
-    "rltrack.core.turns": 0,
-    # 1: what rltrack knows about each framework, as data and pure functions
-    "rltrack.frameworks.canonical": 1,
-    "rltrack.frameworks.stages": 1,
-    "rltrack.frameworks": 1,
-    # 2: filters
-    "rltrack.filters": 2,
-    # 3: the journal
-    "rltrack.journal": 3,
-    "rltrack.journal.feed": 3,
-    # 4: sinks (local files) and trackers, and the delivery of a journal to them
-    "rltrack.delivery.registry": 4,
-    "rltrack.sinks.rundir": 4,
-    "rltrack.delivery.construct": 4,
-    "rltrack.delivery.worker": 4,
-    "rltrack.delivery.files": 4,
-    "rltrack.delivery.run_end": 4,
-    # 5: the agent, and what a logger shares with it
-    "rltrack.agent.files": 5,
-    "rltrack.agent.link": 5,
-    "rltrack.agent.lanes": 5,
-    "rltrack.agent.keeper": 5,
-    "rltrack.agent.process": 5,
-    # 6: the run database (reads run directories; `make_logger(resume=<run id>)` looks runs up in it)
-    "rltrack.runs": 6,
-    # 7: the training-side logger
-    "rltrack.training.logger": 7,
-    "rltrack.training.exits": 7,
-    "rltrack.training.pipeline": 7,
-    "rltrack.training.resume": 7,
-    "rltrack.training.config": 7,
-    # 8: adapters (hooks into a live framework) and importers (other tools' saved runs)
-    "rltrack.adapters": 8,
-    "rltrack.importers": 8,
-    # 9: the command line
-    "rltrack.cli.entry": 9,
-    "rltrack.cli.sync_command": 9,
-    "rltrack.cli.runs_command": 9,
-    "rltrack.cli.plot_command": 9,
-    "rltrack.cli.report_command": 9,
-    # 10: the public facade, `rltrack/__init__.py`
-    "rltrack": 10,
-}
+
+def read_layers() -> dict[str, int]:
+    """Package -> layer, from the layer table in docs/ARCHITECTURE.md: the one copy.
+
+    A row is `| <layer> | `core/`, ... | <job> |`; `rltrack/__init__.py` is the facade.
+    A module takes the layer of the package it sits in (its longest matching prefix)."""
+    section = ARCHITECTURE.read_text(encoding="utf-8").split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    layers: dict[str, int] = {}
+    for layer, cell in re.findall(r"^\| (\d+) \| ([^|]+) \|", section, re.M):
+        for entry in re.findall(r"`([^`]+)`", cell):
+            assert entry.endswith("/") or entry == "rltrack/__init__.py", f"docs/ARCHITECTURE.md, layer {layer}: {entry!r} is neither a folder nor the facade"
+            layers["rltrack." + entry.rstrip("/").replace("/", ".") if entry.endswith("/") else "rltrack"] = int(layer)
+    assert layers, "no layer table under '## Layers' in docs/ARCHITECTURE.md"
+    return layers
+
+
+#: Package -> layer, from the bottom.
+LAYERS: dict[str, int] = read_layers()
 
 
 def module_name(path: Path) -> str:
@@ -86,8 +51,9 @@ MODULE_STRING = re.compile(r"rltrack(\.\w+)+(:\w+)?")
 
 
 def layer_of(module: str) -> int:
-    prefixes = [p for p in LAYERS if module == p or module.startswith(p + ".")]
-    assert prefixes, f"{module} is in no layer: add it to LAYERS in tests/core/test_layers.py and docs/ARCHITECTURE.md"
+    # the facade, `rltrack`, is no folder: it holds no module but itself
+    prefixes = [p for p in LAYERS if module == p or (p != "rltrack" and module.startswith(p + "."))]
+    assert prefixes, f"{module} is in no layer: put it in a layer's folder, or add its folder to the layer table in docs/ARCHITECTURE.md"
     return LAYERS[max(prefixes, key=len)]
 
 
