@@ -125,23 +125,26 @@ class Event:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> Event:
-        schema = int(obj.get("schema", SCHEMA_VERSION))
+        """The event of one journal object (every reader calls this per line,
+        so the fields are passed in their order, not by keyword)."""
+        get = obj.get
+        schema = int(get("schema", SCHEMA_VERSION))
         if schema > SCHEMA_VERSION:
             raise NewerSchemaError(
                 f"event schema {schema} is newer than this rltrack understands ({SCHEMA_VERSION}); "
                 "upgrade rltrack to read it"
             )
         return cls(
-            time=float(obj["time"]),
-            data=dict(obj.get("data", {})),
-            kind=str(obj.get("kind", "scalars")),
-            namespace=str(obj.get("namespace", "")),
-            steps={str(k): int(v) for k, v in obj.get("steps", {}).items()},
-            source=str(obj.get("source", "api")),
-            worker=str(obj.get("worker", "0")),
-            run=str(obj.get("run", "")),
-            preaggregated=bool(obj.get("preaggregated", False)),
-            schema=schema,
+            float(obj["time"]),
+            dict(get("data", {})),
+            str(get("kind", "scalars")),
+            str(get("namespace", "")),
+            {str(k): int(v) for k, v in get("steps", {}).items()},
+            str(get("source", "api")),
+            str(get("worker", "0")),
+            str(get("run", "")),
+            bool(get("preaggregated", False)),
+            schema,
         )
 
     @classmethod
