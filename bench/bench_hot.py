@@ -9,7 +9,8 @@ on events of 10 floats, so two trees compare side by side: run it once per
 tree (`PYTHONPATH=<tree>`), alternating.
 
   * encode       - `Event.to_line` (a tree before it: `to_json()` + encode), for
-                   10 floats, 9 floats and a None, 8 floats, a None and a NaN;
+                   10 floats, 9 floats and a None, 8 floats, a None and a NaN,
+                   joined 100 at a time as the journal joins a batch;
   * parse        - `rltrack.journal.parse_line` of a 10-float line;
   * MLflow batch - `MlflowBatch` of 100 events at a time (keys, steps, stamps, counts);
   * SQLite rows  - `SqliteMetricWriter.write` staging a batch's rows (no database);
@@ -55,6 +56,12 @@ def events(n: int, extra: dict[str, Any] | None = None) -> list[Event]:
 def encoder() -> Callable[[Event], bytes]:
     to_line = getattr(Event, "to_line", None)
     return to_line if to_line is not None else lambda event: (event.to_json() + "\n").encode()
+
+
+def lines_of(evs: list[Event], encode: Callable[[Event], bytes]) -> None:
+    """The journal's bytes of `evs`, 100 events at a time, as `JournalWriter.append` joins them."""
+    for i in range(0, len(evs), 100):
+        b"".join([encode(event) for event in evs[i : i + 100]])
 
 
 class NoDatabase:
@@ -103,9 +110,9 @@ def main() -> None:
             writer.write("run", batch.metrics)
 
     results = {
-        "encode: 10 floats": cpu_us(lambda: [encode(e) for e in plain], n, args.repetitions),
-        "encode: 9 floats and a None": cpu_us(lambda: [encode(e) for e in none], n, args.repetitions),
-        "encode: 8 floats, a None and a NaN": cpu_us(lambda: [encode(e) for e in nan], n, args.repetitions),
+        "encode: 10 floats": cpu_us(lambda: lines_of(plain, encode), n, args.repetitions),
+        "encode: 9 floats and a None": cpu_us(lambda: lines_of(none, encode), n, args.repetitions),
+        "encode: 8 floats, a None and a NaN": cpu_us(lambda: lines_of(nan, encode), n, args.repetitions),
         "parse a 10-float line": cpu_us(lambda: [parse_line(line) for line in lines], n, args.repetitions),
         "MlflowBatch, 100 events a batch": cpu_us(lambda: [MlflowBatch(b, Path("/tmp"), {}, {}, {}) for b in batches], n, args.repetitions),
         "SqliteMetricWriter.write (staging, no database)": cpu_us(stage_rows, n, args.repetitions),
