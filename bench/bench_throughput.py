@@ -24,15 +24,24 @@ the median and the min–max are reported.
                    `mlflow.log_metrics`) and, for MLflow, used its best way
                    (`MlflowClient.log_batch`, 1000 metrics a request, built
                    before timing); MLflow on the SQLite file and, unless
-                   --quick/--no-server, on a local `mlflow server`.
+                   --quick/--no-server, on a local `mlflow server`;
+  * agent CPU    - the delivery agent's CPU time (user + system, all its
+                   threads, from /proc) per record while rltrack {local} and
+                   rltrack {local, mlflow} (SQLite file) deliver N records,
+                   timed from the agent holding a first record; the
+                   difference is what MLflow's delivery costs it per record.
 
     python bench/bench_throughput.py            # several minutes, starts a local mlflow server
     python bench/bench_throughput.py --quick    # CI-sized, under a minute, no server
     python bench/bench_throughput.py --only-local --repetitions 5   # the local row alone, printed
+    python bench/bench_throughput.py --only-agent-cpu --repetitions 5   # the agent CPU rows alone, printed
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -66,34 +75,59 @@ def check(what: str, held: int, wanted: int) -> None:
 # ---- rltrack ------------------------------------------------------------------------
 
 
+def rltrack_run(runs: Counter, backends: list[str], n: int, mlflow_uri: str | None = None, ready: bool = False) -> tuple[float, float]:
+    """One run of n records through rltrack with `backends`, read back: its
+    records/s, and the agent's CPU µs per record meanwhile (NaN without
+    `ready`: the agent may start inside the timing). `ready`: timing starts
+    once the agent holds a first record (in namespace "ready") in the local
+    files and every tracker, so it has started, imported its client and
+    opened its run: the native MLflow paths it is compared with create their
+    client and run before their timing starts too (the W&B and Neptune ones
+    start their run inside it, and so does rltrack without `ready`)."""
+    root, name = runs.next("_".join(backends))
+    recs = records(n)
+    log = trackers.make_logger(root, name, backends, mlflow_uri)
+    if ready:
+        log.write({"fps": 0.0}, step=0, namespace="ready")
+        trackers.settle(log)
+        agent, cpu = agent_cpu_seconds()
+    start = time.perf_counter()
+    for i, rec in enumerate(recs):
+        log.write(rec, step=i, namespace="learner")
+    complete = log.close()
+    elapsed = time.perf_counter() - start
+    if not complete:
+        raise RuntimeError(f"{log.run_dir}: close() returned before everything was delivered")
+    agent_us = math.nan
+    if ready:
+        agent_after, cpu_after = agent_cpu_seconds()
+        if agent_after != agent:
+            raise RuntimeError(f"{log.run_dir}: the agent changed during the run ({agent} then {agent_after})")
+        agent_us = (cpu_after - cpu) / n * 1e6
+    check(f"{name} journal", trackers.journal_count(log.run_dir, "learner"), n)
+    for tracker in backends[1:]:
+        check(f"{name} {tracker}", trackers.ARRIVED[tracker](log.run_dir, "learner/fps"), n)
+    return n / elapsed, agent_us
+
+
 def rltrack_rps(runs: Counter, backends: list[str], n: int, mlflow_uri: str | None = None, ready: bool = False) -> Callable[[], float]:
-    """records/s of rltrack with `backends`. `ready`: timing starts once the
-    trackers hold a first record (in namespace "ready"), so the delivery agent
-    has started, imported its client and opened its run: the native MLflow
-    paths it is compared with create their client and run before their timing
-    starts too (the W&B and Neptune ones start their run inside it, and so
-    does rltrack without `ready`)."""
+    """records/s of rltrack with `backends` (see `rltrack_run`)."""
+    return lambda: rltrack_run(runs, backends, n, mlflow_uri, ready)[0]
 
-    def run() -> float:
-        root, name = runs.next("_".join(backends))
-        recs = records(n)
-        log = trackers.make_logger(root, name, backends, mlflow_uri)
-        if ready:
-            log.write({"fps": 0.0}, step=0, namespace="ready")
-            trackers.settle(log)
-        start = time.perf_counter()
-        for i, rec in enumerate(recs):
-            log.write(rec, step=i, namespace="learner")
-        complete = log.close()
-        elapsed = time.perf_counter() - start
-        if not complete:
-            raise RuntimeError(f"{log.run_dir}: close() returned before everything was delivered")
-        check(f"{name} journal", trackers.journal_count(log.run_dir, "learner"), n)
-        for tracker in backends[1:]:
-            check(f"{name} {tracker}", trackers.ARRIVED[tracker](log.run_dir, "learner/fps"), n)
-        return n / elapsed
 
-    return run
+def agent_us_per_record(runs: Counter, backends: list[str], n: int) -> Callable[[], float]:
+    """The agent's CPU µs per record of rltrack with `backends` (see `rltrack_run`)."""
+    return lambda: rltrack_run(runs, backends, n, ready=True)[1]
+
+
+def agent_cpu_seconds() -> tuple[int, float]:
+    """The live delivery agent's pid and the CPU seconds (user + system,
+    every thread) it has used so far, from /proc (Linux)."""
+    from rltrack.agent.files import agent_dir
+
+    pid = int(json.loads((agent_dir() / "agent.json").read_text())["pid"])
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()  # from field 3, the state
+    return pid, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14 and 15
 
 
 def files_floor(runs: Counter, n: int) -> Callable[[], float]:
@@ -270,6 +304,7 @@ def main() -> None:
     parser.add_argument("--no-server", action="store_true", help="skip the local mlflow server")
     parser.add_argument("--repetitions", type=int, default=None, help="default 3, quick 1")
     parser.add_argument("--only-local", action="store_true", help="only the local backend row (nothing is appended to RESULTS.md)")
+    parser.add_argument("--only-agent-cpu", action="store_true", help="only the agent CPU rows (nothing is appended to RESULTS.md)")
     args = parser.parse_args()
     reps = args.repetitions or (1 if args.quick else 3)
     n_local = 20_000 if args.quick else 200_000
@@ -283,15 +318,27 @@ def main() -> None:
         tmp = Path(tmp_name)
         trackers.isolate(tmp)
         runs = Counter(tmp / "runs")
-        local_row = f"rltrack {{local}}, {n_local:,} records"
-        local = repeat_alternating({local_row: rltrack_rps(runs, trackers.LOCAL, n_local),
-                                    "floor: journal line, TensorBoard record, csv row per record, one thread, no filters": files_floor(runs, n_local)}, reps)  # fmt: skip
-        local_rps = local[local_row]["median"]
-        out += ["### Local backend, end to end (records/s)", "", *rows(local, "records/s", local_row), ""]
-        summary.append(verdict("local backend end to end", f"{local_rps:,.0f} records/s", f"≥ {TARGET_LOCAL_RPS:,.0f}", local_rps >= TARGET_LOCAL_RPS))
-        if args.only_local:
-            values = ", ".join(f"{v:,.0f}" for v in local[local_row]["values"])
-            print("\n".join([*out, f"each repetition: {values} records/s", "", *summary]))
+        if not args.only_agent_cpu:
+            local_row = f"rltrack {{local}}, {n_local:,} records"
+            local = repeat_alternating({local_row: rltrack_rps(runs, trackers.LOCAL, n_local),
+                                        "floor: journal line, TensorBoard record, csv row per record, one thread, no filters": files_floor(runs, n_local)}, reps)  # fmt: skip
+            local_rps = local[local_row]["median"]
+            out += ["### Local backend, end to end (records/s)", "", *rows(local, "records/s", local_row), ""]
+            summary.append(verdict("local backend end to end", f"{local_rps:,.0f} records/s", f"≥ {TARGET_LOCAL_RPS:,.0f}", local_rps >= TARGET_LOCAL_RPS))
+            if args.only_local:
+                values = ", ".join(f"{v:,.0f}" for v in local[local_row]["values"])
+                print("\n".join([*out, f"each repetition: {values} records/s", "", *summary]))
+                return
+
+        agent_local, agent_mlflow = f"agent, rltrack {{local}} ({n_tracker:,} records)", f"agent, rltrack {{local, mlflow}} (SQLite file, {n_tracker:,} records)"
+        cpu = repeat_alternating({agent_local: agent_us_per_record(runs, trackers.LOCAL, n_tracker),
+                                  agent_mlflow: agent_us_per_record(runs, ["local", "mlflow"], n_tracker)}, reps)  # fmt: skip
+        mlflow_us = cpu[agent_mlflow]["median"] - cpu[agent_local]["median"]
+        out += ["### The delivery agent's CPU per record (µs)", "", *rows(cpu, "µs/record", agent_local), "",
+                f"MLflow's delivery costs the agent {mlflow_us:.1f} µs of CPU per record (the difference of the medians).", ""]  # fmt: skip
+        if args.only_agent_cpu:
+            values = "; ".join(f"{name}: " + ", ".join(f"{v:.1f}" for v in cpu[name]["values"]) for name in cpu)
+            print("\n".join([*out, f"each repetition (µs/record): {values}"]))
             return
 
         tb = repeat_alternating({"tensorboardX SummaryWriter.add_scalar": tb_writer(runs, n_tb, "tbx", tensorboardx_add_scalar),

@@ -3,7 +3,7 @@
 It is the source of truth of a run. Backends that are slow or down deliver
 from it later (each with its own cursor), `rltrack sync` replays it, and a
 crash loses at most what was not yet flushed (the pipeline flushes it at least
-once a second). Format: `journal.jsonl`, one `Event.to_json()` per line.
+once a second). Format: `journal.jsonl`, one `Event.to_line()` per line.
 
 Several processes writing one run (actors and a learner, env runners) each
 append to a journal of their own, `journal.<writer>.jsonl`, so that no line is
@@ -176,9 +176,9 @@ class JournalWriter:
         self.lost = 0
 
     def append(self, events: Iterable[Event]) -> None:
-        lines = [event.to_json() for event in events]
+        lines = [event.to_line() for event in events]
         if lines:
-            self._add(("\n".join(lines) + "\n").encode(), len(lines))
+            self._add(b"".join(lines), len(lines))
 
     def append_control(self, line: bytes) -> None:
         """Appends a `control_line`, in order with the events."""

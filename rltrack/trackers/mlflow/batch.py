@@ -9,6 +9,7 @@ users see in MLflow) is described there.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import posixpath
@@ -18,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
-from rltrack.core.events import NUMERIC_KINDS, Event
+from rltrack.core.events import NUMERIC_KINDS, Event, tag
 from rltrack.core.values import flatten
 
 # MLflow's limits (mlflow.utils.validation, 3.17).
@@ -36,19 +37,32 @@ STEP_AXIS_PREFIX = "steps/"
 _KEY_CHARS = re.compile(r"[\w\-. :/]*")  # MLflow's rule on POSIX (\w includes non-ASCII letters)
 _BAD_KEY_CHAR = re.compile(r"[^\w\-. :/]")
 
+#: Keys whose MLflow name `mlflow_key` remembers: a run's keys are few and
+#: repeat every record, and checking one costs a regex and a `normpath`.
+KEY_CACHE = 16_384
 
+
+@functools.lru_cache(maxsize=KEY_CACHE)
 def mlflow_key(key: str) -> str:
     """The name `key` gets in MLflow: itself when MLflow accepts it, else a
     cleaned form (bad characters to `_`, no empty, `.` or `..` path parts, no
     leading `/` or `..`) cut to fit, plus `-` and 8 hex digits of the original
     key's SHA-1. A pure function of the key, so the mapping is the same in
-    every process and replay, and two different keys never share a name."""
+    every process and replay, and two different keys never share a name
+    (remembered for the last `KEY_CACHE` keys)."""
     if _accepted(key):
         return key
     parts = [p if p not in (".", "..") else "_" * len(p) for p in _BAD_KEY_CHAR.sub("_", key).split("/") if p]
     clean = re.sub(r"^\.+", lambda m: "_" * len(m.group()), "/".join(parts))
     suffix = "-" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     return clean[: MAX_KEY_LENGTH - len(suffix)] + suffix
+
+
+@functools.lru_cache(maxsize=KEY_CACHE)
+def metric_names(namespace: str, keys: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(`<namespace>/<key>`, its MLflow name) for each of a record's keys:
+    records repeat their keys, so these are kept rather than built per value."""
+    return tuple((name, mlflow_key(name)) for name in (tag(namespace, key) for key in keys))
 
 
 def _accepted(key: str) -> bool:
@@ -114,7 +128,8 @@ class MlflowBatch:
         return new
 
     def _numbers(self, event: Event, ms: int, step: int) -> None:
-        for name, value in event.data.items():
+        delivered = 0
+        for (name, key), value in zip(metric_names(event.namespace, tuple(event.data)), event.data.values()):
             if value is None:
                 self.counts["dropped", "None value (no number to log)"] += 1
                 continue
@@ -125,9 +140,12 @@ class MlflowBatch:
                 continue
             if math.isinf(number):
                 self.counts["converted", "±inf stored by MLflow as ±1.8e308"] += 1
-            key = self.key(event.tag(name))
+            if key != name:
+                self.renames[name] = key
             self.metrics.append((key, number, self._stamp(key, step, ms), step))
-            self.counts["delivered", "metric values"] += 1
+            delivered += 1
+        if delivered:
+            self.counts["delivered", "metric values"] += delivered
         for axis, value in list(event.steps.items())[1:]:
             key = self.key(STEP_AXIS_PREFIX + axis)
             point = (step, float(value))

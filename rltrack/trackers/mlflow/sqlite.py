@@ -159,14 +159,18 @@ class SqliteMetricWriter:
         """Stages `(key, value, timestamp_ms, step)` rows of run `run_id`;
         returns their ticket, stored once `committed` reaches it."""
         with self._lock:
+            rows, latest = self._rows, self._latest
             for key, value, ms, step in metrics:
-                is_nan = int(math.isnan(value))
-                stored = 0.0 if is_nan else max(-SQL_MAX, min(SQL_MAX, value))
-                self._rows.append((key, stored, ms, run_id, step, is_nan))
-                candidate = (step, ms, stored, is_nan)
-                held = self._latest.get((run_id, key))
-                if held is None or candidate[:3] > held[:3]:
-                    self._latest[(run_id, key)] = candidate
+                if -SQL_MAX <= value <= SQL_MAX:  # finite (a NaN fails every comparison)
+                    stored, is_nan = value, 0
+                elif value != value:
+                    stored, is_nan = 0.0, 1
+                else:
+                    stored, is_nan = math.copysign(SQL_MAX, value), 0
+                rows.append((key, stored, ms, run_id, step, is_nan))
+                held = latest.get((run_id, key))
+                if held is None or (step, ms, stored) > held[:3]:
+                    latest[run_id, key] = (step, ms, stored, is_nan)
             self._tickets += 1
             if not self._rows:  # nothing to store: stored already
                 self.committed = self._tickets
