@@ -124,6 +124,7 @@ def test_a_run_directory_removed_mid_run_never_stops_training(tmp_path: Path, ca
     assert 1 <= len(lines) <= 6, lines  # once per component that failed, not per record
 
 
+@pytest.mark.slow  # 30 s: fills a small disk, frees it, fills it again
 def test_a_full_disk_keeps_training_and_the_journal_keeps_what_fitted(small_disk: Path, capfd: pytest.CaptureFixture[str]) -> None:
     logger = rltrack.make_logger({"run": {"root": str(small_disk), "name": "full"}})
     padding = "p" * 200
