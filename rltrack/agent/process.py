@@ -117,7 +117,7 @@ class Writer:
         #: Its local files, and the reader of its control lines (counts, end): every writer has one, with file backends or none.
         self.files: FilesDelivery
         #: Reads the journal once for the files and the trackers, from where the files stopped.
-        self.feed = JournalFeed(journal_path(self.run_dir, self.writer), None)
+        self.feed: JournalFeed
         self.faults = Faults(report, lambda reason: print(f"rltrack agent: {self.run_dir}: {reason}", file=sys.stderr, flush=True), error_text)
         #: The first error of each backend, for the logger to print at close (the agent's own stderr is its log).
         self.errors = self.faults.first
@@ -273,7 +273,7 @@ class Agent:
             except Exception as exc:
                 writer.failed(name, "open", exc)
         writer.files = FilesDelivery(context, sinks, writer.faults)
-        writer.feed.offset = writer.files.offset
+        writer.feed = JournalFeed(writer.files.journal, writer.files.offset)
         writer.feed.consumers.append(writer.files)
         if sinks and writer.files.rebuilt:
             report.count("rebuilt", "the agent writing the local files was killed: they were written anew from the journal", section="files")

@@ -284,7 +284,7 @@ class DeliveryWorker:
                 self._skipped(self.journal, where, why)
             return entries, offset, ends
         feed = self.feed
-        if batch is None and feed is not None and feed.offset is not None and self._read_offset >= feed.offset and not feed.ended and feed.fresh():
+        if batch is None and feed is not None and self._read_offset >= feed.offset and not feed.ended and feed.fresh():
             return None
         ends: list[int] = []
         entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._skipped, ends)

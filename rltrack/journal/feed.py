@@ -64,9 +64,9 @@ class Consumer(Protocol):
 class JournalFeed:
     """Reads one writer's journal from `offset` and hands each batch to its `consumers`."""
 
-    def __init__(self, journal: Path, offset: int | None) -> None:
+    def __init__(self, journal: Path, offset: int) -> None:
         self.journal = journal
-        #: Where the next batch starts; None until a consumer says (then set once).
+        #: Where the next batch starts.
         self.offset = offset
         self.consumers: list[Consumer] = []
         #: Set by the owner once no more lines will be appended.
@@ -77,8 +77,6 @@ class JournalFeed:
 
     def step(self, limit: int) -> bool:
         """Reads and hands out one batch of at most `limit` entries; True when it read one."""
-        if self.offset is None:
-            return False
         complete = self.complete  # read before the journal: set after the read, the next step reads once more
         bad: list[tuple[int, str]] = []
         ends: list[int] = []
