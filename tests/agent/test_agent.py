@@ -24,9 +24,9 @@ import psutil
 import pytest
 from stand_in_tracker import received
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from reliability_helpers import reported
 from waiting import wait_until
 
-from reliability_helpers import reported
 import rltrack
 from rltrack.agent.files import agent_dir, agent_running, ensure_running, read_json, registration_path, registrations, write_private
 from rltrack.journal import Counts, ended_with, read_batch

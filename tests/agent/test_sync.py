@@ -14,9 +14,9 @@ import textwrap
 
 import pytest
 
-from reliability_helpers import reported
 import rltrack
 from mlflow_server import history, tracker
+from reliability_helpers import reported
 from rltrack.cli import entry as cli
 from rltrack.delivery.worker import Cursor, tracker_state
 from waiting import wait_until

@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from reliability_helpers import reported
 import rltrack
 import wandb_reader
 from journal_batch import journal_batch, with_saved_state
+from reliability_helpers import reported
 from deliver import deliver_all
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.wandb.backend import WandbBackend
