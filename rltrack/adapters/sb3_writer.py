@@ -23,9 +23,9 @@ from rltrack.frameworks.sb3 import (
     ALGORITHM_DUMP_KEY,
     CANONICAL,
     DURATION,
-    NAMESPACES,
     TRAIN_ITER_KEYS,
     excluded,
+    stored_key,
 )
 
 if TYPE_CHECKING:
@@ -40,8 +40,7 @@ def _route(native: str, mode: str) -> list[tuple[str, str, str, bool]]:
     targets = []
     native_prefix = native.split("/", 1)[0] if "/" in native else ""
     for name in with_canonical_names({native: None}, CANONICAL, mode):
-        prefix, _, leaf = name.partition("/") if "/" in name else ("", "", name)
-        namespace = NAMESPACES.get(prefix, prefix)
+        namespace, _, leaf = stored_key(name).partition("/") if "/" in name else ("", "", name)
         kind = "timing" if native_prefix == "time" and name == native and DURATION.search(leaf) else "scalars"
         targets.append((namespace, leaf, kind, native_prefix == "rollout"))
     return targets

@@ -14,6 +14,7 @@ one) or "native" (no canonical names).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Mapping
 
 from rltrack.frameworks import acme, sb3, spinup, tune
@@ -59,3 +60,24 @@ def vocabulary() -> dict[str, dict[str, list[str]]]:
         for native, canonical in mapping.items():
             table.setdefault(canonical, {}).setdefault(framework, []).append(native)
     return dict(sorted(table.items()))
+
+
+@cache
+def native_to_canonical() -> dict[str, str]:
+    """native flat key -> canonical flat key, over every framework's vocabulary."""
+    table: dict[str, str] = {}
+    for mapping in FRAMEWORK_VOCABULARIES.values():
+        for native, canonical in mapping.items():
+            table.setdefault(native, canonical)
+    return table
+
+
+@cache
+def stored_names() -> dict[str, str]:
+    """Every name a native value is found under -> its canonical name: the key
+    as the framework logs it (as its own files hold it) and as rltrack's runs
+    store it (SB3's prefixes become namespaces: `collector/ep_rew_mean`)."""
+    table = dict(native_to_canonical())
+    for native, canonical in sb3.CANONICAL.items():
+        table.setdefault(sb3.stored_key(native), canonical)
+    return table

@@ -52,6 +52,14 @@ CANONICAL: dict[str, str] = {
     "train/ent_coef_loss": "learner/alpha_loss_avg",
 }
 
+
+def stored_key(key: str) -> str:
+    """The name rltrack stores an SB3 key under: its prefix becomes the
+    namespace (`rollout/ep_rew_mean` -> `collector/ep_rew_mean`)."""
+    prefix, _, leaf = key.partition("/") if "/" in key else ("", "", key)
+    return f"{NAMESPACES.get(prefix, prefix)}/{leaf}" if prefix else leaf
+
+
 #: Keys whose value is the `train_iter` step axis, in order of preference.
 TRAIN_ITER_KEYS = ("time/iterations", "train/n_updates")
 

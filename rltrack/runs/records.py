@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -155,22 +154,11 @@ class _InfinityCalls(ast.NodeTransformer):
         return node
 
 
-@lru_cache(maxsize=1)
-def native_to_canonical() -> dict[str, str]:
-    """native flat key -> canonical flat key, over every framework's vocabulary."""
-    from rltrack.frameworks.canonical import vocabulary
-
-    table: dict[str, str] = {}
-    for canonical, natives in vocabulary().items():
-        for keys in natives.values():
-            for native in keys:
-                table.setdefault(native, canonical)
-    return table
-
-
 def with_canonical(samples: Iterable[Sample]) -> Iterator[Sample]:
     """Every sample, plus a canonical twin for native keys the vocabulary maps
     (`rollout/ep_rew_mean` -> `collector/reward_mean`), so foreign runs share charts."""
+    from rltrack.frameworks.canonical import native_to_canonical
+
     table = native_to_canonical()
     for sample in samples:
         yield sample

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from rltrack.sinks.tables import format_value
 from rltrack.runs.plot import DPI, plot_metrics, plot_timelog, stage_times
-from rltrack.runs.records import native_to_canonical
+from rltrack.frameworks.canonical import stored_names
 from rltrack.runs.run import MAIN_METRICS
 
 if TYPE_CHECKING:
@@ -58,22 +58,22 @@ AXIS_UNITS = {
 
 
 def value_panels(runs: Sequence[Run]) -> list[tuple[str, list[str]]]:
-    """(metric, the other names of the same values) per panel: keys whose series
-    are equal in every run (a native key and its canonical twin) share a panel,
-    named by the canonical name; main metrics first, then by how many runs
-    have the metric, then by name."""
-    canonical = set(native_to_canonical().values())
-    same: dict[tuple, list[str]] = {}
-    for key in sorted({key for run in runs for key in run.metrics}):
-        series = tuple(tuple(run.metrics.get(key, ())) for run in runs)
-        same.setdefault(series, []).append(key)
-    chosen = []
-    for keys in same.values():
-        keys.sort(key=lambda k: (k not in canonical, k))
-        chosen.append((keys[0], keys[1:]))
-    having = {key: sum(key in run.metrics for run in runs) for key, _ in chosen}
+    """(metric, the other names of the same value) per panel: a native key shares
+    its canonical name's panel when, in every run that has it, it holds the same
+    series (`collector/ep_rew_mean` and `collector/reward_mean`); keys that are
+    equal by chance (CartPole's return and episode length) keep a panel each.
+    Main metrics first, then by how many runs have the metric, then by name."""
+    names = stored_names()
+    keys = sorted({key for run in runs for key in run.metrics})
+    aliases: dict[str, list[str]] = {key: [] for key in keys}
+    for key in keys:
+        canonical = names.get(key, key)
+        same = all(run.metrics[key] == run.metrics.get(canonical) for run in runs if key in run.metrics)
+        if canonical != key and canonical in aliases and same:
+            aliases[canonical] += [key, *aliases.pop(key)]
+    having = {key: sum(key in run.metrics for run in runs) for key in aliases}
     main = list(MAIN_METRICS)
-    return sorted(chosen, key=lambda c: (main.index(c[0]) if c[0] in main else len(main), -having[c[0]], c[0]))
+    return sorted(aliases.items(), key=lambda c: (main.index(c[0]) if c[0] in main else len(main), -having[c[0]], c[0]))
 
 
 def primary_axis(runs: Sequence[Run], metric: str) -> str:
@@ -88,8 +88,10 @@ def primary_axis(runs: Sequence[Run], metric: str) -> str:
 
 
 def value_unit(metric: str) -> str:
-    """The y axis's label: the metric, with seconds for durations."""
+    """The y axis's label: the metric, with seconds for durations and per second for rates."""
     leaf = metric.rsplit("/", 1)[-1]
+    if leaf == "fps" or "_per_s" in leaf:
+        return f"{metric} (1/s)"
     seconds = leaf.endswith(("_time", "_s", "_sec", "_seconds", "duration")) or "time_" in leaf
     return f"{metric} (s)" if seconds else metric
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 import rltrack
+
+DI_ENGINE_FIXTURE = Path(__file__).parents[1] / "helpers" / "fixtures" / "dingine_dqn_cartpole"
 
 
 def test_show_prints_status_and_last_values(tmp_path):
@@ -31,7 +38,7 @@ def test_show_and_runs_show_read_the_same_directories(tmp_path):
     from stable_baselines3.common.logger import configure
 
     folder = tmp_path / "runs" / "sb3_plain"
-    sb3_logger = configure(str(folder), ["csv"])
+    sb3_logger = configure(str(folder), ["csv", "json", "tensorboard"])
     for step in (128, 256):
         sb3_logger.record("rollout/ep_rew_mean", step / 10)
         sb3_logger.record("time/total_timesteps", step)
@@ -47,6 +54,17 @@ def test_show_and_runs_show_read_the_same_directories(tmp_path):
     assert row.split("|")[2].strip() == "25.6"
 
 
+def test_show_and_runs_show_agree_on_a_di_engine_run_and_an_rltrack_run(tmp_path):
+    with rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "own"}}) as logger:
+        logger.write({"reward": 1.0}, step=1, namespace="collector")
+    for folder, heading in ((DI_ENGINE_FIXTURE, "(di-engine format)"), (logger.run_dir, "(rltrack format)")):
+        runs_show = subprocess.run([sys.executable, "-m", "rltrack.cli", "runs", "show", str(folder), "--root", str(tmp_path / "runs")],
+                                   capture_output=True, text=True)  # fmt: skip
+        show = subprocess.run([sys.executable, "-m", "rltrack.cli", "show", str(folder)], capture_output=True, text=True)
+        assert runs_show.returncode == show.returncode == 0, runs_show.stderr + show.stderr
+        assert heading in show.stdout.splitlines()[0]
+
+
 def test_a_missing_or_unwritable_root_is_an_error_message(tmp_path):
     missing = tmp_path / "no_such_root"
     for command in (["runs", "ls"], ["runs", "index"], ["plot", "--metric", "m", "x", "-o", str(tmp_path / "p.png")]):
@@ -57,6 +75,31 @@ def test_a_missing_or_unwritable_root_is_an_error_message(tmp_path):
     # /proc/self/fdinfo: a directory nobody can create files in, not even root
     done = subprocess.run([sys.executable, "-m", "rltrack.cli", "runs", "ls", "--root", "/proc/self/fdinfo"], capture_output=True, text=True)
     assert done.returncode == 2 and "read-only for you" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_read_only_root_that_holds_runs_is_an_error_message_and_stays_as_it_was(tmp_path):
+    """A root of runs without an index, mode 555, read by a user who is not its owner
+    (as root, which ignores modes, the command runs as `nobody` in a user namespace)."""
+    root = tmp_path / "runs"
+    with rltrack.make_logger({"run": {"root": str(root), "name": "kept"}}) as logger:
+        logger.write({"reward": 1.0}, step=1, namespace="collector")
+    (root / "rltrack_index.db").unlink(missing_ok=True)
+    before = sorted(p.name for p in root.iterdir())
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        unshare = shutil.which("unshare")
+        probe = subprocess.run([unshare, "--user", "--map-user=65534", "--map-group=65534", "true"], capture_output=True) if unshare else None
+        if probe is None or probe.returncode != 0:
+            pytest.skip("running as root and user namespaces are not available: a mode of 555 binds nobody here")
+        as_user = [unshare, "--user", "--map-user=65534", "--map-group=65534"]
+    root.chmod(0o555)
+    try:
+        for command in (["runs", "ls"], ["report", "--task", "kept", "-o", str(tmp_path / "r.html")]):
+            done = subprocess.run([*as_user, sys.executable, "-m", "rltrack.cli", *command, "--root", str(root)], capture_output=True, text=True)
+            assert done.returncode == 2 and "read-only for you" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    finally:
+        root.chmod(0o755)
+    assert sorted(p.name for p in root.iterdir()) == before  # no index, no journal of one
 
 
 def run_show(run_dir) -> tuple[subprocess.CompletedProcess[str], int]:

@@ -322,6 +322,8 @@ def test_the_charts_name_their_axes_with_units(tmp_path):
     assert [metric for metric, _ in value_panels([run])] == ["collector/reward_mean", "collector/collect_time"]
     assert primary_axis([run], "collector/reward_mean") == "env_steps"
     assert value_unit("collector/collect_time") == "collector/collect_time (s)" and value_unit("collector/reward_mean") == "collector/reward_mean"
+    assert value_unit("collector/avg_envstep_per_sec") == "collector/avg_envstep_per_sec (1/s)"  # a rate, not a duration
+    assert value_unit("time/fps") == "time/fps (1/s)"
 
 
 def test_chromium_shows_the_comparison_page(comparison, tmp_path):
@@ -331,3 +333,33 @@ def test_chromium_shows_the_comparison_page(comparison, tmp_path):
     assert console_lines(done.stderr) == []
     pixels = np.asarray(Image.open(shot).convert("L"))
     assert pixels.std() > 10
+
+
+def test_values_that_happen_to_be_equal_keep_their_own_panels(tmp_path):
+    """In CartPole the return equals the episode length (reward 1 per step), so
+    SB3's `ep_rew_mean` and `ep_len_mean` are equal series: still two values.
+    Only names of one value (a native key and its canonical name) share a
+    panel, and the return stays in the summary under its canonical name."""
+    from stable_baselines3.common.logger import configure
+
+    from rltrack.adapters.sb3 import add_writer
+    from rltrack.runs.compare import render_comparison
+
+    runs = []
+    for seed in (0, 1):
+        sb3_logger = configure(str(tmp_path / f"sb3_{seed}"), [])
+        with rltrack.make_logger({"run": {"root": str(tmp_path / "root"), "name": f"cartpole_s{seed}", "task": "cartpole"}}) as logger:
+            add_writer(sb3_logger, logger)
+            for iteration in range(1, 6):
+                episode = 20.0 * iteration + seed
+                sb3_logger.record("rollout/ep_rew_mean", episode)
+                sb3_logger.record("rollout/ep_len_mean", episode)
+                sb3_logger.record("time/total_timesteps", 512 * iteration)
+                sb3_logger.dump(step=512 * iteration)
+        runs.append(load(logger.run_dir))
+    text = render_comparison(runs, "cartpole")
+    panels = re.findall(r'<h3 class="panel">([^<]*)</h3>', text)
+    assert "collector/reward_mean (= collector/ep_rew_mean)" in panels
+    assert "collector/avg_envstep_per_episode (= collector/ep_len_mean)" in panels
+    assert len(panels) == len(set(panels))
+    assert "collector/reward_mean: final" in re.findall(r"<th>([^<]*)</th>", text)
