@@ -2,11 +2,12 @@
 
 What an RL user compares: the groups of runs (runs with equal hyperparameters,
 seeds apart: `rltrack.runs.plot.default_group_keys`), each drawn as the mean
-over its runs with a 95% band, one panel per *value* (a native key and its
-canonical twin holding the same numbers are one panel, titled by the
-canonical name); the hyperparameters that tell the groups apart; a summary
-table of the main metrics per group (final value, mean ± sample std over the
-group's runs, and n). Every chart names its axes and their units. Like the
+over its runs with a 95% band and each of its runs as a thin line, one panel
+per *value* (a native key and its canonical twin holding the same numbers are
+one panel, titled by the canonical name); the hyperparameters that tell the
+groups apart; a summary table of the main metrics per group (final value,
+mean ± sample std over the group's runs, and n); a table of the runs (group,
+seed, status, final values), as W&B's runs table and trackio's runs list show. Every chart names its axes and their units. Like the
 single-run page (rltrack.runs.report, whose helpers it uses), the page is one
 file: inline CSS, base64 PNGs, no script, everything from the runs escaped.
 """
@@ -16,13 +17,20 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
 
 from rltrack.runs.plot import (
     CONFIDENCE,
+    SEED_NAME,
+    GroupCurve,
+    clean_series,
     default_group_keys,
     group_label,
     group_values,
     plot_runs,
+    run_series,
 )
 from rltrack.runs.report import AXIS_UNITS, page, png_data_uri, primary_axis, section, table, value_panels, value_unit
 from rltrack.runs.run import MAIN_METRICS, Run
@@ -38,6 +46,7 @@ def figures(runs: Sequence[Run], chosen: list[tuple[str, list[str]]], keys: list
     for metric, aliases in chosen[:MAX_PANELS]:
         result = plot_runs(runs, metric, group_by=keys or None, size=PANEL_SIZE)
         axes = result.figure.axes[0]
+        draw_members(axes, result.curves, {run.id: run for run in runs}, metric)
         axis = primary_axis(runs, metric)
         axes.set_xlabel(f"{axis} ({AXIS_UNITS.get(axis, 'steps')})")
         axes.set_ylabel(value_unit(metric))
@@ -51,6 +60,24 @@ def figures(runs: Sequence[Run], chosen: list[tuple[str, list[str]]], keys: list
     return "".join(parts) or '<p class="note">no metrics</p>'
 
 
+def draw_members(axes: Any, curves: list[GroupCurve], by_id: dict[str, Run], metric: str) -> None:
+    """Each run of a group of several as a thin line in its group's colour (what a
+    user looks at beside the mean: do the seeds agree?), and the y range set to
+    the runs' values: with few seeds the band can reach far beyond every run
+    (t(0.975, 1) = 12.7), and would squash the curves; it is cut at the edge."""
+    means = axes.get_lines()[: len(curves)]
+    values = []
+    for curve, mean in zip(curves, means):
+        for run_id in curve.runs:
+            x, y = clean_series(*run_series(by_id[run_id], metric, None))
+            values.append(y)
+            if len(curve.runs) > 1:
+                axes.plot(x, y, color=mean.get_color(), linewidth=0.7, alpha=0.5)
+    low, high = float(min(np.min(v) for v in values)), float(max(np.max(v) for v in values))
+    pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
+    axes.set_ylim(low - pad, high + pad)
+
+
 def summary_rows(groups: dict[tuple[str, ...], list[Run]], keys: list[str], metrics: list[str]) -> list[list[str]]:
     """Per group: its label, n, and per metric the final value's mean ± std over its runs."""
     rows = []
@@ -61,6 +88,18 @@ def summary_rows(groups: dict[tuple[str, ...], list[Run]], keys: list[str], metr
             row.append(_mean_std(finals))
         rows.append(row)
     return rows
+
+
+def run_table(groups: dict[tuple[str, ...], list[Run]], keys: list[str], metrics: list[str]) -> str:
+    """One row per run, by group: its id, group, seed, status and each main metric's final value."""
+    members = [run for runs in groups.values() for run in runs]
+    seeds = sorted({name for run in members for name in run.hparams if SEED_NAME.search(name)})
+    rows = []
+    for values, runs in groups.items():
+        for run in runs:
+            finals = [run.summary[m]["final"] if m in run.summary else "-" for m in metrics]
+            rows.append([run.id, group_label(keys, values), *(run.hparams.get(name, "-") for name in seeds), run.status, *finals])
+    return table(["run", "group", *seeds, "status", *(f"{m}: final" for m in metrics)], rows, numeric_from=2 + len(seeds) + 1)
 
 
 def _mean_std(values: list[float]) -> str:
@@ -83,8 +122,7 @@ def render_comparison(runs: Sequence[Run], title: str) -> str:
     chosen = value_panels(runs)
     main = [metric for metric, _ in chosen if metric in MAIN_METRICS] or [metric for metric, _ in chosen[:3]]
     differing = table(
-        ["group", *keys, "runs", "run ids"],
-        [[group_label(keys, values), *values, len(members), " ; ".join(run.id for run in members)] for values, members in groups.items()],
+        ["group", *keys, "runs"], [[group_label(keys, values), *values, len(members)] for values, members in groups.items()]
     ) if keys else '<p class="note">The runs have the same hyperparameters (seeds apart): one group.</p>'  # fmt: skip
     sections = [
         section("groups", f"Groups ({len(runs)} runs)", differing),
@@ -94,6 +132,7 @@ def render_comparison(runs: Sequence[Run], title: str) -> str:
             table(["group", "runs", *(f"{m}: final" for m in main)], summary_rows(groups, keys, main), numeric_from=1)
             + '<p class="note">final: each run\'s last value; mean ± sample standard deviation over the group\'s runs.</p>',
         ),
+        section("runs", "Runs", run_table(groups, keys, main)),
         section(
             "curves",
             "Curves",

@@ -291,18 +291,20 @@ def comparison(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     done = subprocess.run([sys.executable, "-m", "rltrack.cli", "report", "--task", "cmp", "--root", str(root), "-o", str(out)],
                           check=False, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    return out, out.read_text(encoding="utf-8")
+    return out, out.read_text(encoding="utf-8"), root
 
 
 def test_the_comparison_page_has_the_groups_their_sizes_and_one_panel_per_value(comparison):
-    _, text = comparison
+    _, text, _ = comparison
     page = read_page(text)
-    assert page.sections == ["groups", "summary", "curves"]
+    assert page.sections == ["groups", "summary", "runs", "curves"]
     groups = page.rows["groups"][1:]
     assert [(row[0], row[2]) for row in groups] == [("lr=0.001", "3"), ("lr=0.01", "3")]  # seeds and output_dir are no groups
     summary = {row[0]: row[1:] for row in page.rows["summary"][1:]}
     assert summary["lr=0.001"][0] == "3" and summary["lr=0.001"][1] == "9 ± 1 (n=3)"  # final return 8 + seed: mean 9, std 1
     assert summary["lr=0.01"][1] == "81 ± 1 (n=3)"
+    runs = page.rows["runs"][1:]  # a row per run: id, group, seed, status, the main metrics' finals
+    assert sorted((row[1], row[2], row[4]) for row in runs) == [(f"lr={lr}", str(seed), f"{lr * 8000 + seed:g}") for lr in (0.001, 0.01) for seed in range(3)]
     panels = re.findall(r'<h3 class="panel">([^<]*)</h3>', text)
     assert "collector/reward_mean (= env_runners/episode_return_mean)" in panels
     assert not [p for p in panels if p.startswith("env_runners/episode_return_mean")]  # not twice under two names
@@ -326,8 +328,26 @@ def test_the_charts_name_their_axes_with_units(tmp_path):
     assert value_unit("time/fps") == "time/fps (1/s)"
 
 
+def test_each_panel_draws_the_groups_runs_and_keeps_them_in_view(comparison):
+    from rltrack.runs.compare import draw_members
+    from rltrack.runs.plot import plot_runs
+
+    _, _, root = comparison
+    runs = [load(path) for path in sorted(root.iterdir()) if path.is_dir() and (path / "meta.json").is_file()]
+    result = plot_runs(runs, "collector/reward_mean", group_by=["lr"])
+    axes = result.figure.axes[0]
+    draw_members(axes, result.curves, {run.id: run for run in runs}, "collector/reward_mean")
+    lines = axes.get_lines()
+    assert len(lines) == 2 + 6  # the two means, then each run thin in its group's colour
+    assert [line.get_color() for line in lines[2:]] == [lines[0].get_color()] * 3 + [lines[1].get_color()] * 3
+    finals = sorted(float(line.get_ydata()[-1]) for line in lines[2:])
+    assert finals == [8000 * lr + seed for lr in (0.001, 0.01) for seed in range(3)]
+    low, high = axes.get_ylim()  # the runs' range (1 .. 82) and a margin, not the band's (t(0.975, 2) = 4.3)
+    assert low < 1 and high > 82 and high - low < 82 * 1.2
+
+
 def test_chromium_shows_the_comparison_page(comparison, tmp_path):
-    page, _ = comparison
+    page, _, _ = comparison
     shot = tmp_path / "compare.png"
     done = chromium(tmp_path, page, f"--screenshot={shot}")
     assert console_lines(done.stderr) == []
