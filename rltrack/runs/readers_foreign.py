@@ -12,7 +12,8 @@ an SB3 dir and an rltrack run plot on one axis. Step axes follow the adapters:
 
 What a format does not record is said plainly rather than guessed: host
 "unknown", status "unknown" (DI-engine: "finished" when the experiment holds
-the `result.pkl` its pipelines write at their end, else "killed"; Tune: the trial's status in the experiment's
+the `result.pkl` its pipelines write at their end or its learner log ends with
+the learner's final checkpoint, else "killed"; Tune: the trial's status in the experiment's
 `experiment_state-*.json`, or "failed" when the trial left `error.txt`; its
 tracked hyperparameters are the state's `evaluated_params`, what the search
 varied). Task: the config's `exp_name` without a trailing `seed<N>`
@@ -268,10 +269,13 @@ class DIEngineFormat:
     def _status(path: Path) -> str:
         """"finished" when the experiment holds `result.pkl`, which DI-engine's
         pipelines write once they end (`serial_pipeline`, the task pipeline's
-        `final_ctx_saver`); "killed" without it: the pipeline stopped before
-        its end (or is still running). The file is a pickle: its presence is
-        read, never its content (unpickling runs code)."""
-        return "finished" if (path / "result.pkl").is_file() else "killed"
+        `final_ctx_saver`; its presence is read, never its content: unpickling
+        runs code), or when the learner's log ends with its `after_run`
+        checkpoint; "killed" otherwise: the pipeline stopped before its end (or
+        is still running)."""
+        if (path / "result.pkl").is_file():
+            return "finished"
+        return "finished" if _learner_log_ended(path / DI_ENGINE_LEARNER_LOG) else "killed"
 
     def samples(self, path: Path) -> list[Sample]:
         from tensorboard.backend.event_processing.event_accumulator import (
@@ -309,7 +313,34 @@ class DIEngineFormat:
         return None
 
     def signature_files(self, path: Path) -> list[Path]:
-        return [path / "total_config.py", path / "result.pkl", *sorted((path / "log" / "serial").glob("events.out.tfevents.*"))]
+        events = sorted((path / "log" / "serial").glob("events.out.tfevents.*"))
+        return [path / "total_config.py", path / "result.pkl", path / DI_ENGINE_LEARNER_LOG, *events]
+
+
+DI_ENGINE_LEARNER_LOG = Path("log", "learner", "learner_logger.txt")
+#: The learner log's checkpoint line, and its table heading (both DI-engine's BaseLearner).
+_CHECKPOINT_LINE = re.compile(r"learner save ckpt in \S*iteration_(\d+)\.pth\.tar\s*$")
+_ITERATION_TABLE = re.compile(r"=== Training Iteration (\d+) Result ===")
+#: Bytes read from the learner log's end: the last table and what follows it.
+_LOG_TAIL = 64 * 1024
+
+
+def _learner_log_ended(path: Path) -> bool:
+    """Whether DI-engine's learner log ends as a serial pipeline's learner ends: with
+    the `after_run` checkpoint, `iteration_<N>.pth.tar` for an N that was never
+    trained (the learner counts an iteration after its `after_iter` hooks, which log
+    iteration K's table and save the periodic `iteration_K` checkpoint after it),
+    so the last table is of an earlier iteration."""
+    try:
+        with path.open("rb") as file:
+            file.seek(max(file.seek(0, 2) - _LOG_TAIL, 0))
+            tail = file.read().decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    lines = tail.rstrip().splitlines()
+    last = _CHECKPOINT_LINE.search(lines[-1]) if lines else None
+    tables = _ITERATION_TABLE.findall(tail)
+    return last is not None and bool(tables) and int(tables[-1]) < int(last[1])
 
 
 def _tfevents_host(path: Path) -> str:

@@ -72,7 +72,7 @@ def test_runs_ls_indexes_the_di_engine_directory_with_its_config_and_metrics(roo
     (row,) = json.loads(done.stdout)
     exp_config = runpy.run_path(str(FIXTURE / "total_config.py"))["exp_config"]  # the fixture's own reading of its config
     scalars = read_tfevents(FIXTURE / "log" / "serial")
-    assert (row["writer"], row["source"], row["status"]) == ("di-engine", "di-engine", "killed")  # no result.pkl
+    assert (row["writer"], row["source"], row["status"]) == ("di-engine", "di-engine", "finished")  # the learner log's end, see below
     assert exp_config["exp_name"] == "cartpole_dqn_seed0" and row["task"] == "cartpole_dqn"  # the seeds' experiment
     assert row["host"] == next((FIXTURE / "log" / "serial").glob("events.*")).name.split(".", 4)[4]
     assert row["policy/learn/learning_rate"] == exp_config["policy"]["learn"]["learning_rate"]
@@ -86,10 +86,22 @@ def test_runs_ls_indexes_the_di_engine_directory_with_its_config_and_metrics(roo
     assert json.loads(rltrack_cli("runs", "ls", "--root", str(root), "--json", "--where", "seed==1").stdout) == []
 
 
-def test_status_is_finished_once_the_pipeline_wrote_result_pkl(root: Path) -> None:
-    """DI-engine writes result.pkl when its pipeline ends; a run stopped before has none."""
+def test_status_is_finished_once_the_pipeline_wrote_result_pkl_or_its_final_checkpoint(root: Path) -> None:
+    """DI-engine's serial pipeline ends with the learner's `after_run` checkpoint
+    (`learner save ckpt in .../iteration_300.pth.tar`, an iteration with no table:
+    the learner stopped before training it) and then writes result.pkl. A run
+    cut before that end is "killed"; one that stopped right after a periodic
+    checkpoint (which follows its own iteration's table) is too."""
     from rltrack.runs import query
 
+    learner_log = root / "cartpole_dqn_seed0" / "log" / "learner" / "learner_logger.txt"
+    whole = learner_log.read_text(encoding="utf-8")
+    assert whole.rstrip().endswith("iteration_300.pth.tar")  # the fixture: a finished run without its result.pkl
+    assert list(query(root)["status"]) == ["finished"]
+    learner_log.write_text(whole[: whole.rindex("[20")], encoding="utf-8")  # without its end: the last table is 250's
+    assert list(query(root)["status"]) == ["killed"]
+    periodic = whole.index("iteration_200.pth.tar") + len("iteration_200.pth.tar\n")
+    learner_log.write_text(whole[:periodic], encoding="utf-8")  # ends with iteration 200's table and its checkpoint
     assert list(query(root)["status"]) == ["killed"]
     (root / "cartpole_dqn_seed0" / "result.pkl").write_bytes(pickle.dumps({"stop": True, "env_step": 2000, "train_iter": 200}))
     assert list(query(root)["status"]) == ["finished"]  # the index notices the new file
