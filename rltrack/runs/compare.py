@@ -137,7 +137,7 @@ def render_comparison(runs: Sequence[Run], title: str) -> str:
             "curves",
             "Curves",
             f'<p class="note">Per group: the mean over its runs, the band its {CONFIDENCE:.0%} Student-t interval '
-            "(no band where one run covers a step); one panel per value.</p>" + figures(runs, chosen, keys),
+            "(no band where one run covers a step), each of its runs a thin line; one panel per value.</p>" + figures(runs, chosen, keys),
         ),
     ]
     return page(title, sections)
