@@ -87,11 +87,25 @@ def primary_axis(runs: Sequence[Run], metric: str) -> str:
     return names.pop() if len(names) == 1 else "step"
 
 
+#: Leaf name endings of counters -> what they count (the y axis's unit).
+COUNT_UNITS = {
+    "envstep_count": "environment steps",
+    "total_timesteps": "environment steps",
+    "avg_envstep_per_episode": "environment steps",
+    "episode_count": "episodes",
+    "sample_count": "samples",
+}
+
+
 def value_unit(metric: str) -> str:
-    """The y axis's label: the metric, with seconds for durations and per second for rates."""
+    """The y axis's label: the metric, with seconds for durations, per second for
+    rates and what a counter counts."""
     leaf = metric.rsplit("/", 1)[-1]
     if leaf == "fps" or "_per_s" in leaf:
         return f"{metric} (1/s)"
+    counted = next((unit for ending, unit in COUNT_UNITS.items() if leaf.endswith(ending)), None)
+    if counted is not None:
+        return f"{metric} ({counted})"
     seconds = leaf.endswith(("_time", "_s", "_sec", "_seconds", "duration")) or "time_" in leaf
     return f"{metric} (s)" if seconds else metric
 

@@ -326,6 +326,8 @@ def test_the_charts_name_their_axes_with_units(tmp_path):
     assert value_unit("collector/collect_time") == "collector/collect_time (s)" and value_unit("collector/reward_mean") == "collector/reward_mean"
     assert value_unit("collector/avg_envstep_per_sec") == "collector/avg_envstep_per_sec (1/s)"  # a rate, not a duration
     assert value_unit("time/fps") == "time/fps (1/s)"
+    assert value_unit("collector/total_envstep_count") == "collector/total_envstep_count (environment steps)"
+    assert value_unit("collector/total_episode_count") == "collector/total_episode_count (episodes)"
 
 
 def test_each_panel_draws_the_groups_runs_and_keeps_them_in_view(comparison):
