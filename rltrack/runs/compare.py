@@ -7,9 +7,10 @@ per *value* (a native key and its canonical twin holding the same numbers are
 one panel, titled by the canonical name); the hyperparameters that tell the
 groups apart; a summary table of the main metrics per group (final value,
 mean ± sample std over the group's runs, and n); a table of the runs (group,
-seed, status, final values), as W&B's runs table and trackio's runs list show. Every chart names its axes and their units. Like the
-single-run page (rltrack.runs.report, whose helpers it uses), the page is one
-file: inline CSS, base64 PNGs, no script, everything from the runs escaped.
+seed, status, final values), as W&B's runs table and trackio's runs list
+show. Every chart names its axes and their units. Like the single-run page
+(rltrack.runs.report, whose helpers it uses), the page is one file: inline
+CSS, base64 PNGs, no script, everything from the runs escaped.
 """
 
 from __future__ import annotations

@@ -273,9 +273,8 @@ class DIEngineFormat:
         runs code), or when the learner's log ends with its `after_run`
         checkpoint; "killed" otherwise: the pipeline stopped before its end (or
         is still running)."""
-        if (path / "result.pkl").is_file():
-            return "finished"
-        return "finished" if _learner_log_ended(path / DI_ENGINE_LEARNER_LOG) else "killed"
+        ended = (path / "result.pkl").is_file() or _learner_log_ended(path / DI_ENGINE_LEARNER_LOG)
+        return "finished" if ended else "killed"
 
     def samples(self, path: Path) -> list[Sample]:
         from tensorboard.backend.event_processing.event_accumulator import (
