@@ -26,6 +26,7 @@ from rltrack.adapters.sb3 import RLTrackCallback, attach
 from stage_reader import Block, holds, read_blocks, read_info_lines, read_tfevents
 
 EVAL_EPISODES = 3
+DINGINE_RUN = Path(__file__).parents[1] / "helpers" / "fixtures" / "dingine_dqn_cartpole"  # a real DI-engine run's files
 
 
 def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, *, attached: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -258,13 +259,17 @@ def test_buffer_tables_count_transitions_at_the_steps_they_hold(tmp_path: Path, 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_one_evaluator_block_per_evaluation_holding_sb3s_own_values(algo: str, request: pytest.FixtureRequest) -> None:
     """SB3's `eval/` dump and the evaluator block of the same evaluation are one
-    table, as DI-engine writes one per evaluation; SB3's values are in it."""
+    table, as DI-engine writes one per evaluation; SB3's values are in it,
+    after DI-engine's keys in DI-engine's order (a real DI-engine run's table)."""
     run = request.getfixturevalue(algo)
     tables = read_blocks(run["run_dir"] / "log" / "evaluator" / "evaluator_logger.txt")
     assert len(tables) == 4  # EVAL_FREQ: 4 evaluations
+    dingine = list(read_blocks(DINGINE_RUN / "log" / "evaluator" / "evaluator_logger.txt")[0].values)
     for table in tables:
         assert table.values["mean_reward"] == table.values["reward_mean"]
         assert table.values["mean_ep_length"] == table.values["avg_envstep_per_episode"]
+        keys = list(table.values)
+        assert keys == [key for key in dingine if key in keys] + ["mean_reward", "mean_ep_length"]
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
@@ -277,6 +282,24 @@ def test_every_collection_block_holds_a_collection(algo: str, request: pytest.Fi
     assert len(sections) >= 4 and all(section.startswith("episode_count: ") for section in sections)
     if algo == "dqn":  # still in the text log, as a plain table
         assert text.count("| exploration_rate |") == 4
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_every_training_iteration_result_holds_the_learner_block(algo: str, request: pytest.FixtureRequest) -> None:
+    """EvalCallback's dump carries the `train/` values SB3 recorded since the
+    algorithm's last dump (PPO's losses, DQN's `n_updates`): the learner block
+    of those `train()` calls goes with them, so that no `=== Training
+    Iteration N Result ===` table lacks DI-engine's `cur_lr_avg` and `total_loss_avg`."""
+    run = request.getfixturevalue(algo)
+    text = (run["run_dir"] / "log" / "learner" / "learner_logger.txt").read_text()
+    results = re.findall(r"=== Training Iteration \d+ Result ===\n[^\n]*\n\+[-+]+\n\| Name +\|([^\n]*)", text)
+    assert len(results) == text.count("=== Training Iteration ") >= 4
+    assert all([cell.strip() for cell in names.split("|")][:2] == ["cur_lr_avg", "total_loss_avg"] for names in results), results
+    learner = read_blocks(run["run_dir"] / "log" / "learner" / "learner_logger.txt")
+    evaluations = read_blocks(run["run_dir"] / "log" / "evaluator" / "evaluator_logger.txt")
+    at_evaluations = [b for b in learner if b.steps in [e.steps for e in evaluations]]
+    assert len(at_evaluations) == len(evaluations) == 4  # SB3's train/ values at each evaluation's dump, with their block
+    assert all(b.values["cur_lr_avg"] == b.values["learning_rate"] for b in at_evaluations)
 
 
 def test_canonical_names_leave_sb3s_twins_out_when_blocks_carry_them(tmp_path: Path) -> None:
