@@ -96,6 +96,19 @@ def is_throughput(namespace: str, keys: Iterable[str]) -> bool:
     return namespace == "buffer" and THROUGHPUT_KEYS.issuperset(keys)
 
 
+#: DI-engine's evaluator reports its mean return twice, as `reward_mean` and as
+#: this (text log and TensorBoard, the tag its users plot); the blocks hold the first.
+RETURN_MEAN = "eval_episode_return_mean"
+
+
+def with_return_mean(namespace: str, data: dict[str, Any]) -> dict[str, Any]:
+    """An evaluator record's values with DI-engine's `RETURN_MEAN` after them,
+    equal to their `reward_mean`; any other record's as they are."""
+    if namespace != "evaluator" or "reward_mean" not in data:
+        return data
+    return {**data, RETURN_MEAN: data["reward_mean"]}
+
+
 def is_collection(keys: Iterable[str]) -> bool:
     """Whether a collector table with these keys is a collection, to be
     printed as DI-engine's `collect end:` block: it holds a key of the

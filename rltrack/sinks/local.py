@@ -50,7 +50,7 @@ from rltrack.sinks.tables import (
 from rltrack.sinks.tfevents import EventFileWriter, check_tb_axes
 from rltrack.core.events import NUMERIC_KINDS, Event, tag
 from rltrack.sinks.rundir import safe_filename
-from rltrack.frameworks.stages import BLOCK_KEYS, INFO_KEY, ITER_AXIS, MODEL_KEY, is_collection
+from rltrack.frameworks.stages import BLOCK_KEYS, INFO_KEY, ITER_AXIS, MODEL_KEY, RETURN_MEAN, is_collection
 
 DEFAULT_NAMESPACE = "main"
 
@@ -201,7 +201,7 @@ def _evaluator_names(values: dict[str, Any]) -> dict[str, Any]:
             continue
         shown["eval_episode_return"] = value
         if "reward_mean" in values:
-            shown["eval_episode_return_mean"] = values["reward_mean"]
+            shown[RETURN_MEAN] = values["reward_mean"]
     return shown
 
 

@@ -140,8 +140,7 @@ def test_text_blocks_equal_the_tfevents_on_both_axes(algo: str, request: pytest.
     compared = 0
     namespaces = ("collector", "evaluator", "learner") + (("buffer",) if algo == "dqn" else ())  # PPO has no replay buffer
     assert not (run["run_dir"] / "log" / "buffer").exists() or algo == "dqn"
-    # as DI-engine: no tag for the counter that is the axis itself; the evaluator table's
-    # eval_episode_return_mean repeats reward_mean, which has the tags
+    # as DI-engine: no tag for the counter that is the axis itself
     not_plotted = {("evaluator", "iter", "train_iter"), ("evaluator", "step", "train_iter"), ("collector", "step", "total_envstep_count")}
     for namespace in namespaces:
         for period, block in enumerate(read_blocks(run["run_dir"] / "log" / namespace / f"{namespace}_logger.txt")):
@@ -152,7 +151,7 @@ def test_text_blocks_equal_the_tfevents_on_both_axes(algo: str, request: pytest.
                     compared += 1
                 continue
             for key, value in block.values.items():
-                if isinstance(value, (int, float)) and key != "eval_episode_return_mean":
+                if isinstance(value, (int, float)):
                     for name, axis in (("iter", "train_iter"), ("step", "env_steps")):
                         tag = f"{namespace}_{name}/{key}"
                         if (namespace, name, key) in not_plotted:
