@@ -149,7 +149,7 @@ class StageRecorder:
         self.buffer_pos, self.buffer_size, self.buffer_updates = pos, size, updates
         block = throughput.take(size * envs)
         if block is not None:
-            emit_block(self.logger, "buffer", block, {**self.steps(), "env_steps": envsteps}, source="sb3")
+            emit_block(self.logger, "buffer", block, {**self.steps(), "env_steps": envsteps}, source="sb3", info_lines=[throughput.heading])
 
     def emit_stage(self, steps: dict[str, int]) -> None:
         """The collector block (and the learner block, if `train()` ran) of the

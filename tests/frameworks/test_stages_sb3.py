@@ -187,6 +187,22 @@ def test_dqn_buffer_tables_follow_the_replay_buffer(dqn: dict[str, Any]) -> None
     assert all(b.values["sampled_out"] % batch == 0 for b in buffer)
 
 
+def test_dqn_buffer_tables_follow_di_engines_heading_line(dqn: dict[str, Any]) -> None:
+    """DI-engine's advanced buffer logs `In the past <seconds> seconds, buffer
+    statistics is as follows:` before each throughput table, the seconds it
+    covers to one decimal (the recorded real run's log: 1.0 and 1.1 for a
+    1-second period); so does rltrack's (`buffer_seconds=0.05`)."""
+    heading = re.compile(r"In the past (\d+\.\d) seconds, buffer statistics is as follows:")
+    dingine = (DINGINE_RUN.parent / "dingine_dqn_cartpole_advanced" / "log" / "buffer" / "buffer_logger.txt").read_text()
+    seconds = [float(s) for s in heading.findall(dingine)]
+    assert len(seconds) == dingine.count("| pushed_in ") > 10 and all(s >= 1.0 for s in seconds)
+    log = (dqn["run_dir"] / "log" / "buffer" / "buffer_logger.txt").read_text()
+    messages = re.findall(r"^\[[^\]]*\]\[[^\]]*\]\[INFO\] (.*)$", log, re.M)
+    assert len(messages) == 2 * log.count("| pushed_in ") >= 6
+    assert all(float(heading.fullmatch(m)[1]) >= 0.05 for m in messages[::2]), messages[::2]
+    assert messages[1::2] == [""] * (len(messages) // 2)  # each followed by its table's line
+
+
 def test_attach_leaves_the_env_as_sb3_and_evalcallback_expect(tmp_path):
     """`attach` observes the steps without wrapping the env: the model's env
     keeps its type, EvalCallback raises no type warning, and
