@@ -149,12 +149,11 @@ class StageRecorder:
         self.buffer_pos, self.buffer_size, self.buffer_updates = pos, size, updates
         block = throughput.take(size * envs)
         if block is not None:
-            emit_block(self.logger, "buffer", block, {**self.steps(), "env_steps": envsteps}, source="sb3")
+            emit_block(self.logger, "buffer", block, {**self.steps(), "env_steps": envsteps}, source="sb3", info_lines=[throughput.heading])
 
     def emit_stage(self, steps: dict[str, int]) -> None:
         """The collector block (and the learner block, if `train()` ran) of the
         stage that SB3's dump with `steps` ends; the writer's dump follows."""
-        self._learner_values()
         now = time.perf_counter()
         collect_time = self.collect_time + (now - self.rollout_started if self.rollout_started is not None else 0.0)
         envsteps = self.model.num_timesteps - self.stage_start
@@ -162,13 +161,20 @@ class StageRecorder:
             episode_rewards=self.rewards, episode_lengths=self.lengths, envstep_count=envsteps, train_sample_count=envsteps, duration=collect_time
         )
         emit_block(self.logger, "collector", block, steps, source="sb3", dump=False)
-        if self.learner:
-            emit_block(self.logger, "learner", self.learner.take(), steps, source="sb3", model=self.model.policy, dump=False)
+        self.emit_learner(steps)
         self.rewards, self.lengths = [], []
         self.stage_start = self.model.num_timesteps
         self.collect_time = 0.0
         if self.rollout_started is not None:
             self.rollout_started = now
+
+    def emit_learner(self, steps: dict[str, int]) -> None:
+        """The learner block of the `train()` calls since the last one, if any:
+        every SB3 dump that carries `train/` values (an `EvalCallback`'s too)
+        carries it, so each learner table is a training iteration's result."""
+        self._learner_values()
+        if self.learner:
+            emit_block(self.logger, "learner", self.learner.take(), steps, source="sb3", model=self.model.policy, dump=False)
 
     def hold(self) -> None:
         """An `EvalCallback` step begins: SB3's dump in it (`eval/mean_reward`,

@@ -117,6 +117,8 @@ class WriterBody:
                     values[key] = self._own_copy(key, values[key], steps)
         if self.stages is not None and ALGORITHM_DUMP_KEY in key_values:  # the algorithm's dump, not EvalCallback's
             self.stages.emit_stage(steps)
+        elif self.stages is not None:  # EvalCallback's, holding the train/ values since the algorithm's last one
+            self.stages.emit_learner(steps)
         covered = frozenset() if self.stages is None else frozenset(self.stages.namespaces)
         build = partial(self._events, now, values, exclusions, steps, covered)
         if self.stages is not None and self.stages.held is not None and ALGORITHM_DUMP_KEY not in key_values:

@@ -96,6 +96,19 @@ def is_throughput(namespace: str, keys: Iterable[str]) -> bool:
     return namespace == "buffer" and THROUGHPUT_KEYS.issuperset(keys)
 
 
+#: DI-engine's evaluator reports its mean return twice, as `reward_mean` and as
+#: this (text log and TensorBoard, the tag its users plot); the blocks hold the first.
+RETURN_MEAN = "eval_episode_return_mean"
+
+
+def with_return_mean(namespace: str, data: dict[str, Any]) -> dict[str, Any]:
+    """An evaluator record's values with DI-engine's `RETURN_MEAN` after them,
+    equal to their `reward_mean`; any other record's as they are."""
+    if namespace != "evaluator" or "reward_mean" not in data:
+        return data
+    return {**data, RETURN_MEAN: data["reward_mean"]}
+
+
 def is_collection(keys: Iterable[str]) -> bool:
     """Whether a collector table with these keys is a collection, to be
     printed as DI-engine's `collect end:` block: it holds a key of the
@@ -305,12 +318,15 @@ def buffer_sampling_block(
 class BufferThroughput:
     """Counts pushes, samples and removals; `take` returns the throughput table
     (`pushed_in`, `sampled_out`, `removed` in the interval, `current_have` now)
-    once every `seconds`, else None. A count never reported (None) is absent."""
+    once every `seconds`, else None, and sets `heading`: DI-engine's line
+    before that table, with the seconds it covers. A count never reported
+    (None) is absent."""
 
     def __init__(self, seconds: float) -> None:
         if not seconds > 0:
             raise ValueError(f"buffer throughput interval seconds={seconds!r} must be > 0, e.g. 60")
         self.seconds = seconds
+        self.heading = ""
         self._counts: dict[str, int] = {}
         self._since = time.monotonic()
 
@@ -327,6 +343,7 @@ class BufferThroughput:
         if current_have is not None:
             block["current_have"] = int(current_have)
         self._counts = {key: 0 for key in self._counts}
+        self.heading = f"In the past {now - self._since:.1f} seconds, buffer statistics is as follows:"
         self._since = now
         return block
 

@@ -50,7 +50,7 @@ from rltrack.sinks.tables import (
 from rltrack.sinks.tfevents import EventFileWriter, check_tb_axes
 from rltrack.core.events import NUMERIC_KINDS, Event, tag
 from rltrack.sinks.rundir import safe_filename
-from rltrack.frameworks.stages import BLOCK_KEYS, INFO_KEY, ITER_AXIS, MODEL_KEY, is_collection
+from rltrack.frameworks.stages import BLOCK_KEYS, INFO_KEY, ITER_AXIS, MODEL_KEY, RETURN_MEAN, is_collection
 
 DEFAULT_NAMESPACE = "main"
 
@@ -189,14 +189,19 @@ def _prefix(when: float, steps: dict[str, int]) -> str:
 
 def _evaluator_names(values: dict[str, Any]) -> dict[str, Any]:
     """The evaluator's table as DI-engine 0.5 prints it: the per-episode returns
-    (`each_reward`) last, as `eval_episode_return`, then their mean as
-    `eval_episode_return_mean` (the block's `reward_mean`)."""
+    (`each_reward`, the block's last key) as `eval_episode_return`, then their
+    mean as `eval_episode_return_mean` (the block's `reward_mean`), before the
+    framework's own keys (SB3's `mean_reward`)."""
     if "each_reward" not in values:
         return values
-    shown = {key: value for key, value in values.items() if key != "each_reward"}
-    shown["eval_episode_return"] = values["each_reward"]
-    if "reward_mean" in values:
-        shown["eval_episode_return_mean"] = values["reward_mean"]
+    shown = {}
+    for key, value in values.items():
+        if key != "each_reward":
+            shown[key] = value
+            continue
+        shown["eval_episode_return"] = value
+        if "reward_mean" in values:
+            shown[RETURN_MEAN] = values["reward_mean"]
     return shown
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Sequence
 
 from rltrack.core.events import NUMERIC_KINDS, Event
-from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS, is_throughput
+from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS, is_throughput, with_return_mean
 
 #: `tb_axes` names -> the step axis their tags are plotted against, as DI-engine
 #: writes each value twice: `<namespace>_iter/<key>` and `<namespace>_step/<key>`.
@@ -209,7 +209,8 @@ class EventFileWriter:
     Against a named axis the keys of `TB_AXES_SKIP` are left out, and a
     replay buffer's throughput table (`rltrack.frameworks.stages.is_throughput`) is
     written once, as `<namespace>_sec/<key>` at the table's number in this
-    file (0, 1, 2, ...), as DI-engine does."""
+    file (0, 1, 2, ...), and an evaluator's `reward_mean` also as
+    `eval_episode_return_mean` (`rltrack.frameworks.stages.with_return_mean`), as DI-engine does."""
 
     def __init__(self, logdir: Path, tb_axes: Sequence[str] | None = None) -> None:
         self._axes = [(name, TB_AXES[name], TB_AXES_SKIP[name]) for name in check_tb_axes(tb_axes) or ()]
@@ -242,6 +243,8 @@ class EventFileWriter:
             self._periods[event.namespace] = period + 1
             self.scalars(event.time, period, f"{event.namespace}_sec/", data)
             return
+        if self._axes and event.kind in NUMERIC_KINDS:
+            data = with_return_mean(event.namespace, data)
         placements = self._axes and [
             (f"{event.namespace or NO_NAMESPACE}_{name}/", event.steps[axis], data if skip.isdisjoint(data) else _without(data, skip))
             for name, axis, skip in self._axes

@@ -26,6 +26,7 @@ from rltrack.adapters.sb3 import RLTrackCallback, attach
 from stage_reader import Block, holds, read_blocks, read_info_lines, read_tfevents
 
 EVAL_EPISODES = 3
+DINGINE_RUN = Path(__file__).parents[1] / "helpers" / "fixtures" / "dingine_dqn_cartpole"  # a real DI-engine run's files
 
 
 def train(tmp_path: Path, algo: type, timesteps: int, log_interval: int, *, attached: str = "", **kwargs: Any) -> dict[str, Any]:
@@ -139,8 +140,7 @@ def test_text_blocks_equal_the_tfevents_on_both_axes(algo: str, request: pytest.
     compared = 0
     namespaces = ("collector", "evaluator", "learner") + (("buffer",) if algo == "dqn" else ())  # PPO has no replay buffer
     assert not (run["run_dir"] / "log" / "buffer").exists() or algo == "dqn"
-    # as DI-engine: no tag for the counter that is the axis itself; the evaluator table's
-    # eval_episode_return_mean repeats reward_mean, which has the tags
+    # as DI-engine: no tag for the counter that is the axis itself
     not_plotted = {("evaluator", "iter", "train_iter"), ("evaluator", "step", "train_iter"), ("collector", "step", "total_envstep_count")}
     for namespace in namespaces:
         for period, block in enumerate(read_blocks(run["run_dir"] / "log" / namespace / f"{namespace}_logger.txt")):
@@ -151,7 +151,7 @@ def test_text_blocks_equal_the_tfevents_on_both_axes(algo: str, request: pytest.
                     compared += 1
                 continue
             for key, value in block.values.items():
-                if isinstance(value, (int, float)) and key != "eval_episode_return_mean":
+                if isinstance(value, (int, float)):
                     for name, axis in (("iter", "train_iter"), ("step", "env_steps")):
                         tag = f"{namespace}_{name}/{key}"
                         if (namespace, name, key) in not_plotted:
@@ -185,6 +185,22 @@ def test_dqn_buffer_tables_follow_the_replay_buffer(dqn: dict[str, Any]) -> None
     assert buffer[-1].values["current_have"] == 800 and removed > 0  # full: rows were overwritten
     batch = dqn["model"].batch_size
     assert all(b.values["sampled_out"] % batch == 0 for b in buffer)
+
+
+def test_dqn_buffer_tables_follow_di_engines_heading_line(dqn: dict[str, Any]) -> None:
+    """DI-engine's advanced buffer logs `In the past <seconds> seconds, buffer
+    statistics is as follows:` before each throughput table, the seconds it
+    covers to one decimal (the recorded real run's log: 1.0 and 1.1 for a
+    1-second period); so does rltrack's (`buffer_seconds=0.05`)."""
+    heading = re.compile(r"In the past (\d+\.\d) seconds, buffer statistics is as follows:")
+    dingine = (DINGINE_RUN.parent / "dingine_dqn_cartpole_advanced" / "log" / "buffer" / "buffer_logger.txt").read_text()
+    seconds = [float(s) for s in heading.findall(dingine)]
+    assert len(seconds) == dingine.count("| pushed_in ") > 10 and all(s >= 1.0 for s in seconds)
+    log = (dqn["run_dir"] / "log" / "buffer" / "buffer_logger.txt").read_text()
+    messages = re.findall(r"^\[[^\]]*\]\[[^\]]*\]\[INFO\] (.*)$", log, re.M)
+    assert len(messages) == 2 * log.count("| pushed_in ") >= 6
+    assert all(float(heading.fullmatch(m)[1]) >= 0.05 for m in messages[::2]), messages[::2]
+    assert messages[1::2] == [""] * (len(messages) // 2)  # each followed by its table's line
 
 
 def test_attach_leaves_the_env_as_sb3_and_evalcallback_expect(tmp_path):
@@ -258,13 +274,17 @@ def test_buffer_tables_count_transitions_at_the_steps_they_hold(tmp_path: Path, 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_one_evaluator_block_per_evaluation_holding_sb3s_own_values(algo: str, request: pytest.FixtureRequest) -> None:
     """SB3's `eval/` dump and the evaluator block of the same evaluation are one
-    table, as DI-engine writes one per evaluation; SB3's values are in it."""
+    table, as DI-engine writes one per evaluation; SB3's values are in it,
+    after DI-engine's keys in DI-engine's order (a real DI-engine run's table)."""
     run = request.getfixturevalue(algo)
     tables = read_blocks(run["run_dir"] / "log" / "evaluator" / "evaluator_logger.txt")
     assert len(tables) == 4  # EVAL_FREQ: 4 evaluations
+    dingine = list(read_blocks(DINGINE_RUN / "log" / "evaluator" / "evaluator_logger.txt")[0].values)
     for table in tables:
         assert table.values["mean_reward"] == table.values["reward_mean"]
         assert table.values["mean_ep_length"] == table.values["avg_envstep_per_episode"]
+        keys = list(table.values)
+        assert keys == [key for key in dingine if key in keys] + ["mean_reward", "mean_ep_length"]
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
@@ -277,6 +297,24 @@ def test_every_collection_block_holds_a_collection(algo: str, request: pytest.Fi
     assert len(sections) >= 4 and all(section.startswith("episode_count: ") for section in sections)
     if algo == "dqn":  # still in the text log, as a plain table
         assert text.count("| exploration_rate |") == 4
+
+
+@pytest.mark.parametrize("algo", ["ppo", "dqn"])
+def test_every_training_iteration_result_holds_the_learner_block(algo: str, request: pytest.FixtureRequest) -> None:
+    """EvalCallback's dump carries the `train/` values SB3 recorded since the
+    algorithm's last dump (PPO's losses, DQN's `n_updates`): the learner block
+    of those `train()` calls goes with them, so that no `=== Training
+    Iteration N Result ===` table lacks DI-engine's `cur_lr_avg` and `total_loss_avg`."""
+    run = request.getfixturevalue(algo)
+    text = (run["run_dir"] / "log" / "learner" / "learner_logger.txt").read_text()
+    results = re.findall(r"=== Training Iteration \d+ Result ===\n[^\n]*\n\+[-+]+\n\| Name +\|([^\n]*)", text)
+    assert len(results) == text.count("=== Training Iteration ") >= 4
+    assert all([cell.strip() for cell in names.split("|")][:2] == ["cur_lr_avg", "total_loss_avg"] for names in results), results
+    learner = read_blocks(run["run_dir"] / "log" / "learner" / "learner_logger.txt")
+    evaluations = read_blocks(run["run_dir"] / "log" / "evaluator" / "evaluator_logger.txt")
+    at_evaluations = [b for b in learner if b.steps in [e.steps for e in evaluations]]
+    assert len(at_evaluations) == len(evaluations) == 4  # SB3's train/ values at each evaluation's dump, with their block
+    assert all(b.values["cur_lr_avg"] == b.values["learning_rate"] for b in at_evaluations)
 
 
 def test_canonical_names_leave_sb3s_twins_out_when_blocks_carry_them(tmp_path: Path) -> None:
