@@ -76,14 +76,15 @@ def _numbers_line(values: list[Any]) -> str:
     infinities as null too, so a row with more nulls than Nones is written
     with repr ("nan", "inf", as csv.writer). "" when the csv module must write
     the row (other types, or a lone empty field, which it writes as `""`)."""
-    if not set(map(type, values)) <= _NUMBERS:
+    if not _NUMBERS.issuperset(map(type, values)):
         return ""
     try:
         encoded = orjson.dumps(values)
     except orjson.JSONEncodeError:  # an int beyond 64 bits
         encoded = b""
-    if encoded and encoded.count(b"null") == values.count(None):
-        line = encoded[1:-1].replace(b"null", b"").decode()
+    nones = values.count(None)
+    if encoded and encoded.count(b"null") == nones:
+        line = (encoded[1:-1].replace(b"null", b"") if nones else encoded[1:-1]).decode()
     else:
         line = ",".join(["" if value is None else repr(value) for value in values])
     return line + "\r\n" if line else ""
