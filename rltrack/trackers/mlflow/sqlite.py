@@ -39,7 +39,7 @@ The rows go in `ROWS_PER_INSERT` at a time, one `INSERT ... VALUES (...),
 six-column primary key, two indexes), and SQLite keeps the four cursors open
 over the rows of one statement, while `executemany` opens them again and
 binds, steps and resets the statement once per row. 1,000 rows a statement
-are little faster than 100 here; 100 rows are 600 parameters, within the 999 an
+are no faster than 100 here; 100 rows are 600 parameters, within the 999 an
 SQLite before 3.32 allows. The rows left over (fewer than 100) take the
 one-row statement.
 """
