@@ -117,7 +117,7 @@ class SqliteMetricWriter:
         self._users = 0
         self._key: tuple[str, int, int] | None = None
         self._rows: list[str | float | int] = []  # staged for `metrics`: the METRIC_COLUMNS of each row in turn, flat
-        self._latest: dict[tuple[str, str], tuple[int, int, float, int]] = {}  # staged for `latest_metrics`: (run, key) -> (step, ms, value, is_nan)
+        self._latest: dict[tuple[str, str], tuple[tuple[int, int, float], int]] = {}  # staged for `latest_metrics`: (run, key) -> ((step, ms, value), is_nan)
         self._staged_at: float | None = None  # `time.monotonic()` of the oldest staged row
         self._tickets = 0  # writes staged so far
         self.committed = 0  # the last ticket stored
@@ -181,9 +181,10 @@ class SqliteMetricWriter:
                 else:
                     stored, is_nan = math.copysign(SQL_MAX, value), 0
                 rows += (key, stored, ms, run_id, step, is_nan)
+                point = (step, ms, stored)
                 held = latest.get((run_id, key))
-                if held is None or (step, ms, stored) > held[:3]:
-                    latest[run_id, key] = (step, ms, stored, is_nan)
+                if held is None or point > held[0]:
+                    latest[run_id, key] = (point, is_nan)
             self._tickets += 1
             if not self._rows:  # nothing to store: stored already
                 self.committed = self._tickets
@@ -198,7 +199,7 @@ class SqliteMetricWriter:
         with self._lock:
             due = self._staged_at is not None and (force or len(self._rows) >= COMMIT_ROWS * len(METRIC_COLUMNS) or time.monotonic() - self._staged_at >= COMMIT_EVERY)
             if due:
-                latest = [(key, value, ms, step, nan, run_id) for (run_id, key), (step, ms, value, nan) in self._latest.items()]
+                latest = [(key, value, ms, step, nan, run_id) for (run_id, key), ((step, ms, value), nan) in self._latest.items()]
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
                     _insert_metrics(self._db, self._rows)
