@@ -39,7 +39,7 @@ from rltrack.delivery.registry import RunContext
 from rltrack.trackers.mlflow.batch import MlflowBatch
 from rltrack.trackers.mlflow.sqlite import SqliteMetricWriter
 from rltrack.delivery.construct import build_backend
-from rltrack.delivery import DeliveryWorker
+from rltrack.delivery.worker import DeliveryWorker
 from rltrack.core.events import Event
 from rltrack.journal import JournalWriter, parse_line
 from rltrack.core.report import Report
@@ -87,7 +87,7 @@ def mlflow_whole(tmp: Path, evs: list[Event]) -> Callable[[], None]:
         journal.close()
         backend = build_backend("mlflow", {"tracking_uri": f"sqlite:///{tmp}/mlflow.db"}, "bench")
         backend.open(RunContext(run_dir=run_dir, name=run_dir.name, config={}, report=Report()))
-        DeliveryWorker(backend, run_dir, None, close_at_end=True).run_until_caught_up("finished")
+        DeliveryWorker(backend, run_dir, close_at_end=True).run_until_caught_up("finished")
 
     return run
 

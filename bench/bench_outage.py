@@ -57,6 +57,7 @@ from report import Section, arguments, verdict
 
 import rltrack
 from rltrack.agent.files import agent_running, registrations
+from rltrack.delivery.worker import tracker_state
 
 METRICS = [f"m{k}" for k in range(10)]
 MARGIN = 1.0  # seconds past close_timeout the script may take to exit
@@ -94,7 +95,7 @@ def check(run_dir: Path, records: int) -> dict[str, Any]:
     """The run's journal and status, and every value as MLflow holds it: missing and extra (a value twice) over the 10 metrics."""
     journal = sum(1 for event in rltrack.read_journal(run_dir) if "m0" in event.data)
     status = json.loads((run_dir / "meta.json").read_text())["status"]
-    if not (run_dir / "cursors" / "mlflow_run.json").is_file():  # sync created no MLflow run: nothing reached it
+    if not tracker_state(run_dir, "mlflow"):  # sync created no MLflow run: nothing reached it
         return {"journal": journal, "meta": status, "held": 0, "missing": records * len(METRICS), "extra": 0, "status": "no MLflow run"}
     client, run_id = tracker(run_dir)
     missing = extra = held = 0

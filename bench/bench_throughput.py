@@ -38,6 +38,7 @@ the median and the min–max are reported.
     python bench/bench_throughput.py --quick    # CI-sized, under a minute, no server
     python bench/bench_throughput.py --only-local --repetitions 5   # the local row alone, printed
     python bench/bench_throughput.py --only-agent-cpu --repetitions 5   # the agent CPU rows alone, printed
+    python bench/bench_throughput.py --only-agent-cpu --agent-records 100000   # the same over 100k records a run (steadier)
 """
 
 from __future__ import annotations
@@ -324,6 +325,7 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=None, help="default 3, quick 1")
     parser.add_argument("--only-local", action="store_true", help="only the local backend row (nothing is appended to RESULTS.md)")
     parser.add_argument("--only-agent-cpu", action="store_true", help="only the agent CPU rows (nothing is appended to RESULTS.md)")
+    parser.add_argument("--agent-records", type=int, default=None, help="records per agent CPU run (default: as the tracker rows, 5,000; quick 1,000)")
     args = parser.parse_args()
     reps = args.repetitions or (1 if args.quick else 3)
     n_local = 20_000 if args.quick else 200_000
@@ -356,9 +358,10 @@ def main() -> None:
                 print("\n".join([*out, f"each repetition: {values} records/s", "", *summary]))
                 return
 
-        agent_local, agent_mlflow = f"agent, rltrack {{local}} ({n_tracker:,} records)", f"agent, rltrack {{local, mlflow}} (SQLite file, {n_tracker:,} records)"
-        cpu = repeat_alternating({agent_local: agent_us_per_record(runs, trackers.LOCAL, n_tracker),
-                                  agent_mlflow: agent_us_per_record(runs, ["local", "mlflow"], n_tracker)}, reps)  # fmt: skip
+        n_agent = args.agent_records or n_tracker
+        agent_local, agent_mlflow = f"agent, rltrack {{local}} ({n_agent:,} records)", f"agent, rltrack {{local, mlflow}} (SQLite file, {n_agent:,} records)"
+        cpu = repeat_alternating({agent_local: agent_us_per_record(runs, trackers.LOCAL, n_agent),
+                                  agent_mlflow: agent_us_per_record(runs, ["local", "mlflow"], n_agent)}, reps)  # fmt: skip
         mlflow_us = cpu[agent_mlflow]["median"] - cpu[agent_local]["median"]
         out += ["### The delivery agent's CPU per record (µs)", "", *rows(cpu, "µs/record", agent_local), "",
                 f"MLflow's delivery costs the agent {mlflow_us:.1f} µs of CPU per record (the difference of the medians).", ""]  # fmt: skip

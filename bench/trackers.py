@@ -146,10 +146,10 @@ def mlflow_server(directory: Path, wanted: bool) -> Iterator[str | None]:
 
 def mlflow_count(run_dir: Path, key: str) -> int:
     """Values of `key` the MLflow run of an rltrack run holds."""
-    from mlflow import MlflowClient
+    from mlflow_server import tracker
 
-    state = json.loads((run_dir / "cursors" / "mlflow_run.json").read_text())
-    return len(MlflowClient(state["tracking_uri"]).get_metric_history(state["run_id"], key))
+    client, run_id = tracker(run_dir)
+    return len(client.get_metric_history(run_id, key))
 
 
 def wandb_count(run_dir: Path, key: str) -> int:

@@ -5,6 +5,24 @@ names MLflow accepts (`mlflow_key`), and the requests within MLflow's limits
 Pure: no MLflow call, no import of `mlflow` (the entity classes are passed
 in). rltrack.trackers.mlflow.backend sends what this builds; the mapping itself (what
 users see in MLflow) is described there.
+
+A metric's timestamp (`MlflowBatch._stamp`) is its capture time, moved on by
+a millisecond past the key's last value at the same step. That is no
+duplicate guard: a batch delivered again is kept once by MLflow's primary key
+(key, timestamp, step, value), which ignores a row it holds. It keeps apart
+two events that key would merge: four vector envs ending equal-length
+episodes in one millisecond. It is not derived from delivery's event id
+(`EventId(writer, offset)`): the timestamp must stay the capture millisecond
+for MLflow's time axis, and whether an event shares its key, step and
+millisecond with an earlier one is known only from that earlier event, not
+from an offset. The last stamps live in the delivering process
+(`MlflowBackend._stamps`), so a delivery that resumes in a new process
+between two such events stamps the later one with the earlier's
+millisecond: an equal value is then ignored as the earlier's row (lost), and
+a different value re-sent over a kill between the store's commit and the
+cursor's save is held twice (its first stamp and this one). Making it exact
+needs the last stamps saved with the cursor at each stored position, not yet
+done.
 """
 
 from __future__ import annotations
@@ -129,6 +147,7 @@ class MlflowBatch:
 
     def _numbers(self, event: Event, ms: int, step: int) -> None:
         delivered = 0
+        metrics, stamp = self.metrics, self._stamp
         for (name, key), value in zip(metric_names(event.namespace, tuple(event.data)), event.data.values()):
             if value is None:
                 self.counts["dropped", "None value (no number to log)"] += 1
@@ -142,10 +161,12 @@ class MlflowBatch:
                 self.counts["converted", "±inf stored by MLflow as ±1.8e308"] += 1
             if key != name:
                 self.renames[name] = key
-            self.metrics.append((key, number, self._stamp(key, step, ms), step))
+            metrics.append((key, number, stamp(key, step, ms), step))
             delivered += 1
         if delivered:
             self.counts["delivered", "metric values"] += delivered
+        if len(event.steps) < 2:
+            return
         for axis, value in list(event.steps.items())[1:]:
             key = self.key(STEP_AXIS_PREFIX + axis)
             point = (step, float(value))

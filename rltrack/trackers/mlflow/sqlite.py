@@ -7,8 +7,8 @@ flushes each metric on its own (about 150 µs a metric here), so even
 The embedded default store is a SQLite file that only this process writes
 while it runs, so the delivery worker writes the very rows
 `SqlAlchemyStore._log_metrics` would (table `metrics`, and `latest_metrics`
-updated by the same "(step, timestamp, value) is greater" rule) with one
-`executemany` per table in one transaction. The MLflow UI, `get_metric_history`
+updated by the same "(step, timestamp, value) is greater" rule) in one
+transaction. The MLflow UI, `get_metric_history`
 and `search_runs` read them as they read MLflow's own. An exact duplicate (a
 re-sent batch, timestamps fixed at capture) is ignored by the primary key, as
 MLflow's store ignores it.
@@ -33,6 +33,15 @@ each report about once a second, so a transaction per run and batch was
 most of the agent's CPU in a 64-trial sweep. Each `write` returns a ticket,
 and `commit` the highest ticket stored: the backend's cursor advances only
 over batches whose ticket is stored (`RemoteBackend.durable_position`).
+
+The rows go in `ROWS_PER_INSERT` at a time, one `INSERT ... VALUES (...),
+(...)` each: each `metrics` row is four B-tree inserts (the table, its
+six-column primary key, two indexes), and SQLite keeps the four cursors open
+over the rows of one statement, while `executemany` opens them again and
+binds, steps and resets the statement once per row. 1,000 rows a statement
+are no faster than 100 here; 100 rows are 600 parameters, within the 999 an
+SQLite before 3.32 allows. The rows left over (fewer than 100) take the
+one-row statement.
 """
 
 from __future__ import annotations
@@ -66,7 +75,11 @@ TESTED_SCHEMAS = {
 METRIC_COLUMNS = ("key", "value", "timestamp", "run_uuid", "step", "is_nan")
 LATEST_COLUMNS = ("key", "value", "timestamp", "step", "is_nan", "run_uuid")
 
-_INSERT_METRICS = "INSERT OR IGNORE INTO metrics (key, value, timestamp, run_uuid, step, is_nan) VALUES (?, ?, ?, ?, ?, ?)"
+#: `metrics` rows one INSERT statement carries (see the module's docstring).
+ROWS_PER_INSERT = 100
+
+_INSERT_METRIC = "INSERT OR IGNORE INTO metrics (key, value, timestamp, run_uuid, step, is_nan) VALUES (?, ?, ?, ?, ?, ?)"
+_INSERT_METRICS = _INSERT_METRIC + ", (?, ?, ?, ?, ?, ?)" * (ROWS_PER_INSERT - 1)
 _UPSERT_LATEST = """
 INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, run_uuid) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (key, run_uuid) DO UPDATE SET
@@ -103,8 +116,8 @@ class SqliteMetricWriter:
         self._lock = threading.Lock()  # runs delivered by several threads take turns on the one connection
         self._users = 0
         self._key: tuple[str, int, int] | None = None
-        self._rows: list[tuple[str, float, int, str, int, int]] = []  # staged for `metrics`
-        self._latest: dict[tuple[str, str], tuple[int, int, float, int]] = {}  # staged for `latest_metrics`: (run, key) -> (step, ms, value, is_nan)
+        self._rows: list[str | float | int] = []  # staged for `metrics`: the METRIC_COLUMNS of each row in turn, flat
+        self._latest: dict[tuple[str, str], tuple[tuple[int, int, float], int]] = {}  # staged for `latest_metrics`: (run, key) -> ((step, ms, value), is_nan)
         self._staged_at: float | None = None  # `time.monotonic()` of the oldest staged row
         self._tickets = 0  # writes staged so far
         self.committed = 0  # the last ticket stored
@@ -167,10 +180,11 @@ class SqliteMetricWriter:
                     stored, is_nan = 0.0, 1
                 else:
                     stored, is_nan = math.copysign(SQL_MAX, value), 0
-                rows.append((key, stored, ms, run_id, step, is_nan))
+                rows += (key, stored, ms, run_id, step, is_nan)
+                point = (step, ms, stored)
                 held = latest.get((run_id, key))
-                if held is None or (step, ms, stored) > held[:3]:
-                    latest[run_id, key] = (step, ms, stored, is_nan)
+                if held is None or point > held[0]:
+                    latest[run_id, key] = (point, is_nan)
             self._tickets += 1
             if not self._rows:  # nothing to store: stored already
                 self.committed = self._tickets
@@ -183,12 +197,12 @@ class SqliteMetricWriter:
         `force`); returns `committed`. On an error the rows stay staged for
         the next call."""
         with self._lock:
-            due = self._staged_at is not None and (force or len(self._rows) >= COMMIT_ROWS or time.monotonic() - self._staged_at >= COMMIT_EVERY)
+            due = self._staged_at is not None and (force or len(self._rows) >= COMMIT_ROWS * len(METRIC_COLUMNS) or time.monotonic() - self._staged_at >= COMMIT_EVERY)
             if due:
-                latest = [(key, value, ms, step, nan, run_id) for (run_id, key), (step, ms, value, nan) in self._latest.items()]
+                latest = [(key, value, ms, step, nan, run_id) for (run_id, key), ((step, ms, value), nan) in self._latest.items()]
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
-                    self._db.executemany(_INSERT_METRICS, self._rows)
+                    _insert_metrics(self._db, self._rows)
                     self._db.executemany(_UPSERT_LATEST, latest)
                 except BaseException:
                     self._db.execute("ROLLBACK")
@@ -203,6 +217,15 @@ class SqliteMetricWriter:
             self.commit(force=True)
         finally:
             self._db.close()
+
+
+def _insert_metrics(db: sqlite3.Connection, rows: list[str | float | int]) -> None:
+    """Inserts the flat `rows`, `ROWS_PER_INSERT` rows a statement, then the rest one by one."""
+    width, columns = ROWS_PER_INSERT * len(METRIC_COLUMNS), len(METRIC_COLUMNS)
+    whole = len(rows) - len(rows) % width
+    for start in range(0, whole, width):
+        db.execute(_INSERT_METRICS, rows[start : start + width])
+    db.executemany(_INSERT_METRIC, (rows[start : start + columns] for start in range(whole, len(rows), columns)))
 
 
 _SHARED: dict[tuple[str, int, int], SqliteMetricWriter] = {}
