@@ -298,7 +298,12 @@ def test_images_figures_and_videos_reach_mlflow_as_artifacts(tmp_path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from journal_batch import journal_batch, with_saved_state
     from mlflow_server import tracker
+
+    from rltrack.core.report import Report
+    from rltrack.sinks.base import RunContext
+    from rltrack.trackers.mlflow.backend import MlflowBackend
 
     logger = rltrack.make_logger(
         {"run": {"root": str(tmp_path / "runs"), "name": "media", "close_timeout": 300}, "backends": {"use": ["mlflow"]}}
@@ -324,6 +329,13 @@ def test_images_figures_and_videos_reach_mlflow_as_artifacts(tmp_path):
     counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]
     assert not counts.get("mlflow.dropped")
     assert (counts["mlflow.delivered"]["image files"], counts["mlflow.delivered"]["video files"]) == (3, 1)
+    # delivered again (as after a crash before the cursor was saved): the same files, none twice
+    again = MlflowBackend()
+    again.open(RunContext(logger.run_dir, logger.name, logger.config, Report()))
+    with_saved_state(again, logger.run_dir).deliver(*journal_batch(logger.run_dir))
+    again.close("finished")
+    assert tracker(logger.run_dir)[1] == run_id
+    assert sorted(f.path for folder in ("media/evaluator", "media/trajectory") for f in client.list_artifacts(run_id, folder)) == uploaded
 
 
 def test_image_given_as_a_file_path_is_copied(tmp_path):
