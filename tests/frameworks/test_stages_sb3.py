@@ -8,6 +8,7 @@ step the buffer holds, and canonical names leave SB3's twins out."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -124,10 +125,12 @@ def test_evaluator_blocks_equal_the_eval_monitor_episodes(algo: str, request: py
     finals = [float(line.split("final reward: ")[1].split(",")[0]) for line in info if "finish episode" in line]
     assert finals == pytest.approx(episodes["r"].tolist(), abs=1e-4)
     named = [b.values["ckpt_name"] for b in evaluator if "ckpt_name" in b.values]
+    new_best = [b.values["reward_mean"] > max([-math.inf] + [a.values["reward_mean"] for a in evaluator[:i]]) for i, b in enumerate(evaluator)]
+    assert ["ckpt_name" in b.values for b in evaluator] == new_best  # every evaluation that wrote a checkpoint names it, and only those
     assert named and all(re.fullmatch(r"iteration_\d+\.pth\.tar", name) and (run["run_dir"] / "ckpt" / name).is_file() for name in named)
     for block in (b for b in evaluator if "ckpt_name" in b.values):  # named as DI-engine names it: by the evaluated train_iter
         assert block.values["ckpt_name"] == f"iteration_{int(block.values['train_iter'])}.pth.tar"
-        assert torch.load(run["run_dir"] / "ckpt" / block.values["ckpt_name"], weights_only=False)["last_step"] == block.steps["env_steps"]
+        assert torch.load(run["run_dir"] / "ckpt" / block.values["ckpt_name"], map_location="cpu")["last_step"] == block.steps["env_steps"]
     best = max((b for b in evaluator if "ckpt_name" in b.values), key=lambda b: b.values["reward_mean"])
     assert (run["run_dir"] / "ckpt" / "ckpt_best.pth.tar").read_bytes() == (run["run_dir"] / "ckpt" / best.values["ckpt_name"]).read_bytes()
 
