@@ -44,7 +44,8 @@ class StageRecorder:
       (overwritten), `current_have` (`replay_buffer.size() * n_envs`), at the
       env steps whose transitions the buffer holds (the callback sees a step
       before SB3 stores it: its table is at the previous step's
-      `num_timesteps`). SB3's replay buffers keep no priorities, use counts or
+      `num_timesteps`) and at the gradient steps done (`train_iter`: SB3's
+      `n_updates` now, the off-policy axis of the dumps too, not the last dump's). SB3's replay buffers keep no priorities, use counts or
       ages, so there is no sampling table.
 
     Across `learn()` calls the collector's totals follow SB3's own counters:
@@ -152,7 +153,7 @@ class StageRecorder:
         self.buffer_pos, self.buffer_size, self.buffer_updates = pos, size, updates
         block = throughput.take(size * envs)
         if block is not None:
-            emit_block(self.logger, "buffer", block, {**self.steps(), "env_steps": envsteps}, source="sb3")
+            emit_block(self.logger, "buffer", block, {"env_steps": envsteps, "train_iter": updates}, source="sb3")
 
     def emit_stage(self, steps: dict[str, int]) -> None:
         """The collector block (and the learner block, if `train()` ran) of the

@@ -258,6 +258,23 @@ def test_buffer_tables_count_transitions_at_the_steps_they_hold(tmp_path: Path, 
     assert sum(b.values["sampled_out"] for b in buffer) <= model._n_updates * 32
 
 
+def test_buffer_tables_are_at_the_gradient_steps_done(tmp_path: Path) -> None:
+    """An off-policy `train_iter` is SB3's `n_updates`: a buffer table between two
+    dumps is at the gradient steps done by then, not at the last dump's count
+    (nor without `train_iter` before the first dump). TD3 with `train_freq=1`
+    and 2 envs: after `learning_starts`, each step's `train()` does one
+    gradient step, so consecutive tables (one a step) are one apart."""
+    from stable_baselines3 import TD3
+
+    buffer, model = buffer_run(
+        tmp_path, TD3, "Pendulum-v1", 2, 500, attached=False, buffer_size=1000, learning_starts=100, batch_size=32, policy_kwargs={"net_arch": [16]}
+    )  # 2 envs, 200-step episodes: SB3's first dump is at 800 env steps, after this run
+    iters = [block.steps["train_iter"] for block in buffer]
+    assert iters[0] == 0 and iters == sorted(iters)
+    trained = [i for i in iters if i > 0]
+    assert trained == list(range(1, len(trained) + 1)) and trained[-1] == model._n_updates - 1  # the last step's train() comes after its table
+
+
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_one_evaluator_block_per_evaluation_holding_sb3s_own_values(algo: str, request: pytest.FixtureRequest) -> None:
     """SB3's `eval/` dump and the evaluator block of the same evaluation are one
