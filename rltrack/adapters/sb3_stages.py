@@ -44,7 +44,8 @@ class StageRecorder:
       (overwritten), `current_have` (`replay_buffer.size() * n_envs`), at the
       env steps whose transitions the buffer holds (the callback sees a step
       before SB3 stores it: its table is at the previous step's
-      `num_timesteps`). SB3's replay buffers keep no priorities, use counts or
+      `num_timesteps`) and at the gradient steps done (`train_iter`: SB3's
+      `n_updates` now, the off-policy axis of the dumps too, not the last dump's). SB3's replay buffers keep no priorities, use counts or
       ages, so there is no sampling table.
 
     Across `learn()` calls the collector's totals follow SB3's own counters:
@@ -52,15 +53,18 @@ class StageRecorder:
     `env_steps` axis), so the totals restart with it and the episodes of the
     previous call's unfinished stage are dropped, as SB3 drops its own
     episode buffer; with `reset_num_timesteps=False` they carry on. A new
-    model object (`PPO.load`) starts the totals at its `num_timesteps`, so
-    `total_envstep_count` equals `env_steps` throughout.
+    model object (`PPO.load`) starts the totals at its `num_timesteps` and,
+    off-policy, at its `_episode_num` (SB3's `time/episodes`, saved in the
+    zip), so `total_envstep_count` equals `env_steps` throughout and
+    `total_episode_count` equals SB3's `time/episodes` where SB3 counts
+    episodes (on-policy it does not: the count starts at 0 there).
     """
 
     def __init__(self, logger: Logger, model: Any, buffer_seconds: float) -> None:
         self.logger = logger
         self.model = model
         self.writer: Any = None
-        self.collector = stages.CollectorStats(envsteps=model.num_timesteps)
+        self.collector = _collector_stats(model, model.num_timesteps)
         self.learn_start = getattr(model, "start_time", None)
         self.learner = stages.LearnerAverages()
         self.rewards: list[float] = []
@@ -114,7 +118,7 @@ class StageRecorder:
         self.learn_start = getattr(self.model, "start_time", None)
         start = getattr(self.model, "_num_timesteps_at_start", self.model.num_timesteps)
         if start < self.stage_start:
-            self.collector = stages.CollectorStats(envsteps=start)
+            self.collector = _collector_stats(self.model, start)
             self.rewards, self.lengths = [], []
             self.stage_start = start
             self.collect_time = 0.0
@@ -149,7 +153,7 @@ class StageRecorder:
         self.buffer_pos, self.buffer_size, self.buffer_updates = pos, size, updates
         block = throughput.take(size * envs)
         if block is not None:
-            emit_block(self.logger, "buffer", block, {**self.steps(), "env_steps": envsteps}, source="sb3", info_lines=[throughput.heading])
+            emit_block(self.logger, "buffer", block, {"env_steps": envsteps, "train_iter": updates}, source="sb3", info_lines=[throughput.heading])
 
     def emit_stage(self, steps: dict[str, int]) -> None:
         """The collector block (and the learner block, if `train()` ran) of the
@@ -204,6 +208,12 @@ class StageRecorder:
         )
         info = stages.evaluator_info_lines(rewards, env_ids)
         emit_block(self.logger, "evaluator", block, at, source="sb3", info_lines=info, dump=steps is None)
+
+
+def _collector_stats(model: Any, envsteps: int) -> stages.CollectorStats:
+    """Collector totals starting at `envsteps` and at SB3's own episode count
+    (`_episode_num`: counted by off-policy algorithms, reset with `num_timesteps`, 0 on-policy)."""
+    return stages.CollectorStats(envsteps=envsteps, episodes=int(getattr(model, "_episode_num", 0)))
 
 
 #: The stage recorder of each rltrack logger (shared by the RLTrackCallbacks writing to it).

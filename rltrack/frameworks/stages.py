@@ -156,13 +156,14 @@ def _check_lengths(rewards: list[float], lengths: list[float] | None) -> None:
 
 class CollectorStats:
     """Running totals of a collector; `stage(...)` turns one stage's raw data into its block.
-    `envsteps`: the env steps (each a train sample) collected before the first
-    stage, e.g. by a resumed model; the totals count on from there."""
+    `envsteps` and `episodes`: the env steps (each a train sample) and the
+    episodes collected before the first stage, e.g. by a resumed model; the
+    totals count on from there."""
 
-    def __init__(self, envsteps: int | None = None) -> None:
+    def __init__(self, envsteps: int | None = None, episodes: int = 0) -> None:
         self.total_envstep_count: int | None = envsteps
         self.total_train_sample_count: int | None = envsteps
-        self.total_episode_count = 0
+        self.total_episode_count = episodes
         self.total_duration: float | None = None
 
     def stage(

@@ -298,7 +298,12 @@ def test_images_figures_and_videos_reach_mlflow_as_artifacts(tmp_path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from journal_batch import journal_batch, with_saved_state
     from mlflow_server import tracker
+
+    from rltrack.core.report import Report
+    from rltrack.sinks.base import RunContext
+    from rltrack.trackers.mlflow.backend import MlflowBackend
 
     logger = rltrack.make_logger(
         {"run": {"root": str(tmp_path / "runs"), "name": "media", "close_timeout": 300}, "backends": {"use": ["mlflow"]}}
@@ -324,6 +329,13 @@ def test_images_figures_and_videos_reach_mlflow_as_artifacts(tmp_path):
     counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]
     assert not counts.get("mlflow.dropped")
     assert (counts["mlflow.delivered"]["image files"], counts["mlflow.delivered"]["video files"]) == (3, 1)
+    # delivered again (as after a crash before the cursor was saved): the same files, none twice
+    again = MlflowBackend()
+    again.open(RunContext(logger.run_dir, logger.name, logger.config, Report()))
+    with_saved_state(again, logger.run_dir).deliver(*journal_batch(logger.run_dir))
+    again.close("finished")
+    assert tracker(logger.run_dir)[1] == run_id
+    assert sorted(f.path for folder in ("media/evaluator", "media/trajectory") for f in client.list_artifacts(run_id, folder)) == uploaded
 
 
 def test_image_given_as_a_file_path_is_copied(tmp_path):
@@ -473,8 +485,10 @@ def test_callback_after_eval_checkpoints_only_improvements(tmp_path):
 
 def test_checkpoints_load_with_torch_as_di_engines_do(tmp_path):
     """DI-engine's learner saves `{model, optimizer, last_iter, last_step}` with
-    `torch.save`; DI-style tooling reads it with `torch.load` and
-    `load_state_dict`. SB3's own zip lies beside it."""
+    `torch.save`; DI-engine reads it back (`ding.utils.file_helper.read_file`)
+    with `torch.load(path, map_location="cpu")`, whose `weights_only` is True
+    by default since torch 2.6: the dict holds only what that loader takes.
+    Then `load_state_dict`. SB3's own zip lies beside it."""
     from stable_baselines3 import SAC
 
     logger = make_logger(tmp_path)
@@ -486,7 +500,7 @@ def test_checkpoints_load_with_torch_as_di_engines_do(tmp_path):
     logger.close()
     sac_logger.close()
     ckpt = logger.run_dir / "ckpt"
-    state = torch.load(ckpt / "iteration_2.pth.tar", weights_only=False)
+    state = torch.load(ckpt / "iteration_2.pth.tar", map_location="cpu")
     assert set(state) == {"model", "optimizer", "last_iter", "last_step"}
     assert (state["last_iter"], state["last_step"]) == (2, 2 * ROLLOUT)
     fresh = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
@@ -496,7 +510,7 @@ def test_checkpoints_load_with_torch_as_di_engines_do(tmp_path):
     assert saved.num_timesteps == 2 * ROLLOUT
     for name, tensor in saved.policy.state_dict().items():
         assert torch.equal(fresh.policy.state_dict()[name], tensor)
-    sac_state = torch.load(sac_logger.run_dir / "ckpt" / "iteration_19.pth.tar", weights_only=False)
+    sac_state = torch.load(sac_logger.run_dir / "ckpt" / "iteration_19.pth.tar", map_location="cpu")
     assert set(sac_state) == {"model", "optimizer_actor", "optimizer_critic", "optimizer_ent_coef", "last_iter", "last_step"}
     assert (sac_state["last_iter"], sac_state["last_step"]) == (19, 30) == (sac._n_updates - 1, sac.num_timesteps)  # saved before the last train()
 
@@ -511,7 +525,7 @@ def test_a_zip_that_cannot_be_written_is_counted_not_raised(tmp_path):
     eval_callback.best_mean_reward = 1.0
     child.on_step()  # training goes on
     logger.close()
-    assert torch.load(logger.run_dir / "ckpt" / "iteration_0.pth.tar", weights_only=False)["last_iter"] == 0
+    assert torch.load(logger.run_dir / "ckpt" / "iteration_0.pth.tar", map_location="cpu")["last_iter"] == 0
     counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]["sb3.dropped"]
     assert counts == {"SB3 zip beside a checkpoint not written (IsADirectoryError)": 1}
 
@@ -530,7 +544,7 @@ def test_a_dqn_checkpoint_is_laid_out_as_di_engines(tmp_path):
     model.learn(100, callback=RLTrackCallback(logger, save_freq=100, log_hparams=False))
     logger.close()
     [written] = (logger.run_dir / "ckpt").glob("iteration_*.pth.tar")
-    ours = torch.load(written, weights_only=False)
+    ours = torch.load(written, map_location="cpu")
     assert set(ours) == set(di) - {"target_model"}
     assert any(key.startswith("q_net_target.") for key in ours["model"]) and any(key.startswith("q_net.") for key in ours["model"])
     assert all(isinstance(v, torch.Tensor) for v in ours["model"].values()) and di["model"]["kind"] == "state_dict"
@@ -665,7 +679,7 @@ def test_eval_callback_gives_evaluator_metrics_and_best_checkpoint(ppo_runs):
     for c in checkpoints:
         assert (logger.run_dir / c["path"]).is_file()
     best = logger.run_dir / "ckpt" / "ckpt_best.pth.tar"
-    assert torch.load(best, weights_only=False)["last_step"] in [s for s, _ in evals]
+    assert torch.load(best, map_location="cpu")["last_step"] in [s for s, _ in evals]
     loaded = PPO.load(best.with_name("ckpt_best.zip"), device="cpu")
     assert loaded.n_steps == ROLLOUT // N_ENVS
     [best_iteration] = [c["iteration"] for c in checkpoints if c["metric"] == best_rewards[-1]]

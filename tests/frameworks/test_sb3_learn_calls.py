@@ -124,3 +124,28 @@ def test_a_logger_set_after_attach_keeps_rltrack_attached(tmp_path: Path) -> Non
     assert [b.steps["env_steps"] for b in collector_blocks(logger)] == [ROUND, 2 * ROUND]
     native = [e for e in logger.backends["memory"].events if e.namespace == "collector" and "ep_rew_mean" in e.data]
     assert len(native) == 2 and (tmp_path / "sb3" / "progress.csv").read_text().count("\n") == 3  # SB3's csv too: header, two rows
+
+
+def test_a_loaded_off_policy_model_counts_episodes_on_as_sb3(tmp_path: Path) -> None:
+    """DQN saves its episode count (`time/episodes`) in the zip: the collector's
+    `total_episode_count` carries on from it, as `total_envstep_count` does from `num_timesteps`."""
+
+    def dqn_dumps(logger: Any) -> list[tuple[int, int]]:
+        events = logger.backends["memory"].events
+        sb3 = {e.steps["env_steps"]: e.data["episodes"] for e in events if e.namespace == "time" and "episodes" in e.data}
+        return [(b.data["total_episode_count"], sb3[b.steps["env_steps"]]) for b in collector_blocks(logger)]
+
+    first = make_logger(tmp_path, "first")
+    model = DQN("MlpPolicy", make_vec_env("CartPole-v1", n_envs=N_ENVS, seed=0), learning_starts=50, seed=0, device="cpu", policy_kwargs={"net_arch": [16]})
+    attach(model, first)
+    model.learn(300, log_interval=4)
+    first.close()
+    model.save(tmp_path / "dqn.zip")
+    loaded = DQN.load(tmp_path / "dqn.zip", env=make_vec_env("CartPole-v1", n_envs=N_ENVS, seed=1), device="cpu")
+    assert loaded._episode_num > 0
+    second = make_logger(tmp_path, "second")
+    attach(loaded, second)
+    loaded.learn(300, log_interval=4, reset_num_timesteps=False)
+    second.close()
+    for dumps in (dqn_dumps(first), dqn_dumps(second)):
+        assert len(dumps) >= 3 and all(ours == sb3s for ours, sb3s in dumps), dumps

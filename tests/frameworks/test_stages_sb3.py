@@ -8,6 +8,7 @@ step the buffer holds, and canonical names leave SB3's twins out."""
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -125,10 +126,12 @@ def test_evaluator_blocks_equal_the_eval_monitor_episodes(algo: str, request: py
     finals = [float(line.split("final reward: ")[1].split(",")[0]) for line in info if "finish episode" in line]
     assert finals == pytest.approx(episodes["r"].tolist(), abs=1e-4)
     named = [b.values["ckpt_name"] for b in evaluator if "ckpt_name" in b.values]
+    new_best = [b.values["reward_mean"] > max([-math.inf] + [a.values["reward_mean"] for a in evaluator[:i]]) for i, b in enumerate(evaluator)]
+    assert ["ckpt_name" in b.values for b in evaluator] == new_best  # every evaluation that wrote a checkpoint names it, and only those
     assert named and all(re.fullmatch(r"iteration_\d+\.pth\.tar", name) and (run["run_dir"] / "ckpt" / name).is_file() for name in named)
     for block in (b for b in evaluator if "ckpt_name" in b.values):  # named as DI-engine names it: by the evaluated train_iter
         assert block.values["ckpt_name"] == f"iteration_{int(block.values['train_iter'])}.pth.tar"
-        assert torch.load(run["run_dir"] / "ckpt" / block.values["ckpt_name"], weights_only=False)["last_step"] == block.steps["env_steps"]
+        assert torch.load(run["run_dir"] / "ckpt" / block.values["ckpt_name"], map_location="cpu")["last_step"] == block.steps["env_steps"]
     best = max((b for b in evaluator if "ckpt_name" in b.values), key=lambda b: b.values["reward_mean"])
     assert (run["run_dir"] / "ckpt" / "ckpt_best.pth.tar").read_bytes() == (run["run_dir"] / "ckpt" / best.values["ckpt_name"]).read_bytes()
 
@@ -269,6 +272,23 @@ def test_buffer_tables_count_transitions_at_the_steps_they_hold(tmp_path: Path, 
     if capacity < steps:
         assert buffer[-1].values["current_have"] == capacity and sum(b.values["removed"] for b in buffer) > 0
     assert sum(b.values["sampled_out"] for b in buffer) <= model._n_updates * 32
+
+
+def test_buffer_tables_are_at_the_gradient_steps_done(tmp_path: Path) -> None:
+    """An off-policy `train_iter` is SB3's `n_updates`: a buffer table between two
+    dumps is at the gradient steps done by then, not at the last dump's count
+    (nor without `train_iter` before the first dump). TD3 with `train_freq=1`
+    and 2 envs: after `learning_starts`, each step's `train()` does one
+    gradient step, so consecutive tables (one a step) are one apart."""
+    from stable_baselines3 import TD3
+
+    buffer, model = buffer_run(
+        tmp_path, TD3, "Pendulum-v1", 2, 500, attached=False, buffer_size=1000, learning_starts=100, batch_size=32, policy_kwargs={"net_arch": [16]}
+    )  # 2 envs, 200-step episodes: SB3's first dump is at 800 env steps, after this run
+    iters = [block.steps["train_iter"] for block in buffer]
+    assert iters[0] == 0 and iters == sorted(iters)
+    trained = [i for i in iters if i > 0]
+    assert trained == list(range(1, len(trained) + 1)) and trained[-1] == model._n_updates - 1  # the last step's train() comes after its table
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
