@@ -54,7 +54,8 @@ What rltrack receives, once per `dump_tabular()`:
 * DI-engine's stage blocks (`collector`, `evaluator`, `learner`), computed
   from the raw values `store`d this epoch, as rltrack.frameworks.spinup tells;
   no blocks with `run.names = "native"`;
-* `save_config(config)` -> `log_hparams`; `save_state` -> `log_checkpoint` of
+* `save_config(config)` -> `log_hparams`, without what is no hyperparameter
+  (the logger object, `logger_kwargs`, output paths: rltrack.frameworks.hparams); `save_state` -> `log_checkpoint` of
   the object given to `setup_pytorch_saver` (iteration = `itr`, or the number of
   rows dumped so far, which is the current epoch in SpinningUp's loops).
 
@@ -89,6 +90,7 @@ import numpy as np
 from rltrack.adapters.spinup_logx import colorize, dump_pickle, epoch_statistics
 from rltrack.core.atomic_file import write_atomic
 from rltrack.frameworks.canonical import names_mode, with_canonical_names
+from rltrack.frameworks.hparams import settings
 from rltrack.core.events import DEFAULT_STEP_AXIS
 from rltrack.training.exits import exit_status
 from rltrack.frameworks.spinup import (
@@ -249,8 +251,8 @@ class EpochLogger:
         print(output)
         with open(osp.join(self.output_dir, "config.json"), "w") as out:
             out.write(output)
-        if self.rltrack is not None:
-            self.rltrack.log_hparams(config_json if isinstance(config_json, dict) else {"config": config_json})
+        if self.rltrack is not None:  # the logger, its kwargs, output paths: config.json keeps them, the trackers do not
+            self.rltrack.log_hparams(settings(config_json) if isinstance(config_json, dict) else {"config": config_json})
 
     def save_state(self, state_dict: Any, itr: int | None = None) -> None:
         """Saves `state_dict` to vars.pkl (vars<itr>.pkl), the PyTorch objects of

@@ -199,7 +199,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     plot_cmd.add_argument("--group-by", metavar="KEYS", help="comma-separated hyperparameters (or source, task, host) defining groups "
                           "(default: the hyperparameters every run has that differ between them, seeds excepted; source across frameworks)")
     plot_cmd.add_argument("--smooth", type=int, default=1, metavar="N", help="trailing moving average over N points of each run first (default 1: none)")
-    plot_cmd.add_argument("--size", default="960x600", metavar="WxH", help="image size in pixels (default 960x600)")
+    plot_cmd.add_argument("--size", default="960x600", metavar="WxH", help="image size in pixels (default 960x600; the height grows for a legend of many groups)")
     plot_cmd.add_argument("-o", "--output", type=Path, required=True, help="the PNG file to write")
     plot_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
     plot_cmd.set_defaults(handler=figure_command("rltrack.cli.plot_command", "plot_command"))

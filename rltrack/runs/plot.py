@@ -243,8 +243,14 @@ def default_group_keys(runs: Sequence[PlottedRun]) -> list[str]:
 
 
 def group_values(run: PlottedRun, keys: Sequence[str]) -> tuple[str, ...]:
-    """The run's grouping values as text, `?` where it has none."""
-    return tuple("?" if (value := group_value(run, key)) is None else str(value) for key in keys)
+    """The run's grouping values as text, `?` where it has none; a float to 12
+    significant digits (0.009, not 0.009000000000000001: the error of a sum
+    such as `0.001 * 9` tells no group apart and makes a legend unreadable)."""
+    return tuple("?" if (value := group_value(run, key)) is None else _text(value) for key in keys)
+
+
+def _text(value: Any) -> str:
+    return repr(float(format(value, ".12g"))) if isinstance(value, float) else str(value)
 
 
 def short_keys(keys: Sequence[str]) -> list[str]:
@@ -327,13 +333,19 @@ def new_figure(width_px: int, height_px: int) -> Figure:
 
 #: Pixels per character of a legend label at the legend's font size (a generous average).
 _LEGEND_CHAR_PX = 7.0
+#: Pixels of one legend row at the legend's font size, spacing included (a generous measure).
+_LEGEND_ROW_PX = 20.0
+#: The share of the figure's height a legend takes before the figure grows for it.
+_LEGEND_SHARE = 0.25
 
 
 def draw_curves(curves: Sequence[GroupCurve], metric: str, x_label: str, size: tuple[int, int]) -> Figure:
     """The groups' means and bands on one axes. The legend goes below the axes,
     inside the figure (constrained layout makes room for it), in as many
-    columns as fit, each label cut to its column's width: however long the
-    group labels, it stays in the figure and readable."""
+    columns as fit, each label cut to its column's width, and the figure
+    grows downwards when its rows need more than a quarter of `size`'s
+    height: however long and many the group labels, the legend stays in the
+    figure, readable, and off the curves."""
     figure = new_figure(*size)
     axes = figure.add_subplot()
     draw_groups(axes, curves)
@@ -360,6 +372,10 @@ def add_legend(figure: Figure, axes: Any, width_px: int) -> None:
     longest = max(len(label) for label in labels)
     columns = max(1, min(len(labels), 4, int(width_px * 0.9 // ((min(longest, 60) + 4) * _LEGEND_CHAR_PX))))
     limit = max(12, int(width_px * 0.9 / columns / _LEGEND_CHAR_PX) - 4)
+    rows_px = math.ceil(len(labels) / columns) * _LEGEND_ROW_PX
+    width, height = figure.get_size_inches()
+    if rows_px > height * figure.dpi * _LEGEND_SHARE:
+        figure.set_size_inches(width, height + (rows_px - height * figure.dpi * _LEGEND_SHARE) / figure.dpi)
     figure.legend(handles, [shortened(label, limit) for label in labels], loc="outside lower center", ncols=columns, fontsize="small")
 
 

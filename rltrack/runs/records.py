@@ -15,12 +15,12 @@ native key the vocabulary knows.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from rltrack.core.values import flatten
+from rltrack.frameworks.hparams import is_setting
 
 #: Hyperparameter values kept in `RunInfo.hparams` (the index stores these).
 _SCALAR_TYPES = (bool, int, float, str)
@@ -68,17 +68,6 @@ class RunInfo:
     backends: list[str] = field(default_factory=list)
 
 
-#: An object's default repr, `<module.Class object at 0x7f15...>`: it differs in every process.
-OBJECT_REPR = re.compile(r"<[^<>]*\bat 0x[0-9a-fA-F]+>")
-#: Config entries that say where a run writes or who logs it, not how it trains: output
-#: directories, loggers, the experiment's and the run's names (DI-engine's `exp_name`
-#: differs per seed). A key with such a part is left out of the hyperparameters.
-NOT_HPARAMS = frozenset({
-    "logger", "logger_kwargs", "output_dir", "output_fname", "out_dir", "log_dir", "logdir", "save_dir", "save_path",
-    "tensorboard_log", "exp_name", "rltrack_config", "rltrack_logger",
-})  # fmt: skip
-
-
 def is_hparam(key: str, value: Any) -> bool:
     """Whether a flat config entry is a hyperparameter one compares runs by:
     a number, a boolean, None or a short string, under a key that names no
@@ -86,9 +75,9 @@ def is_hparam(key: str, value: Any) -> bool:
     in the key or the value."""
     if value is not None and not isinstance(value, _SCALAR_TYPES):
         return False
-    if isinstance(value, str) and (len(value) > MAX_HPARAM_TEXT or OBJECT_REPR.search(value)):
+    if isinstance(value, str) and len(value) > MAX_HPARAM_TEXT:
         return False
-    return not OBJECT_REPR.search(key) and NOT_HPARAMS.isdisjoint(key.split("/"))
+    return all(is_setting(part, value) for part in (key, *key.split("/")))  # the whole key too: a repr may hold a "/"
 
 
 def scalar_hparams(config: dict[str, Any]) -> dict[str, Any]:

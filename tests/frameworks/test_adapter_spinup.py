@@ -220,7 +220,9 @@ def test_save_config_and_state_like_spinningup_and_forwarded(tmp_path, capsys):
     torch = pytest.importorskip("torch")
     out = tmp_path / "out"
     logger = EpochLogger(output_dir=str(out), exp_name="ppo", rltrack_config=config(tmp_path))
-    config_in = {"gamma": 0.99, "hid": (64, 64), "actor_critic": torch.nn.Linear, "lam": lambda x: x, "seed": 0}
+    logger_kwargs = {"output_dir": str(out), "exp_name": "ppo"}
+    config_in = {"gamma": 0.99, "hid": (64, 64), "actor_critic": torch.nn.Linear, "lam": lambda x: x, "seed": 0,
+                 "logger": logger, "logger_kwargs": logger_kwargs}  # fmt: skip  # save_config(locals()) holds both
     logger.save_config(config_in)
     printed = capsys.readouterr().out
     text = (out / "config.json").read_text()
@@ -228,6 +230,7 @@ def test_save_config_and_state_like_spinningup_and_forwarded(tmp_path, capsys):
     assert text == json.dumps(convert_json(config_in) | {"exp_name": "ppo"}, separators=(",", ":\t"), indent=4, sort_keys=True)
     saved = json.loads(text)
     assert saved["actor_critic"] == "Linear" and saved["exp_name"] == "ppo" and saved["hid"] == [64, 64]
+    assert " object at 0x" in next(iter(saved["logger"])) and saved["logger_kwargs"] == logger_kwargs  # SpinningUp's file keeps them
 
     model = torch.nn.Linear(3, 2)
     logger.setup_pytorch_saver(model)
@@ -244,7 +247,9 @@ def test_save_config_and_state_like_spinningup_and_forwarded(tmp_path, capsys):
     assert sorted(p.name for p in ckpt.iterdir()) == ["iteration_0.pth.tar", "iteration_7.pth.tar"]
     assert torch.equal(torch.load(ckpt / "iteration_7.pth.tar", weights_only=False).weight, model.weight)
     hparams = [e.data for e in logger.rltrack.backends["memory"].events if e.kind == "hparams"]
-    assert hparams[0]["gamma"] == 0.99 and hparams[0]["exp_name"] == "ppo"
+    # the trackers get the hyperparameters: not the logger's repr, its kwargs (the per-seed output_dir) nor exp_name (the task)
+    assert hparams == [{"actor_critic": "Linear", "gamma": 0.99, "hid": [64, 64], "lam": saved["lam"], "seed": 0}]
+    assert json.loads((logger.rltrack.run_dir / "meta.json").read_text())["task"] == "ppo"
 
 
 def test_given_rltrack_logger_is_used_and_left_open(tmp_path):

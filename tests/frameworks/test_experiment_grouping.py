@@ -107,6 +107,18 @@ def test_two_seeds_of_the_spinup_example_are_one_experiment_named_by_exp_name(tm
     columns = list(runs.query(root).columns)
     assert "seed" in columns and "pi_lr" in columns
     assert not [c for c in columns if "0x" in c or "output_dir" in c or c.split("/")[0] in ("logger", "logger_kwargs")], columns
+    # nor in the trackers: MLflow's parameters and W&B's config hold the hyperparameters alone
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{root / 'mlflow.db'}")
+    (experiment,) = [e for e in client.search_experiments() if e.name == "vpg"]
+    for found in client.search_runs([experiment.experiment_id]):
+        assert found.data.params["pi_lr"] == "0.003" and found.data.params["seed"] in ("0", "1")
+        assert not [k for k in found.data.params if "0x" in k or k.split("/")[0] in ("logger", "logger_kwargs", "exp_name")], found.data.params
+    for run_dir in run_dirs:
+        (path,) = wandb_reader.run_files(run_dir)
+        config_keys = set(wandb_reader.config(path))
+        assert "pi_lr" in config_keys and not config_keys & {"logger", "logger_kwargs", "exp_name"}, config_keys
     (curve,) = plot_runs([runs.load(d) for d in run_dirs], "collector/reward_mean").curves
     assert curve.label == "all runs" and len(curve.runs) == 2  # the two seeds: one mean, one band
 

@@ -283,3 +283,27 @@ def test_one_runs_metric_and_timing_figures_hold_its_values(made):
     bars = run.plot_timelog().axes[0].patches
     assert len(durations) == len(written.x) and len(bars) == 1
     assert bars[0].get_width() == pytest.approx(sum(durations))
+
+
+def test_a_legend_of_many_groups_grows_the_figure_and_shows_floats_readably(tmp_path):
+    """30 groups (learning rates 0.001 * i: 0.009000000000000001 and the like) overflowed
+    the figure's top over the axes; the figure now grows downwards for the legend's rows."""
+    run_dirs = []
+    for index in range(30):
+        config = {"run": {"root": str(tmp_path), "name": f"lr{index}", "task": "many"}, "backends": {"use": ["memory"]}}
+        with rltrack.make_logger(config) as logger:
+            logger.log_hparams({"learning_rate": 0.001 * index, "seed": 0})
+            for step in range(3):
+                logger.write({"reward_mean": step * index}, step=step, namespace="collector")
+        run_dirs.append(logger.run_dir)
+    result = plot_runs([load(path) for path in run_dirs], METRIC, size=(960, 600))
+    result.save(str(tmp_path / "many.png"))
+    figure = result.figure
+    (legend,) = figure.legends
+    box, page = legend.get_window_extent(), figure.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, (box, page)
+    assert not box.overlaps(figure.axes[0].get_window_extent())
+    assert figure.axes[0].get_window_extent().height >= 300  # the curves keep their room
+    assert Image.open(tmp_path / "many.png").size[1] == round(page.height) > 600  # the saved file is the grown figure
+    texts = [text.get_text() for text in legend.get_texts()]
+    assert "learning_rate=0.009 (n=1)" in texts and not [text for text in texts if "0000000" in text], texts

@@ -1,0 +1,46 @@
+"""Which configuration entries are hyperparameters, whichever framework saved them.
+
+A config a framework saves holds more than how a run trains: SpinningUp's
+`save_config(locals())` sweeps in the logger object (its repr, with a memory
+address, becomes a key) and `logger_kwargs` with the per-seed `output_dir`;
+DI-engine's `exp_name` differs per seed; SB3 keeps `tensorboard_log`. Such
+entries differ between the seeds of one configuration, so as hyperparameters
+they would split the seeds into groups of one and fill the run index and the
+trackers' parameters with noise. The run database's readers (index columns,
+plot groups) and the SpinningUp adapter (what `save_config` sends to the
+trackers) both decide with `is_setting` here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+#: An object's default repr, `<module.Class object at 0x7f15...>`: it differs in every process.
+OBJECT_REPR = re.compile(r"<[^<>]*\bat 0x[0-9a-fA-F]+>")
+#: Config entries that say where a run writes or who logs it, not how it trains: output
+#: directories, loggers, the experiment's and the run's names (DI-engine's `exp_name`
+#: differs per seed). A key with such a part is left out of the hyperparameters.
+NOT_HPARAMS = frozenset({
+    "logger", "logger_kwargs", "output_dir", "output_fname", "out_dir", "log_dir", "logdir", "save_dir", "save_path",
+    "tensorboard_log", "exp_name", "rltrack_config", "rltrack_logger",
+})  # fmt: skip
+
+
+def is_setting(key_part: str, value: Any) -> bool:
+    """Whether one config entry (`key_part`: one level of its key) can be a
+    hyperparameter: its key names no output, logger or run name, and neither
+    the key nor a text value holds an object's repr."""
+    if isinstance(value, str) and OBJECT_REPR.search(value):
+        return False
+    return key_part not in NOT_HPARAMS and not OBJECT_REPR.search(key_part)
+
+
+def settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` without the entries that are no hyperparameters (`is_setting`), at every level."""
+    return {
+        key: settings(value) if isinstance(value, Mapping) else value
+        for key, value in config.items()
+        if is_setting(str(key), value)
+    }
