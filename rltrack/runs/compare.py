@@ -26,12 +26,10 @@ from rltrack.runs.plot import (
     CONFIDENCE,
     SEED_NAME,
     GroupCurve,
-    clean_series,
     default_group_keys,
     group_label,
     group_values,
     plot_runs,
-    run_series,
 )
 from rltrack.runs.report import AXIS_UNITS, page, png_data_uri, primary_axis, section, table, value_panels, value_unit
 from rltrack.runs.run import MAIN_METRICS, Run
@@ -47,7 +45,7 @@ def figures(runs: Sequence[Run], chosen: list[tuple[str, list[str]]], keys: list
     for metric, aliases in chosen[:MAX_PANELS]:
         result = plot_runs(runs, metric, group_by=keys or None, size=PANEL_SIZE)
         axes = result.figure.axes[0]
-        draw_members(axes, result.curves, {run.id: run for run in runs}, metric)
+        draw_members(axes, result.curves)
         axis = primary_axis(runs, metric)
         axes.set_xlabel(f"{axis} ({AXIS_UNITS.get(axis, 'steps')})")
         axes.set_ylabel(value_unit(metric))
@@ -61,19 +59,17 @@ def figures(runs: Sequence[Run], chosen: list[tuple[str, list[str]]], keys: list
     return "".join(parts) or '<p class="note">no metrics</p>'
 
 
-def draw_members(axes: Any, curves: list[GroupCurve], by_id: dict[str, Run], metric: str) -> None:
+def draw_members(axes: Any, curves: list[GroupCurve]) -> None:
     """Each run of a group of several as a thin line in its group's colour (what a
     user looks at beside the mean: do the seeds agree?), and the y range set to
     the runs' values: with few seeds the band can reach far beyond every run
     (t(0.975, 1) = 12.7), and would squash the curves; it is cut at the edge."""
     means = axes.get_lines()[: len(curves)]
-    values = []
     for curve, mean in zip(curves, means):
-        for run_id in curve.runs:
-            x, y = clean_series(*run_series(by_id[run_id], metric, None))
-            values.append(y)
-            if len(curve.runs) > 1:
+        if len(curve.runs) > 1:
+            for x, y in curve.series:
                 axes.plot(x, y, color=mean.get_color(), linewidth=0.7, alpha=0.5)
+    values = [y for curve in curves for _, y in curve.series]
     low, high = float(min(np.min(v) for v in values)), float(max(np.max(v) for v in values))
     pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
     axes.set_ylim(low - pad, high + pad)

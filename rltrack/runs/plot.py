@@ -150,10 +150,12 @@ def clean_series(x: Iterable[float], y: Iterable[float], smooth: int = 1) -> tup
 
 @dataclass
 class GroupCurve:
-    """One group's mean and confidence band on its x grid; `count[i]` runs cover `x[i]`."""
+    """One group's mean and confidence band on its x grid; `count[i]` runs cover `x[i]`;
+    `series`: each of its runs' cleaned (x, y), in the order of `runs`."""
 
     label: str
     runs: list[str]
+    series: list[tuple[np.ndarray, np.ndarray]]
     x: np.ndarray
     mean: np.ndarray
     lower: np.ndarray
@@ -308,8 +310,9 @@ def plot_runs(
         raise PlotError(_missing_metric_message(runs, metric, x_axis))
     curves = []
     for values, members in sorted(groups.items()):
-        x, mean, lower, upper, count = group_band([s for _, s in members], max_points=max_points)
-        curves.append(GroupCurve(group_label(keys, values), [run.id for run, _ in members], x, mean, lower, upper, count))
+        series = [s for _, s in members]
+        x, mean, lower, upper, count = group_band(series, max_points=max_points)
+        curves.append(GroupCurve(group_label(keys, values), [run.id for run, _ in members], series, x, mean, lower, upper, count))
     return CrossRunPlot(draw_curves(curves, metric, x_axis or "step", size), curves, skipped)
 
 

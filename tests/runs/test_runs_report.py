@@ -338,7 +338,7 @@ def test_each_panel_draws_the_groups_runs_and_keeps_them_in_view(comparison):
     runs = [load(path) for path in sorted(root.iterdir()) if path.is_dir() and (path / "meta.json").is_file()]
     result = plot_runs(runs, "collector/reward_mean", group_by=["lr"])
     axes = result.figure.axes[0]
-    draw_members(axes, result.curves, {run.id: run for run in runs}, "collector/reward_mean")
+    draw_members(axes, result.curves)
     lines = axes.get_lines()
     assert len(lines) == 2 + 6  # the two means, then each run thin in its group's colour
     assert [line.get_color() for line in lines[2:]] == [lines[0].get_color()] * 3 + [lines[1].get_color()] * 3
