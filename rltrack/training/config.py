@@ -2,21 +2,16 @@
 
 A config has three sections (TOML shown; YAML and dicts nest the same way):
 
-    [run]        root, stores (where the trackers' default stores go: MLflow's SQLite file,
-                 trackio's directory; default: root), name, task (the experiment the run
-                 belongs to; see `default_task`),
-                 tracked, names ("both" | "canonical" | "native", see rltrack.frameworks.canonical),
-                 backup_code (globs of source files copied into the run's code/ folder),
-                 redact (extra regexes of key words that mark credentials, see rltrack.core.redact),
-                 worker (this process's name when several write one run; needs name),
-                 close_timeout (seconds `close` waits for the agent; None: until every tracker has everything)
+    [run]        the keys of `RUN_OPTIONS` (each with its default and what it means)
     [[filters]]  type = "none" | "smoothing" | "aggregate" | "time" | "keys", plus its parameters
     [backends]   use = ["local", ...], and a [backends.<name>] table of settings per backend
 
 Every mistake is a `ConfigError` naming where it is (file and key), the value
 found, what is allowed, and how to fix it. Environment: `RLTRACK_CONFIG` names
 the config file used when none is given; `RLTRACK_BACKENDS=local,console`
-overrides `backends.use`.
+overrides `backends.use`. The documentation's configuration page is generated
+from this module (`RUN_OPTIONS`, the filters' and backends' signatures), so it
+cannot drift from what `make_logger` accepts.
 """
 
 from __future__ import annotations
@@ -41,9 +36,22 @@ from rltrack.core.report import Report
 from rltrack.training.resume import resolve_run_dir
 from rltrack.sinks.rundir import create_run_dir, safe_filename
 
+#: The `[run]` section: key -> (default, what it means). The defaults below and
+#: the documentation's configuration page both come from this table.
+RUN_OPTIONS: dict[str, tuple[Any, str]] = {
+    "root": ("runs", "where run directories go"),
+    "stores": (None, "where the trackers' default stores go (MLflow's `mlflow.db`, trackio's directory, TensorBoard's logdir); None: `root`"),
+    "name": (None, 'the run directory\'s name; if it exists, "_yymmdd_HHMMSS" is appended; None: the script\'s name'),
+    "task": (None, "the experiment the run belongs to (MLflow experiment, W&B project and group, trackio project); None: Tune's experiment, SpinningUp's `exp_name`, else the script's name"),
+    "tracked": ([], "hyperparameters recorded in the run's index entry (meta.json) and its run id"),
+    "names": ("both", 'canonical (DI-engine) names beside native keys: "both" | "canonical" | "native"'),
+    "backup_code": ([], 'globs of source files copied into the run\'s `code/` folder, e.g. ["src/**/*.py"]'),
+    "redact": ([], "more regexes of key words marking credentials (api_key, token, password, secret, auth, ... always)"),
+    "worker": (None, "this process's name when several processes write one run (needs `name`)"),
+    "close_timeout": (DEFAULT_CLOSE_TIMEOUT, "seconds `close()` waits for the agent (0 allowed; in a dict, None waits for every tracker)"),
+}
 DEFAULTS: dict[str, Any] = {
-    "run": {"root": "runs", "stores": None, "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None,
-            "close_timeout": DEFAULT_CLOSE_TIMEOUT},
+    "run": {key: default for key, (default, _) in RUN_OPTIONS.items()},
     "filters": [],
     "backends": {"use": ["local"]},
 }
