@@ -6,14 +6,26 @@
 # platform tests (OLDEST_TESTS below); .ci/run runs both.
 # `make test-fast` runs every test not marked `slow` (no Ray, no outage, no
 # crash and sweep scenarios): minutes, for the edit-test loop. `make test` runs
-# everything and is what CI runs.
+# everything and is what CI runs. `make docs` builds the documentation site
+# into site/ (mkdocs --strict: a warning fails it); `make dist` builds the
+# sdist and the wheel into dist/ and checks them (twine check).
+#
+# WHEEL: what the venvs install rltrack from. Empty (the default): this
+# checkout, editable. A built wheel (.ci/run: `make test WHEEL=dist/...whl`):
+# the suite, the demo and the docs then run against the installed package,
+# with PYTHONSAFEPATH=1 keeping the checkout off sys.path, so a file the wheel
+# lacks fails CI.
+WHEEL ?=
 VENV ?= .venv
 OLDEST_VENV ?= .venv-oldest
 PY := $(VENV)/bin/python
 # the tests that meet the frameworks and the trackers themselves
 OLDEST_TESTS := tests/frameworks tests/backends tests/core/test_platform.py
+DIST_VENV ?= .venv-dist
+RLTRACK_REQ = $(if $(WHEEL),"rltrack[all,test] @ file://$(abspath $(WHEEL))",-e ".[all,test]")
+RUN_ENV = $(if $(WHEEL),PYTHONSAFEPATH=1,)
 
-.PHONY: demo test test-fast test-oldest chromium bench clean
+.PHONY: demo test test-fast test-oldest chromium bench docs dist clean
 
 # $(call install,venv,constraints,requirements): torch first, alone, as the CPU
 # build on this machine's disk (a range would take a CUDA build of several GB);
@@ -23,28 +35,59 @@ define install
 	python3 -m venv $(1)
 	$(1)/bin/python -m pip install -q --upgrade pip
 	$(1)/bin/python -m pip install -q -c $(2) torch
-	$(1)/bin/python -m pip install -q -c $(2) -e ".[all,test]" -r $(3)
+	$(1)/bin/python -m pip install -q -c $(2) $(RLTRACK_REQ) -r $(3)
 	$(1)/bin/python -m pip install -q -c $(2) --no-deps dm-acme
 	touch $(1)/.installed
 endef
 
-$(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/test.txt
+# $(call installed,python): with WHEEL, says which rltrack the runs import and
+# fails unless it is the installed package (never the checkout).
+define installed
+	$(if $(WHEEL),PYTHONSAFEPATH=1 $(1) -c 'import rltrack, sys; print("rltrack under test:", rltrack.__file__); sys.exit("site-packages" not in rltrack.__file__)')
+endef
+
+$(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/test.txt $(WHEEL)
 	$(call install,$(VENV),requirements/constraints.txt,requirements/test.txt)
 
-$(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt
+$(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt $(WHEEL)
 	$(call install,$(OLDEST_VENV),requirements/constraints-oldest.txt,requirements/test-oldest.txt)
 
 demo: $(VENV)/.installed
-	$(PY) examples/sb3_ppo_cartpole.py
+	$(call installed,$(PY))
+	$(RUN_ENV) $(PY) examples/sb3_ppo_cartpole.py
 
 test: $(VENV)/.installed chromium
-	$(PY) -m pytest -q
+	$(call installed,$(PY))
+	$(RUN_ENV) $(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed chromium
-	$(PY) -m pytest -q -m "not slow"
+	$(call installed,$(PY))
+	$(RUN_ENV) $(PY) -m pytest -q -m "not slow"
 
 test-oldest: $(OLDEST_VENV)/.installed
-	$(OLDEST_VENV)/bin/python -m pytest -q $(OLDEST_TESTS)
+	$(call installed,$(OLDEST_VENV)/bin/python)
+	$(RUN_ENV) $(OLDEST_VENV)/bin/python -m pytest -q $(OLDEST_TESTS)
+
+# the site's tools (requirements/docs.txt) beside rltrack in .venv: the
+# configuration page is generated from rltrack's own config definition
+$(VENV)/.docs-installed: $(VENV)/.installed requirements/docs.txt requirements/constraints.txt
+	$(PY) -m pip install -q -c requirements/constraints.txt -r requirements/docs.txt
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	$(RUN_ENV) NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+
+# build and twine in a small venv of their own: dist comes before .venv
+# exists in CI (.venv installs the wheel built here)
+$(DIST_VENV)/.installed: requirements/dist.txt requirements/constraints.txt
+	python3 -m venv $(DIST_VENV)
+	$(DIST_VENV)/bin/python -m pip install -q -c requirements/constraints.txt -r requirements/dist.txt
+	touch $@
+
+dist: $(DIST_VENV)/.installed
+	rm -rf dist
+	$(DIST_VENV)/bin/python -m build --outdir dist .
+	$(DIST_VENV)/bin/python -m twine check --strict dist/*
 
 # the HTML report test opens pages in a real headless Chromium (Debian's package)
 chromium:
@@ -54,4 +97,4 @@ bench: $(VENV)/.installed
 	$(PY) bench/bench_write.py
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) runs
+	rm -rf $(VENV) $(OLDEST_VENV) $(DIST_VENV) runs site dist

@@ -18,10 +18,13 @@ from typing import Any, Iterable
 
 import wandb_reader
 
+import rltrack
 from rltrack.delivery.worker import tracker_state
 from waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]  # tests/helpers/ -> the repository
+# where the rltrack under test is imported from: the checkout, or site-packages when the suite runs against the installed wheel (.ci/run)
+PACKAGE_ROOT = Path(rltrack.__file__).resolve().parents[1]
 PYTHON = sys.executable
 
 
@@ -31,7 +34,7 @@ def child_env(home: Path, **extra: str) -> dict[str, str]:
     (config, cache, HOME) under `home`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "NEPTUNE_", "MLFLOW_", "RLTRACK_"))}
     env.update(
-        PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests" / "helpers"), os.environ.get("PYTHONPATH", "")]),
+        PYTHONPATH=os.pathsep.join([str(PACKAGE_ROOT), str(REPO / "tests" / "helpers"), os.environ.get("PYTHONPATH", "")]),
         HOME=str(home),
         WANDB_MODE="offline",
         WANDB_SILENT="true",
