@@ -5,7 +5,10 @@ Why this exists: a figure is worth only as much as its context on a shared
 date, the machine (cores, RAM), the load average at start and end (a run whose
 1-minute load exceeded half the cores is marked as measured under load), the
 package versions, the rltrack commit and the exact command, then the script's
-tables and verdicts. `Section.finish` prints it and appends it to RESULTS.md.
+tables and verdicts. `Section.finish` prints it and puts it into RESULTS.md,
+which holds the latest run of each command (issue 38): the section of the
+same command is replaced, a new command's section goes at the end; earlier
+runs stay in git.
 """
 
 from __future__ import annotations
@@ -95,10 +98,21 @@ class Section:
         text = f"{self.header(title)}\n\n{body.strip()}\n"
         print(text)
         if write:
-            with RESULTS.open("a", encoding="utf-8") as f:
-                f.write("\n" + text)
-            print(f"(appended to {RESULTS.relative_to(REPO)})")
+            RESULTS.write_text(with_section(RESULTS.read_text(encoding="utf-8"), text, self.command), encoding="utf-8")
+            print(f"(written to {RESULTS.relative_to(REPO)})")
         return text
+
+
+def with_section(results: str, text: str, command: str) -> str:
+    """`results` with `text` in place of the section (`## ...` up to the next)
+    that ran `command`, or at the end when none did."""
+    parts = results.split("\n## ")
+    marker = f"Command: `{command}`"
+    for index, part in enumerate(parts[1:], start=1):
+        if marker in part:
+            parts[index] = text.removeprefix("## ").rstrip("\n") + "\n"
+            return "\n## ".join(parts)
+    return results.rstrip("\n") + "\n\n" + text
 
 
 def arguments(doc: str, quick: str) -> argparse.ArgumentParser:
@@ -106,7 +120,7 @@ def arguments(doc: str, quick: str) -> argparse.ArgumentParser:
     it changes) and `--no-write` (print only); the script adds its own."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help=f"CI-sized run: {quick}")
-    parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
+    parser.add_argument("--no-write", action="store_true", help="print only; do not write bench/RESULTS.md")
     return parser
 
 

@@ -1,4 +1,4 @@
-"""Runs every benchmark of issue 6, one after the other, each appending its section to RESULTS.md.
+"""Runs every benchmark of issue 6, one after the other, each writing its section into RESULTS.md.
 
 Why this exists: one command (`make bench`) for the whole suite. The scripts
 run one at a time, never side by side, because on a 2-core machine two
