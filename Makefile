@@ -22,7 +22,8 @@ PY := $(VENV)/bin/python
 # the tests that meet the frameworks and the trackers themselves
 OLDEST_TESTS := tests/frameworks tests/backends tests/core/test_platform.py
 DIST_VENV ?= .venv-dist
-RLTRACK_REQ = $(if $(WHEEL),"rltrack[all,test] @ file://$(abspath $(WHEEL))",-e ".[all,test]")
+comma := ,
+RLTRACK_REQ = $(if $(WHEEL),"rltrack[all$(comma)test] @ file://$(abspath $(WHEEL))",-e ".[all$(comma)test]")
 RUN_ENV = $(if $(WHEEL),PYTHONSAFEPATH=1,)
 
 .PHONY: demo test test-fast test-oldest chromium bench docs dist clean
@@ -42,8 +43,9 @@ endef
 
 # $(call installed,python): with WHEEL, says which rltrack the runs import and
 # fails unless it is the installed package (never the checkout).
+FROM_SITE_PACKAGES = import rltrack$(comma) sys; print("rltrack under test:"$(comma) rltrack.__file__); sys.exit("site-packages" not in rltrack.__file__)
 define installed
-	$(if $(WHEEL),PYTHONSAFEPATH=1 $(1) -c 'import rltrack, sys; print("rltrack under test:", rltrack.__file__); sys.exit("site-packages" not in rltrack.__file__)')
+	$(if $(WHEEL),PYTHONSAFEPATH=1 $(1) -c '$(FROM_SITE_PACKAGES)')
 endef
 
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/test.txt $(WHEEL)
