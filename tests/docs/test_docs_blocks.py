@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -115,10 +116,25 @@ def _run(block: Block, tmp_path: Path) -> None:
         (tmp_path / "block.sh").write_text(block.code)
         command = ["bash", "-euo", "pipefail", "block.sh"]
     for attempt in (1, 2, 3):
-        done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-        if RAY_START_TIMEOUT not in done.stderr:
+        with subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        ) as process:
+            stdout, stderr = process.communicate()
+        _end_group(process.pid)
+        if RAY_START_TIMEOUT not in stderr:
             break  # else Ray's fixed 30 s raylet registration was missed on a loaded machine: tried again, as tests/conftest.py does
-    assert done.returncode == 0, f"{block.name} exited {done.returncode}\n--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-5000:]}"
+    assert process.returncode == 0, f"{block.name} exited {process.returncode}\n--- stdout\n{stdout[-3000:]}\n--- stderr\n{stderr[-5000:]}"
+
+
+def _end_group(pid: int) -> None:
+    """Ends what a block left running in its session (the Ray processes of a
+    start that failed, a server): rltrack's agent is in a group of its own
+    and stays for the next block."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # nothing left
 
 
 def _read_back(tmp_path: Path) -> None:
