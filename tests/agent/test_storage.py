@@ -1,0 +1,91 @@
+"""The agent mirrors runs to storage (`run.storage`), against moto's S3 server.
+
+What a test reads back is the bucket itself (boto3) and the run directories
+`rltrack pull` rebuilds from it, compared byte for byte with the local run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import rltrack
+from rltrack.journal.layout import chain, parse_segment
+from rltrack.training.config import ConfigError
+from s3_server import uri
+from waiting import wait_until
+
+pytest_plugins = ["s3_server"]
+
+
+def rltrack_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rltrack.cli", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
+
+
+def config(root: Path, name: str, storage: str, every: float = 0.2, **run: object) -> dict[str, object]:
+    return {
+        "run": {"root": str(root), "name": name, "storage": storage, "close_timeout": 300, **run},
+        "backends": {"use": ["local"], "storage": {"every": every}},
+    }
+
+
+def segments(keys: dict[str, int], run: str) -> list[tuple[str | None, int, int]]:
+    """The journal segments stored for `run` (the key prefix), as (writer, first, last)."""
+    found = [parse_segment(key[len(run) + 1 :]) for key in keys if key.startswith(run + "/")]
+    return sorted((s.writer, s.first, s.last) for s in found if s is not None)
+
+
+def test_a_run_is_mirrored_to_storage_and_pulled_back_whole(tmp_path: Path, s3) -> None:
+    """Segments that join into the journal byte for byte, each once; the
+    run's files (config, checkpoint, the local layout) as they are; `pull`
+    rebuilds the directory and `runs ls --root <URI>` lists the run."""
+    root = tmp_path / "runs"
+    with rltrack.make_logger(config(root, "mirrored", uri("exp"))) as logger:
+        logger.log_hparams({"lr": 0.01, "env_id": "CartPole-v1"})
+        for i in range(300):
+            logger.write({"loss": float(i)}, step=i, namespace="learner")
+            if i % 100 == 0:
+                logger.dump(step=i)
+        logger.log_checkpoint({"weights": [1, 2, 3]}, iteration=3)
+    assert logger.close() is True
+    run_dir = logger.run_dir
+    keys = s3.keys("exp/")
+    stored = segments(keys, "exp/mirrored")
+    pieces = [segment for key in keys if (segment := parse_segment(key[len("exp/mirrored/"):])) is not None]
+    assert sorted(chain(pieces)) == sorted(pieces) and len(pieces) > 1  # one chain from offset 0: no second copy of any range
+    journal = (run_dir / "journal.jsonl").read_bytes()
+    assert stored[-1][2] == len(journal)
+    joined = b"".join(s3.read(f"exp/mirrored/journal/{first:016d}-{last:016d}.jsonl") for _, first, last in stored)
+    assert joined == journal  # control lines (dump, counts, end) included
+    for name in ("meta.json", "total_config.py", "progress.csv", "ckpt/iteration_3.pth.tar"):
+        assert f"exp/mirrored/{name}" in keys, sorted(keys)
+    assert not any("/cursors/" in key or key.endswith(".lock") or key.endswith("journal.jsonl") for key in keys)
+
+    pulled = rltrack_cli("pull", uri("exp"), str(tmp_path / "copy"))
+    assert pulled.returncode == 0, pulled.stderr
+    copy = tmp_path / "copy" / "mirrored"
+    assert (copy / "journal.jsonl").read_bytes() == journal
+    assert (copy / "ckpt" / "iteration_3.pth.tar").read_bytes() == (run_dir / "ckpt" / "iteration_3.pth.tar").read_bytes()
+    assert json.loads((copy / "meta.json").read_text())["status"] == "finished"
+    listed = rltrack_cli("runs", "ls", "--root", uri("exp"), "--json", "--columns", "status,lr,env_id")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)
+    assert (row["status"], row["lr"], row["env_id"]) == ("finished", 0.01, "CartPole-v1")
+    assert not (Path.cwd() / "s3:").exists()
+
+
+def test_a_uri_where_a_local_directory_is_expected_is_refused_in_one_sentence(tmp_path: Path) -> None:
+    """`run.root = "s3://..."`, `--root s3://...` of a command that writes: refused, no local `s3:` folder."""
+    with pytest.raises(ConfigError, match=r"run.root = 's3://bucket/exp' is a storage URI, not a local directory: .*storage = 's3://bucket/exp'"):
+        rltrack.make_logger({"run": {"root": "s3://bucket/exp", "name": "r"}})
+    for args in (["runs", "rm", "x", "--root", "s3://bucket/exp"], ["pull", "s3://bucket/exp", "s3://other/dir"], ["import", "neptune", "x", "--root", "s3://b/p"]):
+        done = rltrack_cli(*args, cwd=tmp_path)
+        assert done.returncode == 2 and "is a storage URI, not a local directory" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    with pytest.raises(ConfigError, match="run.storage = 'relative/dir' must be a storage URI or an absolute path"):
+        rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "storage": "relative/dir"}})
+    assert sorted(os.listdir(tmp_path)) == []
