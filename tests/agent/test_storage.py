@@ -89,3 +89,104 @@ def test_a_uri_where_a_local_directory_is_expected_is_refused_in_one_sentence(tm
     with pytest.raises(ConfigError, match="run.storage = 'relative/dir' must be a storage URI or an absolute path"):
         rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "storage": "relative/dir"}})
     assert sorted(os.listdir(tmp_path)) == []
+
+
+def stored_journal(s3, run: str, writer: str | None = None) -> bytes:
+    """The journal joined from the segments stored under `run`, asserting that they form one chain (no range stored twice)."""
+    folder = f"{run}/journal/" if writer is None else f"{run}/journal/{writer}/"
+    pieces = [segment for key in s3.keys(folder) if (segment := parse_segment(key[len(run) + 1 :])) is not None and segment.writer == writer]
+    assert sorted(chain(pieces)) == sorted(pieces), sorted(pieces)
+    return b"".join(s3.read(f"{run}/{segment.path}") for segment in chain(pieces))
+
+
+@pytest.mark.slow
+def test_storage_down_for_a_while_delays_only_the_mirror_and_every_segment_arrives_once(tmp_path: Path, s3) -> None:
+    """The S3 server stopped mid-run: the local files keep up, the mirror
+    fails (told in `rltrack status`), and once the server is back every line
+    arrives, in segments that are never stored twice."""
+    from reliability_helpers import failing_since
+
+    logger = rltrack.make_logger(config(tmp_path / "runs", "outage", uri("exp")))
+    for i in range(100):
+        logger.write({"loss": float(i)}, step=i)
+        if i % 10 == 9:
+            logger.dump(step=i)
+    wait_until(lambda: s3.keys("exp/outage/journal/"), 120, "a first segment in storage")
+    s3.stop()
+    try:
+        for i in range(100, 200):
+            logger.write({"loss": float(i)}, step=i)
+            if i % 10 == 9:
+                logger.dump(step=i)
+        wait_until(lambda: failing_since(logger.run_dir, "storage") is not None, 120, "the mirror to fail while storage is down")
+        progress = logger.run_dir / "progress.csv"
+        wait_until(lambda: progress.is_file() and "199" in progress.read_text().splitlines()[-1], 120, "the local files to keep up meanwhile")
+    finally:
+        s3.start()
+    assert logger.close() is True
+    assert stored_journal(s3, "exp/outage") == (logger.run_dir / "journal.jsonl").read_bytes()
+
+
+def test_storage_refusing_writes_delays_only_the_mirror(tmp_path: Path) -> None:
+    """A shared directory (`file://`) whose run folder is taken by a file:
+    every write fails until it is removed; then the run arrives whole."""
+    store = tmp_path / "shared"
+    store.mkdir()
+    (store / "refused").write_text("in the way")
+    logger = rltrack.make_logger(config(tmp_path / "runs", "refused", f"file://{store}"))
+    for i in range(50):
+        logger.write({"loss": float(i)}, step=i)
+    report = logger.run_dir / "cursors"
+    wait_until(lambda: any(state.get("trackers", {}).get("storage", {}).get("last_error") for state in _states(logger)), 120, "the mirror to be refused")
+    (store / "refused").unlink()
+    assert logger.close() is True
+    stored = sorted((store / "refused" / "journal").iterdir())
+    assert b"".join(path.read_bytes() for path in stored) == (logger.run_dir / "journal.jsonl").read_bytes()
+    assert (store / "refused" / "meta.json").is_file() and report.is_dir()
+
+
+def _states(logger) -> list[dict]:
+    from rltrack.agent.files import agent_dir, read_json
+
+    return [run for run in (read_json(agent_dir() / "status.json") or {}).get("runs", []) if run["run_dir"] == str(logger.run_dir.resolve())]
+
+
+CRASHING_NODE = """
+import os, signal, sys
+import rltrack
+logger = rltrack.make_logger({"run": {"root": sys.argv[1], "name": "killed", "storage": sys.argv[2]},
+                              "backends": {"use": ["local"], "storage": {"every": 3600}}})
+logger.log_hparams({"seed": 7})
+for i in range(500):
+    logger.write({"loss": float(i)}, step=i)
+assert logger.flush(timeout=120)  # the journal and the local files: not the mirror
+print("RUN_DIR=" + str(logger.run_dir), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.slow
+def test_a_node_killed_mid_run_leaves_its_journal_in_storage_after_sync(tmp_path: Path, s3) -> None:
+    """The training process SIGKILLed while storage is down (its agent gives
+    up after 1 s): `rltrack sync` on that machine, once storage is back,
+    stores everything its journal held."""
+    from reliability_helpers import read_run_dir, run_child, sync_run
+
+    home = tmp_path / "home"
+    home.mkdir()
+    s3.stop()
+    try:
+        done = run_child(CRASHING_NODE, str(tmp_path / "runs"), uri("exp"), home=home, RLTRACK_AGENT_RETRY="1")
+        assert done.returncode == -9, done.stderr
+        run_dir = read_run_dir(done.stdout.splitlines())
+        wait_until(lambda: json.loads((run_dir / "meta.json").read_text())["status"] == "crashed", 120, "the agent to see the crash")
+        wait_until(lambda: (run_dir / "report.json").is_file() and "storage.pending" in json.loads((run_dir / "report.json").read_text())["counts"],
+                   120, "the agent to give the mirror up, its backlog left to rltrack sync")  # fmt: skip
+    finally:
+        s3.start()
+    synced = sync_run(run_dir, home)
+    assert synced.returncode == 0, synced.stderr
+    journal = (run_dir / "journal.jsonl").read_bytes()
+    assert journal.count(b'"loss"') == 500
+    assert stored_journal(s3, "exp/killed") == journal
+    assert "exp/killed/meta.json" in s3.keys("exp/killed/")
