@@ -85,10 +85,17 @@ CREATE INDEX IF NOT EXISTS fields_by_name ON fields (name, value);
 
 
 def index_path(root: Path) -> Path:
-    """The root's own index where the user may write it, else one in the user's cache."""
-    if os.access(root, os.W_OK) or not root.is_dir():
-        return root / INDEX_NAME
-    return cache_folder("index", str(root.resolve())) / INDEX_NAME
+    """The root's own index where this process can write it (opened for
+    appending: `os.access` says yes to root on a read-only directory), else
+    one in the user's cache."""
+    own = root / INDEX_NAME
+    if not root.is_dir():
+        return own
+    try:
+        with open(own, "ab"):
+            return own
+    except OSError:
+        return cache_folder("index", str(root.resolve())) / INDEX_NAME
 
 
 def cache_folder(kind: str, key: str) -> Path:
@@ -257,7 +264,7 @@ def update_run(run_dir: str | Path, root: str | Path | None = None) -> bool:
 
 def _index_root(run_dir: Path) -> Path:
     for parent in run_dir.parents:
-        if index_path(parent).is_file():
+        if (parent / INDEX_NAME).is_file():
             return parent
     return run_dir.parent
 
