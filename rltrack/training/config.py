@@ -45,8 +45,8 @@ from rltrack.training.resume import resolve_run_dir
 from rltrack.sinks.rundir import create_run_dir, safe_filename
 
 DEFAULTS: dict[str, Any] = {
-    "run": {"root": "runs", "stores": None, "storage": None, "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None,
-            "close_timeout": DEFAULT_CLOSE_TIMEOUT},
+    "run": {"root": "runs", "stores": None, "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None,
+            "close_timeout": DEFAULT_CLOSE_TIMEOUT, "storage": None},
     "filters": [],
     "backends": {"use": ["local"]},
 }

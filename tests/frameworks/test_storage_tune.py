@@ -49,20 +49,14 @@ SWEEPS = textwrap.dedent(
                 logger.write({"v": config["x"] * 100 + i}, step=i)
                 report({"v": config["x"] * 100 + i})
 
-    import psutil
-    for attempt in (1, 2, 3):  # Ray gives its nodes a fixed time to start, which a loaded machine can miss (see tests/conftest.py)
-        ours = {child.pid for child in psutil.Process().children(recursive=True)}
-        try:
-            cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-            cluster.add_node(num_cpus=1)
-            break
-        except Exception as exc:
-            started = [child for child in psutil.Process().children(recursive=True) if child.pid not in ours]
-            for child in started:
-                child.kill()
-            psutil.wait_procs(started, timeout=30)
-            if attempt == 3 or "timed out during startup" not in str(exc):
-                raise
+    from ray_start import start_ray
+
+    def two_nodes():
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        cluster.add_node(num_cpus=1)
+        return cluster
+
+    cluster = start_ray(two_nodes)
     ray.init(address=cluster.address, log_to_driver=False)
     for name, storage_path, xs in (("on_s3", tune_storage, [1, 2, 3, 4]), ("on_shared", shared, [5, 6])):
         callback = RLTrackCallback(run={"root": str(root / "driver"), "close_timeout": 120}, backends={"use": ["local"], "storage": {"every": 0.5}})

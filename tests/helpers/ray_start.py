@@ -1,0 +1,34 @@
+"""Starting Ray on a loaded machine: the session's cluster (tests/conftest.py)
+and the two-node clusters tests start in a child process.
+
+Ray gives its raylet a fixed 30 s to register, which a loaded machine can
+miss: a start that timed out is tried twice more, once the processes of the
+failed start are gone (`ray.shutdown` does not know a head whose start
+failed: its GCS server and raylet ran on beside the next).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
+
+
+def start_ray(start: Callable[[], T]) -> T:
+    """`start()` (a `ray.init`, a `Cluster`), tried up to three times while it times out."""
+    import psutil
+    import ray
+
+    for attempt in (1, 2, 3):
+        ours = {child.pid for child in psutil.Process().children(recursive=True)}
+        try:
+            return start()
+        except Exception as exc:
+            ray.shutdown()
+            started = [child for child in psutil.Process().children(recursive=True) if child.pid not in ours]
+            for child in started:
+                child.kill()
+            psutil.wait_procs(started, timeout=30)
+            if attempt == 3 or "timed out during startup" not in str(exc):
+                raise
+    raise AssertionError("unreachable")
