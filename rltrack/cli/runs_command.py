@@ -107,9 +107,12 @@ def root_argument(text: str) -> Path:
     from rltrack.runs.storage_root import PullError, local_root
 
     try:
-        return local_root(text)
+        root = local_root(text)
     except (PullError, ImportError) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if str(root) != text:
+        print(f"rltrack: the runs in {text}, read from a copy in {root}", file=sys.stderr)
+    return root
 
 
 def local_root_argument(text: str) -> Path:

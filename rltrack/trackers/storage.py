@@ -32,8 +32,9 @@ from rltrack.journal.layout import mirrored, segment_path
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.remote import RemoteBackend, raised
 
-#: Error names (pyarrow passes on the store's message) retrying cannot heal.
-_CANNOT_HEAL = ("NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "Permission denied")
+#: What the errors retrying cannot heal say (the store's error codes, as S3 and pyarrow name them).
+_CANNOT_HEAL = ("NoSuchBucket", "NO_SUCH_BUCKET", "AccessDenied", "ACCESS_DENIED", "InvalidAccessKeyId", "INVALID_ACCESS_KEY_ID",
+                "SignatureDoesNotMatch", "SIGNATURE_DOES_NOT_MATCH", "Permission denied")
 
 
 class _Gathered:

@@ -17,7 +17,6 @@ import pytest
 import rltrack
 from rltrack.journal.layout import chain, parse_segment
 from rltrack.training.config import ConfigError
-from s3_server import uri
 from waiting import wait_until
 
 pytest_plugins = ["s3_server"]
@@ -45,7 +44,7 @@ def test_a_run_is_mirrored_to_storage_and_pulled_back_whole(tmp_path: Path, s3) 
     run's files (config, checkpoint, the local layout) as they are; `pull`
     rebuilds the directory and `runs ls --root <URI>` lists the run."""
     root = tmp_path / "runs"
-    with rltrack.make_logger(config(root, "mirrored", uri("exp"))) as logger:
+    with rltrack.make_logger(config(root, "mirrored", s3.uri("exp"))) as logger:
         logger.log_hparams({"lr": 0.01, "env_id": "CartPole-v1"})
         for i in range(300):
             logger.write({"loss": float(i)}, step=i, namespace="learner")
@@ -66,13 +65,13 @@ def test_a_run_is_mirrored_to_storage_and_pulled_back_whole(tmp_path: Path, s3) 
         assert f"exp/mirrored/{name}" in keys, sorted(keys)
     assert not any("/cursors/" in key or key.endswith(".lock") or key.endswith("journal.jsonl") for key in keys)
 
-    pulled = rltrack_cli("pull", uri("exp"), str(tmp_path / "copy"))
+    pulled = rltrack_cli("pull", s3.uri("exp"), str(tmp_path / "copy"))
     assert pulled.returncode == 0, pulled.stderr
     copy = tmp_path / "copy" / "mirrored"
     assert (copy / "journal.jsonl").read_bytes() == journal
     assert (copy / "ckpt" / "iteration_3.pth.tar").read_bytes() == (run_dir / "ckpt" / "iteration_3.pth.tar").read_bytes()
     assert json.loads((copy / "meta.json").read_text())["status"] == "finished"
-    listed = rltrack_cli("runs", "ls", "--root", uri("exp"), "--json", "--columns", "status,lr,env_id")
+    listed = rltrack_cli("runs", "ls", "--root", s3.uri("exp"), "--json", "--columns", "status,lr,env_id")
     assert listed.returncode == 0, listed.stderr
     (row,) = json.loads(listed.stdout)
     assert (row["status"], row["lr"], row["env_id"]) == ("finished", 0.01, "CartPole-v1")
@@ -106,7 +105,7 @@ def test_storage_down_for_a_while_delays_only_the_mirror_and_every_segment_arriv
     arrives, in segments that are never stored twice."""
     from reliability_helpers import failing_since
 
-    logger = rltrack.make_logger(config(tmp_path / "runs", "outage", uri("exp")))
+    logger = rltrack.make_logger(config(tmp_path / "runs", "outage", s3.uri("exp")))
     for i in range(100):
         logger.write({"loss": float(i)}, step=i)
         if i % 10 == 9:
@@ -176,7 +175,7 @@ def test_a_node_killed_mid_run_leaves_its_journal_in_storage_after_sync(tmp_path
     home.mkdir()
     s3.stop()
     try:
-        done = run_child(CRASHING_NODE, str(tmp_path / "runs"), uri("exp"), home=home, RLTRACK_AGENT_RETRY="1")
+        done = run_child(CRASHING_NODE, str(tmp_path / "runs"), s3.uri("exp"), home=home, RLTRACK_AGENT_RETRY="1")
         assert done.returncode == -9, done.stderr
         run_dir = read_run_dir(done.stdout.splitlines())
         wait_until(lambda: json.loads((run_dir / "meta.json").read_text())["status"] == "crashed", 120, "the agent to see the crash")
@@ -190,3 +189,42 @@ def test_a_node_killed_mid_run_leaves_its_journal_in_storage_after_sync(tmp_path
     assert journal.count(b'"loss"') == 500
     assert stored_journal(s3, "exp/killed") == journal
     assert "exp/killed/meta.json" in s3.keys("exp/killed/")
+
+
+def test_a_bucket_that_does_not_exist_is_a_fix_to_make_not_an_outage_to_wait_out(tmp_path: Path, s3) -> None:
+    """Retrying cannot create a bucket: the mirror says what to check (and is tried again only after minutes)."""
+    from rltrack.core.report import Report
+    from rltrack.delivery.worker import DeliveryWorker
+    from rltrack.journal import JournalWriter, journal_path
+    from rltrack.sinks.base import RunContext
+    from rltrack.sinks.rundir import create_run_dir
+    from rltrack.trackers.storage import StorageBackend
+    from rltrack.core.events import Event
+
+    run_dir = create_run_dir(tmp_path / "runs", "r")
+    writer = JournalWriter(journal_path(run_dir))
+    writer.append([Event(1.0, {"loss": 1.0})])
+    writer.close()
+    backend = StorageBackend("s3://no-such-bucket/exp", "r", segment_bytes=1)
+    backend.open(RunContext(run_dir, "r", {}, Report()))
+    worker = DeliveryWorker(backend, run_dir)
+    worker.step()
+    assert worker.fix == "check that s3://no-such-bucket/exp exists and that the agent's credentials may write to it", worker.last_error
+    worker.give_up()
+
+
+def test_the_writers_of_one_run_are_mirrored_each_in_its_own_segments(tmp_path: Path, s3) -> None:
+    """Two processes' loggers on one run (`run.worker`): a segment folder per writer, both journals pulled back whole."""
+    root = tmp_path / "runs"
+    loggers = [rltrack.make_logger(config(root, "shared_run", s3.uri("exp"), worker=name)) for name in ("learner", "actor_1")]
+    for i in range(50):
+        for logger in loggers:
+            logger.write({"loss": float(i)}, step=i)
+    assert all(logger.close() for logger in loggers)
+    run_dir = loggers[0].run_dir
+    for name in ("learner", "actor_1"):
+        assert stored_journal(s3, "exp/shared_run", name) == (run_dir / f"journal.{name}.jsonl").read_bytes()
+    pulled = rltrack_cli("pull", s3.uri("exp"), str(tmp_path / "copy"))
+    assert pulled.returncode == 0, pulled.stderr
+    for name in ("learner", "actor_1"):
+        assert (tmp_path / "copy" / "shared_run" / f"journal.{name}.jsonl").read_bytes() == (run_dir / f"journal.{name}.jsonl").read_bytes()

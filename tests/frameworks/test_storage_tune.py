@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from s3_server import uri
 
 pytest_plugins = ["s3_server"]
 
@@ -82,24 +81,24 @@ def test_a_two_node_sweep_on_s3_and_on_a_shared_directory_is_one_table_from_stor
     pytest.importorskip("ray")
     shared = tmp_path / "shared"
     done = subprocess.run(
-        [sys.executable, "-c", SWEEPS, str(tmp_path), str(Path(__file__).parents[1] / "helpers"), uri("inner"), uri("tune"), str(shared)],
+        [sys.executable, "-c", SWEEPS, str(tmp_path), str(Path(__file__).parents[1] / "helpers"), s3.uri("inner"), s3.uri("tune"), str(shared)],
         capture_output=True, text=True, timeout=900, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     driver = {path.name: path for path in (tmp_path / "driver" / "on_s3").iterdir() if path.is_dir()}
     assert len(driver) == 4
     for run_dir in driver.values():  # Tune's storage, scheme kept
-        assert json.loads((run_dir / "meta.json").read_text())["info"]["trial_path"].startswith(f"s3://{uri('tune')[5:]}/on_s3/")
-    rows = runs_ls(uri("tune"), tmp_path)  # Tune's own trial folders there are not runs
+        assert json.loads((run_dir / "meta.json").read_text())["info"]["trial_path"].startswith(s3.uri("tune") + "/on_s3/")
+    rows = runs_ls(s3.uri("tune"), tmp_path)  # Tune's own trial folders there are not runs
     assert [(row["x"], row["status"]) for row in rows] == [(x, "finished") for x in (1, 2, 3, 4)]
     for row in rows:  # every trial's run directory, whole: its journal is the driver's, byte for byte
         pulled = Path(str(row["path"]))
         assert pulled.parts[0] == "on_s3" and pulled.name in driver
-    pull = subprocess.run([sys.executable, "-m", "rltrack.cli", "pull", uri("tune"), str(tmp_path / "pulled")], capture_output=True, text=True, timeout=600)
+    pull = subprocess.run([sys.executable, "-m", "rltrack.cli", "pull", s3.uri("tune"), str(tmp_path / "pulled")], capture_output=True, text=True, timeout=600)
     assert pull.returncode == 0, pull.stderr
     for name, run_dir in driver.items():
         assert (tmp_path / "pulled" / "on_s3" / name / "journal.jsonl").read_bytes() == (run_dir / "journal.jsonl").read_bytes()
-    inner = runs_ls(uri("inner"), tmp_path)  # the trials' own loggers, from both nodes
+    inner = runs_ls(s3.uri("inner"), tmp_path)  # the trials' own loggers, from both nodes
     assert [(row["x"], row["status"]) for row in inner] == [(x, "finished") for x in (1, 2, 3, 4, 5, 6)]
     on_shared = runs_ls(f"file://{shared}", tmp_path)
     assert [(row["x"], row["status"]) for row in on_shared] == [(5, "finished"), (6, "finished")]

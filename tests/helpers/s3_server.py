@@ -38,6 +38,10 @@ class S3Server:
         }
         self.client().create_bucket(Bucket=BUCKET)
 
+    def uri(self, prefix: str) -> str:
+        """The storage URI of `prefix` in the bucket."""
+        return f"s3://{BUCKET}/{prefix}"
+
     def client(self):  # type: ignore[no-untyped-def]
         import boto3
 
@@ -76,8 +80,4 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
         server.stop()
 
 
-def uri(prefix: str) -> str:
-    return f"s3://{BUCKET}/{prefix}"
-
-
-__all__ = ["BUCKET", "S3Server", "s3", "uri"]
+__all__ = ["BUCKET", "S3Server", "s3"]
