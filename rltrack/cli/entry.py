@@ -6,6 +6,7 @@
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
     rltrack pull URI [DIR]                                the runs agents mirrored to storage (run.storage) -> run directories
+    rltrack deliver URI [--share K/N] [--once]            the trackers of run.delivery = "from-storage" runs, fed from storage
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
     rltrack report RUN... [--task T] [--where Q] -o p.html  one run as a page, or several compared on one
 
@@ -187,6 +188,20 @@ def pull_runs(uri: str, into: Path) -> int:
     return 0
 
 
+def deliver_runs(uri: str, share: str, config: Path | None, once: bool) -> int:
+    from rltrack.cli.deliver_command import deliver, parse_share
+    from rltrack.runs.storage_root import PullError
+
+    try:
+        return deliver(uri, parse_share(share), config, once)
+    except (PullError, ImportError, ConfigError, ValueError) as exc:
+        print(f"rltrack deliver: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nrltrack deliver: interrupted; what was delivered is kept (cursors in the copy), run it again to continue", file=sys.stderr)
+        return 130
+
+
 def figure_command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
     """A handler that imports `module` (numpy, matplotlib: the `runs` extra) only when run."""
 
@@ -257,6 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     import_cmd.add_argument("format", choices=["neptune"], help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders")
     import_cmd.add_argument("path", type=Path)
     import_cmd.add_argument("--root", type=local_root_argument, default=Path("runs"), help="where to create the run directories (default: runs)")
+    deliver_cmd = commands.add_parser("deliver", help='deliver the runs under a storage URI to their trackers (run.delivery = "from-storage")')
+    deliver_cmd.add_argument("uri", help="the storage URI the nodes mirror to (run.storage)")
+    deliver_cmd.add_argument("--share", default="0/1", metavar="K/N", help="deliver only the runs whose path hashes to K modulo N (one of N deliverers; default 0/1: all)")
+    deliver_cmd.add_argument("--config", type=Path, metavar="FILE", help="TOML/YAML config with the trackers' settings (default: each run's own)")
+    deliver_cmd.add_argument("--once", action="store_true", help="one round: deliver what storage holds now, then exit (1 if a tracker still lacks some of it)")
     pull_cmd = commands.add_parser("pull", help="rebuild the run directories a storage URI holds (what agents mirrored there with run.storage)")
     pull_cmd.add_argument("uri", help="a storage URI, e.g. s3://bucket/prefix or file:///shared/runs")
     pull_cmd.add_argument("dir", nargs="?", type=local_root_argument, default=Path("runs"), help="where to rebuild them (default: runs)")
@@ -280,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         return import_neptune(args.path, args.root)
     if args.command == "pull":
         return pull_runs(args.uri, args.dir)
+    if args.command == "deliver":
+        return deliver_runs(args.uri, args.share, args.config, args.once)
     if args.command == "status":
         return status(args.json)
     if args.command == "agent":

@@ -5,7 +5,9 @@ A config has three sections (TOML shown; YAML and dicts nest the same way):
     [run]        root, stores (where the trackers' default stores go: MLflow's SQLite file,
                  trackio's directory; default: root), storage (a URI every node reaches,
                  s3://bucket/prefix, file:///shared/runs, where the agent mirrors the run:
-                 see rltrack.trackers.storage and docs/storage.md; false: not even Tune's storage_path), name, task (the experiment the run
+                 see rltrack.trackers.storage and docs/storage.md; false: not even Tune's storage_path),
+                 delivery ("agent": this machine's agent delivers to the trackers; "from-storage": it
+                 only mirrors to run.storage, and `rltrack deliver <storage>` delivers from there), name, task (the experiment the run
                  belongs to; see `default_task`),
                  tracked, names ("both" | "canonical" | "native", see rltrack.frameworks.canonical),
                  backup_code (globs of source files copied into the run's code/ folder),
@@ -46,12 +48,14 @@ from rltrack.sinks.rundir import create_run_dir, safe_filename
 
 DEFAULTS: dict[str, Any] = {
     "run": {"root": "runs", "stores": None, "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None,
-            "close_timeout": DEFAULT_CLOSE_TIMEOUT, "storage": None},
+            "close_timeout": DEFAULT_CLOSE_TIMEOUT, "storage": None, "delivery": "agent"},
     "filters": [],
     "backends": {"use": ["local"]},
 }
 SECTIONS = tuple(DEFAULTS)
 RUN_KEYS = tuple(DEFAULTS["run"])
+#: run.delivery: who delivers a run to its trackers (see `make_logger` and rltrack.cli.deliver_command).
+DELIVERY_MODES = ("agent", "from-storage")
 
 
 def load_config(config: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
@@ -148,6 +152,8 @@ def _validate(cfg: dict[str, Any], where: str) -> list[Filter]:
             f'{where}: run.storage = {storage!r} must be a storage URI or an absolute path every node reaches, '
             'e.g. storage = "s3://bucket/runs" or "file:///shared/runs" (false: none)'
         )
+    if run["delivery"] not in DELIVERY_MODES:
+        raise ConfigError(f'{where}: run.delivery = {run["delivery"]!r} is not allowed; use one of {", ".join(map(repr, DELIVERY_MODES))}, e.g. delivery = "from-storage"')
     if run["name"] is not None and (not isinstance(run["name"], str) or not run["name"]):
         raise ConfigError(f'{where}: run.name = {run["name"]!r} must be a non-empty string, e.g. name = "cartpole_ppo"')
     if run["task"] is not None and (not isinstance(run["task"], str) or not run["task"].strip("/")):
@@ -236,6 +242,8 @@ def make_logger(
         else:
             files[name] = _paths_resolved(settings)
     storage = {**cfg["backends"].get("storage", {}), "uri": str(run["storage"]), "run": "."} if run["storage"] else {}
+    if run["delivery"] == "from-storage" and not storage:
+        raise ConfigError(f'{where}: run.delivery = "from-storage" needs run.storage, where the trackers\' deliverer reads the run; set e.g. storage = "s3://bucket/runs"')
     if storage:
         backend_type("storage", storage, where)  # before a run directory is made
     if files or trackers or storage:
@@ -257,6 +265,8 @@ def make_logger(
         run["task"] = _task_of(run_dir) or run["task"] or default_task(run["name"])  # a resumed run stays in its experiment
     if run["storage"]:
         storage["run"] = _under(run_dir, root)
+        if run["delivery"] == "from-storage":  # `rltrack deliver` delivers them, from storage, on another machine
+            trackers.clear()
         trackers["storage"] = cfg["backends"]["storage"] = storage  # `rltrack sync` finds them there
     # the trackers get the real settings (a tracking URI may hold a password
     # the client needs); everything that writes the config gets it redacted
