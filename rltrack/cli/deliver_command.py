@@ -52,9 +52,9 @@ class Deliverer:
     def round(self) -> bool:
         """Pulls storage and delivers what it holds; True when the trackers have all of it (and the runs that ended are ended there)."""
         done = True
-        for run_dir in pull(self.uri, self.copy):
+        for run_dir in pull(self.uri, self.copy, self._owns):
             config = run_config(run_dir)
-            if config.get("run", {}).get("delivery") != "from-storage" or not self._owns(run_dir):
+            if config.get("run", {}).get("delivery") != "from-storage":
                 continue
             backends = self.settings or config.get("backends", {})
             for name in backends.get("use", []):
@@ -62,10 +62,10 @@ class Deliverer:
                     done = self._deliver(run_dir, name, backends.get(name, {}), config) and done
         return done
 
-    def _owns(self, run_dir: Path) -> bool:
+    def _owns(self, run: str) -> bool:
+        """Whether the run at `run` (its path under the URI) is in this deliverer's share."""
         count, index = self.share[1], self.share[0]
-        digest = hashlib.sha256(run_dir.relative_to(self.copy).as_posix().encode()).digest()
-        return int.from_bytes(digest[:8], "big") % count == index
+        return int.from_bytes(hashlib.sha256(run.encode()).digest()[:8], "big") % count == index
 
     def _deliver(self, run_dir: Path, name: str, settings: dict[str, Any], config: dict[str, Any]) -> bool:
         """Steps the run's workers for tracker `name` as far as the copy's journals go; True once the tracker has it all."""

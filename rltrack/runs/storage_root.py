@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rltrack.core.atomic_file import write_atomic
 from rltrack.core.storage import Entry, Storage, is_uri
@@ -38,13 +39,16 @@ def local_root(root: str | Path) -> Path:
     if not is_uri(str(root)):
         return Path(root)
     folder = cache_folder("storage", str(root))
-    pull(str(root), folder)
+    pull(str(root), folder, prune=True)
     return folder
 
 
-def pull(uri: str, into: Path) -> list[Path]:
+def pull(uri: str, into: Path, select: Callable[[str], bool] = lambda run: True, prune: bool = False) -> list[Path]:
     """Rebuilds every run under `uri` in `into` (at its path under `uri`; a
-    URI that is itself a run, at its last name); returns their directories."""
+    URI that is itself a run, at its last name) that `select` takes (by its
+    path under `uri`); returns their directories. `prune` (a copy rltrack
+    keeps, never a user's folder): runs pulled before that storage no longer
+    holds are removed from `into` too."""
     try:
         storage = Storage(uri)
         entries = list(storage.entries())
@@ -57,8 +61,17 @@ def pull(uri: str, into: Path) -> list[Path]:
     manifest_path = into / MANIFEST
     manifest: dict[str, Any] = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
     pulled = []
+
+    def local_name(run: str) -> str:
+        return run or uri.rstrip("/").rpartition("/")[2].partition("?")[0]
+
+    for gone in [run for run in manifest if prune and run not in runs]:
+        shutil.rmtree(into / local_name(gone), ignore_errors=True)
+        del manifest[gone]
     for run, files in sorted(runs.items()):
-        local = into / (run or uri.rstrip("/").rpartition("/")[2].partition("?")[0])
+        if not select(run):
+            continue
+        local = into / local_name(run)
         try:
             manifest[run] = _pull_run(storage, run, files, local, manifest.get(run, {}))
         except Exception as exc:

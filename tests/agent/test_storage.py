@@ -76,6 +76,10 @@ def test_a_run_is_mirrored_to_storage_and_pulled_back_whole(tmp_path: Path, s3) 
     (row,) = json.loads(listed.stdout)
     assert (row["status"], row["lr"], row["env_id"]) == ("finished", 0.01, "CartPole-v1")
     assert not (Path.cwd() / "s3:").exists()
+    for key in keys:  # gone from storage: gone from the listing (the cached copy follows storage)
+        s3.client().delete_object(Bucket="rltrack-test", Key=key)
+    listed = rltrack_cli("runs", "ls", "--root", s3.uri("exp"), "--json")
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stderr
 
 
 def test_a_uri_where_a_local_directory_is_expected_is_refused_in_one_sentence(tmp_path: Path) -> None:

@@ -29,7 +29,6 @@ SWEEPS = textwrap.dedent(
     from pathlib import Path
     import ray
     from ray import tune
-    from ray.cluster_utils import Cluster
     sys.path.insert(0, sys.argv[2])  # tests/helpers
     from ray_versions import RunConfig, report
     from waiting import wait_until
@@ -48,14 +47,9 @@ SWEEPS = textwrap.dedent(
                 logger.write({"v": config["x"] * 100 + i}, step=i)
                 report({"v": config["x"] * 100 + i})
 
-    from ray_start import start_ray
+    from ray_start import two_node_cluster
 
-    def two_nodes():
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-        cluster.add_node(num_cpus=1)
-        return cluster
-
-    cluster = start_ray(two_nodes)
+    cluster = two_node_cluster()
     ray.init(address=cluster.address, log_to_driver=False)
     for name, storage_path, xs in (("on_s3", tune_storage, [1, 2, 3, 4]), ("on_shared", shared, [5, 6])):
         callback = RLTrackCallback(run={"root": str(root / "driver"), "close_timeout": 120}, backends={"use": ["local"], "storage": {"every": 0.5}})

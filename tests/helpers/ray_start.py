@@ -32,3 +32,16 @@ def start_ray(start: Callable[[], T]) -> T:
             if attempt == 3 or "timed out during startup" not in str(exc):
                 raise
     raise AssertionError("unreachable")
+
+
+def two_node_cluster():  # type: ignore[no-untyped-def]
+    """`ray.cluster_utils.Cluster`: a head and a worker node of one CPU each
+    on this machine (each with its own raylet and temp dir), started as `start_ray` starts."""
+    from ray.cluster_utils import Cluster
+
+    def start():  # type: ignore[no-untyped-def]
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+        cluster.add_node(num_cpus=1)
+        return cluster
+
+    return start_ray(start)

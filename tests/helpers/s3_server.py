@@ -68,12 +68,15 @@ class S3Server:
 
 
 @pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
-    """A moto S3 server with one bucket (`BUCKET`), its endpoint and credentials in this process's environment."""
+def s3(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A moto S3 server with one bucket (`BUCKET`), its endpoint and
+    credentials in this process's environment (children inherit them), and a
+    user cache of the test's own (`--root <URI>` keeps its copy there)."""
     pytest.importorskip("moto", reason="moto[server] (requirements/test.txt) gives the S3-protocol server")
     server = S3Server()
     for name, value in server.env.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RLTRACK_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     try:
         yield server
     finally:
