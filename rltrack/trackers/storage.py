@@ -96,15 +96,19 @@ class StorageBackend(RemoteBackend):
 
     def deliver_lines(self, writer: str | None, journal: Path, start: int, end: int, save_state: Callable[[], None]) -> None:
         self._save_state = save_state
+        self._ticket += 1
+        self._tickets.append((self._ticket, writer, end))
+        start = max(start, self._written.get(writer, 0))  # a batch offered again after a later write of this call failed
         gathered = self._gathered.get(writer)
+        if start >= end and gathered is None:
+            self._write_due()
+            return
         if gathered is None:
             planned = (self.state.get("segments") or {}).get(_key(writer))  # a segment being written when the last delivery stopped
             gathered = self._gathered[writer] = _Gathered(journal, start, end, planned[1] if planned and planned[0] == start else None)
         elif start > gathered.last:
             raise RuntimeError(f"{journal.name}: bytes {gathered.last}-{start} were never handed to the mirror")
         gathered.last = max(gathered.last, end)
-        self._ticket += 1
-        self._tickets.append((self._ticket, writer, end))
         if gathered.last - gathered.first >= self.segment_bytes:
             self._write_segment(writer)
         self._write_due()

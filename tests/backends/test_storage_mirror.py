@@ -9,6 +9,7 @@ cannot be made to do on cue.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -99,3 +100,36 @@ def test_a_delivery_cut_short_is_taken_up_by_the_next_process_with_the_same_segm
     pieces = stored_segments(store)
     assert [(s.first, s.last) for s in pieces] == [(0, first_end), (first_end, end)]
     assert b"".join((store / "r" / s.path).read_bytes() for s in pieces) == journal_path(run_dir).read_bytes()
+
+
+def test_a_batch_offered_again_after_a_file_write_failed_is_not_stored_twice(tmp_path, run_dir, monkeypatch) -> None:
+    """A batch completes a segment (with the lines gathered before it), the
+    segment is written, then writing a new file fails: the delivery offers
+    the batch again, and the mirror does not store its lines a second time."""
+    store = tmp_path / "store"
+    first_end = append(run_dir, 0, 10)
+    original = Storage.put_file
+    refusals = [0]
+
+    def put_file_or_refuse(self: Storage, relative: str, local: Path) -> None:
+        if refusals[0]:
+            refusals[0] -= 1
+            raise OSError("the store refused the file")
+        original(self, relative, local)
+
+    monkeypatch.setattr(Storage, "put_file", put_file_or_refuse)
+    backend = StorageBackend(store.as_uri(), "r", every=3600, segment_bytes=first_end + 1)
+    backend.open(RunContext(run_dir, "r", {}, Report()))
+    worker = DeliveryWorker(backend, run_dir)
+    assert worker.step() is True and not (store / "r" / "journal").exists()  # gathered, not yet a segment
+    end = append(run_dir, 10, 10)
+    (run_dir / "ckpt").mkdir()
+    (run_dir / "ckpt" / "iteration_1.pth.tar").write_bytes(b"weights")
+    os.utime(run_dir / "ckpt" / "iteration_1.pth.tar", (0, 0))  # unchanged for longer than `every`: settled
+    refusals[0] = 1  # the next file write fails
+    backend._files_at = float("-inf")  # the files are due at the next batch (the lines wait for segment_bytes)
+    assert worker.step() is False and worker.errors == 1  # the segment [0, end) is written, the file is not
+    worker.next_try = 0.0
+    deliver_all(worker, "finished")
+    assert [(s.first, s.last) for s in stored_segments(store)] == [(0, end)]
+    assert (store / "r" / "ckpt" / "iteration_1.pth.tar").read_bytes() == b"weights"
