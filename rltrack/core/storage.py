@@ -55,10 +55,11 @@ def uri_of(filesystem: Any, path: str) -> str:
     kind = getattr(filesystem, "type_name", "local")
     if kind == "local":
         return str(Path(path))
-    if kind == "s3":
+    if kind == "s3":  # an endpoint named in the URI stays in it; one from the environment (AWS_ENDPOINT_URL) stays there
         settings = filesystem.__reduce__()[1][0]
+        named = settings.get("endpoint_override") and settings["endpoint_override"] != os.environ.get("AWS_ENDPOINT_URL")
         query = [f"{key}={settings[key]}" for key in ("endpoint_override", "scheme", "region") if settings.get(key)]
-        return f"s3://{path}" + ("?" + "&".join(query) if settings.get("endpoint_override") else "")
+        return f"s3://{path}" + ("?" + "&".join(query) if named else "")
     if kind == "gcs":
         return f"gs://{path}"
     handler = getattr(filesystem, "handler", None)  # fsspec wrapped in PyFileSystem(FSSpecHandler(...))

@@ -97,3 +97,32 @@ def test_a_two_node_sweep_on_s3_and_on_a_shared_directory_is_one_table_from_stor
     on_shared = runs_ls(f"file://{shared}", tmp_path)
     assert [(row["x"], row["status"]) for row in on_shared] == [(5, "finished"), (6, "finished")]
     assert not (tmp_path / "s3:").exists() and not Path("s3:").exists()
+
+
+def test_tunes_storage_path_is_the_runs_storage_with_its_scheme_unless_it_is_tunes_default(tmp_path: Path, s3, monkeypatch) -> None:
+    """Tune's own `StorageContext` (it opens the store as Tune does); the
+    trial around it is a stand-in holding only what the adapter reads."""
+    from types import SimpleNamespace
+
+    pytest.importorskip("ray")
+    from ray.train._internal.storage import StorageContext
+
+    from rltrack.adapters.tune import _trial_uri, _tune_storage
+    from rltrack.core.storage import Storage
+
+    def trial(storage_path: str) -> SimpleNamespace:
+        context = StorageContext(storage_path=storage_path, experiment_dir_name="exp", trial_dir_name="t1")
+        return SimpleNamespace(storage=context, path=context.trial_fs_path)
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _tune_storage(trial(str(tmp_path / "home" / "ray_results"))) is None  # Tune's default: this machine's only
+    shared = trial(str(tmp_path / "shared"))
+    assert (_tune_storage(shared), _trial_uri(shared)) == (str(tmp_path / "shared"), str(tmp_path / "shared" / "exp" / "t1"))
+    on_s3 = trial(s3.uri("tune"))
+    assert (_tune_storage(on_s3), _trial_uri(on_s3)) == (s3.uri("tune"), s3.uri("tune") + "/exp/t1")
+    monkeypatch.delenv("AWS_ENDPOINT_URL")  # the endpoint named in the URI only: the URI rltrack keeps names it too
+    named = trial(f"{s3.uri('named')}?endpoint_override=127.0.0.1:{s3.port}&scheme=http")
+    kept = _tune_storage(named)
+    assert kept is not None and kept.startswith(s3.uri("named") + "?") and f"endpoint_override=127.0.0.1:{s3.port}" in kept
+    Storage(kept).put("probe", b"reachable")
+    assert s3.read("named/probe") == b"reachable"
