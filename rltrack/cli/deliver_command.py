@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rltrack.cli.sync_command import run_config
+from rltrack.cli.sync_command import read_run_config
 from rltrack.delivery.construct import build_backend
 from rltrack.delivery.registry import RemoteBackend, RunContext, backend_class, is_backend_name
 from rltrack.delivery.worker import DeliveryBusy, DeliveryWorker, merge_into_report_file
@@ -53,7 +53,7 @@ class Deliverer:
         """Pulls storage and delivers what it holds; True when the trackers have all of it (and the runs that ended are ended there)."""
         done = True
         for run_dir in pull(self.uri, self.copy, self._owns):
-            config = run_config(run_dir)
+            config = read_run_config(run_dir)
             if config.get("run", {}).get("delivery") != "from-storage":
                 continue
             backends = self.settings or config.get("backends", {})
