@@ -19,28 +19,13 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def ray_cluster():
     """One local Ray cluster for the whole test session (starting one costs
-    seconds). Ray gives its raylet a fixed 30 s to register, which a loaded
-    machine can miss: a start that timed out is tried twice more, once the
-    processes of the failed start are gone (`ray.shutdown` does not know a
-    head whose start failed: its GCS server and raylet ran on beside the next)."""
-    import psutil
-
+    seconds), started again while its start times out (see ray_start.py)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray = pytest.importorskip("ray")
-    for attempt in (1, 2, 3):
-        ours = {child.pid for child in psutil.Process().children(recursive=True)}
-        try:
-            # address="local": a cluster of the session's own, never one already running on the machine
-            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
-            break
-        except Exception as exc:
-            ray.shutdown()
-            started = [child for child in psutil.Process().children(recursive=True) if child.pid not in ours]
-            for child in started:
-                child.kill()
-            psutil.wait_procs(started, timeout=30)
-            if attempt == 3 or "timed out during startup" not in str(exc):
-                raise
+    from ray_start import start_ray
+
+    # address="local": a cluster of the session's own, never one already running on the machine
+    start_ray(lambda: ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True))
     yield ray
     ray.shutdown()
 

@@ -30,11 +30,15 @@ own Logger, made when the trial starts and closed when it ends:
   whose `meta.json` holds its trial id, resumed as `make_logger(resume=...)`
   does: the same tracker runs, steps and journal), instead of starting a
   second one;
+* storage (`run.storage`, see docs/storage.md): the run is mirrored under
+  `<storage>/<experiment>/`, `<storage>` being `run.storage`, else Tune's own
+  `storage_path` (`s3://...`, `gs://...`, a shared directory) unless it is
+  Tune's default `~/ray_results` on this machine; `storage = false` turns it off;
 * hyperparameters: the trial's config (`log_hparams`), again if a scheduler
   such as PBT changes it;
 * `meta.json` "info": `framework`, `trial_id`, `trial_name`, `experiment`,
   `experiment_tag`, `trainable_name`, `trial_path` (where Tune keeps the
-  trial) and, from each result, Tune's bookkeeping keys (`RUN_INFO_KEYS`);
+  trial, a URI with its scheme for remote storage) and, from each result, Tune's bookkeeping keys (`RUN_INFO_KEYS`);
 * status: "finished" when the trial completes, "failed" when it errors,
   "killed" for trials still open when the experiment ends (interrupted runs).
 
@@ -88,8 +92,10 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from rltrack.core.storage import join, uri_of
 from rltrack.frameworks.canonical import names_mode
 from rltrack.frameworks.tune import (
+    DEFAULT_STORAGE_PATH,
     CANONICAL,
     ENV_STEP_KEYS,
     EPISODE_SERIES,
@@ -267,6 +273,8 @@ class TrialLoggers:
         cfg["run"]["root"] = str(self._root / group)
         cfg["run"]["name"] = _run_name(trial)
         cfg["run"]["task"] = cfg["run"]["task"] or experiment
+        storage = _tune_storage(trial) if cfg["run"]["storage"] is None else cfg["run"]["storage"]
+        cfg["run"]["storage"] = join(str(storage), group) if storage else storage
         folder = self._root / group
         logger = make_logger(cfg, resume=self._earlier_run(folder, trial.trial_id))
         self._earlier[folder][trial.trial_id] = logger.run_dir  # a trial Tune retries after a failure continues it too
@@ -279,7 +287,7 @@ class TrialLoggers:
             "experiment": experiment,
             "experiment_tag": getattr(trial, "experiment_tag", None),
             "trainable_name": getattr(trial, "trainable_name", None),
-            "trial_path": _safe_attr(trial, "path"),
+            "trial_path": _trial_uri(trial),
         }
         entry.state.framework_sent = True
         logger.set_run_info(info)
@@ -368,6 +376,26 @@ def _run_name(trial: Any) -> str:
     name = str(trial)
     tag = getattr(trial, "experiment_tag", None)
     return (f"{name}_{tag}" if tag else name)[:130]
+
+
+def _tune_storage(trial: Any) -> str | None:
+    """Tune's `storage_path` as a URI (see `uri_of`), None when it is Tune's
+    default on this machine (a sweep's results there are this machine's only)."""
+    context = _safe_attr(trial, "storage")
+    filesystem = getattr(context, "storage_filesystem", None)
+    path = getattr(context, "storage_fs_path", None)
+    if filesystem is None or not isinstance(path, str):
+        return None
+    if getattr(filesystem, "type_name", "") == "local" and Path(path).expanduser() == Path(DEFAULT_STORAGE_PATH).expanduser():
+        return None
+    return uri_of(filesystem, path)
+
+
+def _trial_uri(trial: Any) -> Any:
+    """Where Tune keeps the trial, as a URI when its storage is remote (Tune's `path` drops the scheme)."""
+    path = _safe_attr(trial, "path")
+    filesystem = getattr(_safe_attr(trial, "storage"), "storage_filesystem", None)
+    return uri_of(filesystem, path) if filesystem is not None and isinstance(path, str) else path
 
 
 def _safe_attr(obj: Any, name: str) -> Any:

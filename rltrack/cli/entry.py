@@ -5,6 +5,8 @@
     rltrack agent                                         run the agent in the foreground (containers, debugging)
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
+    rltrack pull URI [DIR]                                the runs agents mirrored to storage (run.storage) -> run directories
+    rltrack deliver URI [--share K/N] [--once]            the trackers of run.delivery = "from-storage" runs, fed from storage
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
     rltrack report RUN... [--task T] [--where Q] -o p.html  one run as a page, or several compared on one
 
@@ -28,6 +30,7 @@ from rltrack.training.config import ConfigError
 from rltrack.core.events import NUMERIC_KINDS, Event
 from rltrack.journal import journal_files, parse_line
 from rltrack.core.report import Report
+from rltrack.cli.runs_command import local_root_argument, root_argument
 from rltrack.cli.sync_command import DEFAULT_TIMEOUT, SyncError
 from rltrack.cli.sync_command import sync as sync_run
 from rltrack.core.version import __version__
@@ -171,6 +174,34 @@ def import_neptune(path: Path, root: Path) -> int:
     return 0
 
 
+def pull_runs(uri: str, into: Path) -> int:
+    from rltrack.runs.storage_root import PullError, pull
+
+    try:
+        run_dirs = pull(uri, into)
+    except (PullError, ImportError, OSError) as exc:
+        print(f"rltrack pull: {exc}", file=sys.stderr)
+        return 2
+    for run_dir in run_dirs:
+        print(run_dir)
+    print(f"{len(run_dirs)} run(s) from {uri} in {into}", file=sys.stderr)
+    return 0
+
+
+def deliver_runs(uri: str, share: str, config: Path | None, once: bool) -> int:
+    from rltrack.cli.deliver_command import deliver, parse_share
+    from rltrack.runs.storage_root import PullError
+
+    try:
+        return deliver(uri, parse_share(share), config, once)
+    except (PullError, ImportError, ConfigError, ValueError) as exc:
+        print(f"rltrack deliver: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nrltrack deliver: interrupted; what was delivered is kept (cursors in the copy), run it again to continue", file=sys.stderr)
+        return 130
+
+
 def figure_command(module: str, function: str) -> Callable[[argparse.Namespace], int]:
     """A handler that imports `module` (numpy, matplotlib: the `runs` extra) only when run."""
 
@@ -201,7 +232,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     plot_cmd.add_argument("--smooth", type=int, default=1, metavar="N", help="trailing moving average over N points of each run first (default 1: none)")
     plot_cmd.add_argument("--size", default="960x600", metavar="WxH", help="image size in pixels (default 960x600; the height grows for a legend of many groups)")
     plot_cmd.add_argument("-o", "--output", type=Path, required=True, help="the PNG file to write")
-    plot_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
+    plot_cmd.add_argument("--root", type=root_argument, default=Path("runs"), help="the runs root holding the index (default: runs; a storage URI is read from storage)")
     plot_cmd.set_defaults(handler=figure_command("rltrack.cli.plot_command", "plot_command"))
     report_cmd = commands.add_parser(
         "report", help="a self-contained HTML page: one run (config, summary, plots, timings, checkpoints), or several "
@@ -211,7 +242,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
     report_cmd.add_argument("--task", help="the runs of a task (glob patterns such as 'cartpole*' work)")
     report_cmd.add_argument("--where", metavar="EXPR", help="the runs a query selects, as `rltrack runs ls --where`")
     report_cmd.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
-    report_cmd.add_argument("--root", type=Path, default=Path("runs"), help="the runs root holding the index (default: runs)")
+    report_cmd.add_argument("--root", type=root_argument, default=Path("runs"), help="the runs root holding the index (default: runs; a storage URI is read from storage)")
     report_cmd.set_defaults(handler=figure_command("rltrack.cli.report_command", "report_command"))
 
 
@@ -240,7 +271,15 @@ def main(argv: list[str] | None = None) -> int:
     import_cmd = commands.add_parser("import", help="turn another tool's saved runs into rltrack run directories")
     import_cmd.add_argument("format", choices=["neptune"], help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders")
     import_cmd.add_argument("path", type=Path)
-    import_cmd.add_argument("--root", type=Path, default=Path("runs"), help="where to create the run directories (default: runs)")
+    import_cmd.add_argument("--root", type=local_root_argument, default=Path("runs"), help="where to create the run directories (default: runs)")
+    deliver_cmd = commands.add_parser("deliver", help='deliver the runs under a storage URI to their trackers (run.delivery = "from-storage")')
+    deliver_cmd.add_argument("uri", help="the storage URI the nodes mirror to (run.storage)")
+    deliver_cmd.add_argument("--share", default="0/1", metavar="K/N", help="deliver only the runs whose path hashes to K modulo N (one of N deliverers; default 0/1: all)")
+    deliver_cmd.add_argument("--config", type=Path, metavar="FILE", help="TOML/YAML config with the trackers' settings (default: each run's own)")
+    deliver_cmd.add_argument("--once", action="store_true", help="one round: deliver what storage holds now, then exit (1 if a tracker still lacks some of it)")
+    pull_cmd = commands.add_parser("pull", help="rebuild the run directories a storage URI holds (what agents mirrored there with run.storage)")
+    pull_cmd.add_argument("uri", help="a storage URI, e.g. s3://bucket/prefix or file:///shared/runs")
+    pull_cmd.add_argument("dir", nargs="?", type=local_root_argument, default=Path("runs"), help="where to rebuild them (default: runs)")
     from rltrack.cli.runs_command import add_commands as add_runs_commands
     from rltrack.cli.runs_command import dash_values
 
@@ -259,6 +298,10 @@ def main(argv: list[str] | None = None) -> int:
         return sync(args.run_dir, args.to, args.config, args.force, args.timeout)
     if args.command == "import":
         return import_neptune(args.path, args.root)
+    if args.command == "pull":
+        return pull_runs(args.uri, args.dir)
+    if args.command == "deliver":
+        return deliver_runs(args.uri, args.share, args.config, args.once)
     if args.command == "status":
         return status(args.json)
     if args.command == "agent":

@@ -7,6 +7,10 @@
     rltrack runs index [--root R] [--rebuild]           brings the index up to date, or rebuilds it
     rltrack export RUN... [--root R] --format csv|parquet [-o DIR]
 
+A root that is a storage URI (`--root s3://bucket/prefix`, see docs/storage.md)
+is pulled into the user's cache first (rltrack.runs.storage_root) and read
+there, its index beside it; rm and archive refuse one (they act on a local root).
+
 `add_commands` registers them on the `rltrack` parser; each sets `handler`.
 Every command refreshes the index first (only runs whose files changed are
 re-read). rm and archive never touch anything outside the root: each run's
@@ -26,6 +30,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from rltrack.core.storage import refuse_uri_as_path
 from rltrack.runs.index import ARCHIVE_DIR, connect, rebuild, refresh, resolve
 from rltrack.runs.query import QueryError, select
 from rltrack.runs.run import MAIN_METRICS, open_run
@@ -56,7 +61,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     for name, verb in (("rm", "delete"), ("archive", f"move into <root>/{ARCHIVE_DIR}/")):
         command = sub.add_parser(name, help=f"{verb} the runs whose id matches a regex (dry run unless --yes)")
         command.add_argument("pattern", help="a regular expression searched in each run id")
-        _root(command)
+        _root(command, writes=True)
         command.add_argument("--yes", action="store_true", help="act; without it, only list what would be affected")
         _json(command)
         command.set_defaults(handler=cmd_rm if name == "rm" else cmd_archive)
@@ -90,8 +95,33 @@ def dash_values(argv: list[str]) -> list[str]:
     return out
 
 
-def _root(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="the runs root holding the index (default: runs)")
+def _root(parser: argparse.ArgumentParser, writes: bool = False) -> None:
+    parser.add_argument(
+        "--root", type=local_root_argument if writes else root_argument, default=DEFAULT_ROOT,
+        help="the runs root holding the index (default: runs)" + ("" if writes else "; a storage URI such as s3://bucket/prefix is read from storage"),
+    )  # fmt: skip
+
+
+def root_argument(text: str) -> Path:
+    """A `--root` to read runs from: a directory, or a storage URI pulled into the user's cache (rltrack.runs.storage_root)."""
+    from rltrack.runs.storage_root import PullError, local_root
+
+    try:
+        root = local_root(text)
+    except (PullError, ImportError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if str(root) != text:
+        print(f"rltrack: the runs in {text}, read from a copy in {root}", file=sys.stderr)
+    return root
+
+
+def local_root_argument(text: str) -> Path:
+    """A `--root` that is written to: a local directory, never a URI turned into a folder named `s3:`."""
+    try:
+        refuse_uri_as_path(text, "--root", "this command changes a local root; read storage with `rltrack runs ls --root URI`, copy it with `rltrack pull URI DIR`")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return Path(text)
 
 
 def _json(parser: argparse.ArgumentParser) -> None:

@@ -63,7 +63,7 @@ def sync(
     if not journals:
         raise SyncError(f"{run_dir} has no {JOURNAL_NAME}: there is nothing to deliver")
     status = _final_status(run_dir, meta, force)
-    run_config = _run_config(run_dir)
+    run_config = read_run_config(run_dir)
     if config_file is not None:
         settings, where = load_config(config_file)["backends"], str(config_file)
     else:
@@ -216,7 +216,7 @@ def _may_be_alive(meta: dict[str, Any]) -> bool:
     return True
 
 
-def _run_config(run_dir: Path) -> dict[str, Any]:
+def read_run_config(run_dir: Path) -> dict[str, Any]:
     """The config the run was made with, from `total_config.py` (a Python
     literal, read without executing anything)."""
     path = run_dir / "total_config.py"

@@ -15,14 +15,14 @@ import threading
 from pathlib import Path
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Replaces `path` with `text` (UTF-8) in one rename; `mode` for a new file (0o600: the user alone)."""
+def write_atomic(path: Path, text: str | bytes, mode: int = 0o644) -> None:
+    """Replaces `path` with `text` (UTF-8, or bytes as they are) in one rename; `mode` for a new file (0o600: the user alone)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8") if isinstance(text, str) else text)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

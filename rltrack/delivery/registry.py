@@ -21,6 +21,7 @@ BACKEND_TYPES: dict[str, str] = {
     "wandb": "rltrack.trackers.wandb.backend:WandbBackend",
     "neptune": "rltrack.trackers.neptune.backend:NeptuneBackend",
     "trackio": "rltrack.trackers.trackio:TrackioBackend",
+    "storage": "rltrack.trackers.storage:StorageBackend",  # set by run.storage, not in backends.use
 }
 
 

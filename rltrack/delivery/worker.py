@@ -248,7 +248,12 @@ class DeliveryWorker:
                 self._end()
             return False
         events = [entry for entry in entries if type(entry) is Event]
-        if events:
+        if self.backend.takes_lines:
+            try:
+                self.backend.deliver_lines(self.writer, self.journal, self._read_offset, offset, self._keep_state)
+            finally:
+                self._keep_state()
+        elif events:
             try:
                 self.backend.deliver(events, [EventId(self.writer, end) for entry, end in zip(entries, ends) if type(entry) is Event])
             finally:  # a tracker run created by a batch that then failed is the one to continue

@@ -16,6 +16,10 @@ from typing import Any, Mapping
 SOURCE_RLLIB = "rllib"
 SOURCE_TUNE = "tune"
 
+#: Tune's `storage_path` when a sweep names none (ray.train.constants.DEFAULT_STORAGE_PATH):
+#: this machine's own folder, which the adapter does not take as run.storage.
+DEFAULT_STORAGE_PATH = "~/ray_results"
+
 #: native flat key of RLlib's new API stack -> canonical flat key (DI-engine vocabulary).
 #: Learner keys are given for the default module; other modules follow the same
 #: table under `learner/<module>/` (see `canonical_name`).

@@ -23,7 +23,10 @@ JSON object with a `"control"` key and the `time` it was written:
   ended with: the agent writes it into meta.json.
 
 `read_journal` skips control lines; a journal without counts or end lines
-(written before they existed) reads the same.
+(written before they existed) reads the same. A control line of a name this
+rltrack does not know (one a later release added for readers that may pass
+it by) is read as `OtherControl` and passed by; a line of a newer schema
+raises `NewerSchemaError`. docs/journal-schema.md is the contract.
 """
 
 from __future__ import annotations
@@ -75,8 +78,19 @@ class End:
         self.status = status
 
 
+class OtherControl:
+    """A control line this rltrack does not know (`control`, written by a later
+    one at the same schema): readers pass it by, as they may (docs/journal-schema.md)."""
+
+    __slots__ = ("time", "control")
+
+    def __init__(self, time: float, control: str) -> None:
+        self.time = time
+        self.control = control
+
+
 #: What a journal line is: an event, or a control line.
-Entry = Union[Event, Dump, Counts, End]
+Entry = Union[Event, Dump, Counts, End, OtherControl]
 
 
 #: How every control line starts (an event line never does: its `control` key would sit in `data`).
@@ -90,7 +104,7 @@ def control_line(control: str, time: float, **fields: Any) -> bytes:
 
 def parse_line(line: str | bytes) -> Entry:
     """One journal line as an `Event` or a control entry (`Dump`, `Counts`,
-    `End`); raises ValueError (or KeyError, TypeError) on a line that is neither. orjson reads the line
+    `End`, else `OtherControl`); raises ValueError (or KeyError, TypeError) on a line that is neither. orjson reads the line
     unless it holds a NaN or an infinity, which only json's reader takes."""
     try:
         obj = orjson.loads(line)
@@ -100,13 +114,15 @@ def parse_line(line: str | bytes) -> Entry:
         raise ValueError("a journal line is a JSON object")
     if "control" in obj:
         control, time = obj["control"], float(obj["time"])
+        if int(obj.get("schema", SCHEMA_VERSION)) > SCHEMA_VERSION:
+            raise NewerSchemaError(f"journal schema {obj['schema']} is newer than this rltrack understands ({SCHEMA_VERSION}); upgrade rltrack to read it")
         if control == "dump":
             return Dump(time)
         if control == "counts":
             return Counts(time, dict(obj["counts"]))
         if control == "end":
             return End(time, str(obj["status"]))
-        raise ValueError(f"unknown control line {control!r}")
+        return OtherControl(time, str(control))
     return Event.from_dict(obj)
 
 

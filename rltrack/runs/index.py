@@ -1,4 +1,8 @@
-"""The experiment database: one SQLite file per runs root, `<root>/rltrack_index.db`.
+"""The experiment database: one SQLite file per runs root, `<root>/rltrack_index.db`,
+or, for a root the user cannot write (a read-only mount, a colleague's
+results, an archive), `<cache>/index/<hash of the root>/rltrack_index.db`
+(`<cache>`: `RLTRACK_CACHE_DIR`, else `$XDG_CACHE_HOME/rltrack`, else
+`~/.cache/rltrack`), rebuilt from the runs like any index.
 
 The run directories are the source of truth; the index is a cache of what
 queries need, so `runs ls` over thousands of runs reads one file instead of
@@ -28,6 +32,7 @@ Runs under `<root>/archive/` are indexed with `archived = 1`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -80,7 +85,23 @@ CREATE INDEX IF NOT EXISTS fields_by_name ON fields (name, value);
 
 
 def index_path(root: Path) -> Path:
-    return root / INDEX_NAME
+    """The root's own index where this process can write it (opened for
+    appending: `os.access` says yes to root on a read-only directory), else
+    one in the user's cache."""
+    own = root / INDEX_NAME
+    if not root.is_dir():
+        return own
+    try:
+        with open(own, "ab"):
+            return own
+    except OSError:
+        return cache_folder("index", str(root.resolve())) / INDEX_NAME
+
+
+def cache_folder(kind: str, key: str) -> Path:
+    """`<cache>/<kind>/<hash of key>/`: what rltrack keeps for the user about a root or URI."""
+    base = os.environ.get("RLTRACK_CACHE_DIR") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rltrack"
+    return Path(base).expanduser() / kind / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 class RootError(ValueError):
@@ -99,17 +120,19 @@ def connect(root: Path) -> sqlite3.Connection:
             "pass --root the directory that holds your run directories (run.root in the config, default ./runs)"
         )
     try:
-        db = sqlite3.connect(index_path(root), timeout=30.0)
+        index = index_path(root)
+        index.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # the user's cache, for a root the user cannot write
+        db = sqlite3.connect(index, timeout=30.0)
         db.execute("PRAGMA foreign_keys = ON")
         if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
             with db:
                 db.executescript("DROP TABLE IF EXISTS fields; DROP TABLE IF EXISTS runs;")
                 db.executescript(_SCHEMA)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    except sqlite3.OperationalError as exc:
+    except (sqlite3.OperationalError, OSError) as exc:
         raise RootError(
-            f"the runs root {root} cannot hold its index {INDEX_NAME} ({exc}): it is read-only for you; "
-            "copy the runs to a directory you can write, or ask for write access"
+            f"the index of runs root {root} cannot be written at {index_path(root)} ({exc}); "
+            "set RLTRACK_CACHE_DIR to a directory you can write"
         ) from None
     return db
 
@@ -182,8 +205,8 @@ def refresh(root: Path, db: sqlite3.Connection | None = None) -> dict[str, int]:
         try:
             return _refresh(conn, root)
         except sqlite3.OperationalError as exc:  # an index file that is there but read-only
-            raise RootError(f"the index of runs root {root} cannot be updated ({exc}): it is read-only for you; "
-                            "copy the runs to a directory you can write, or ask for write access") from None
+            raise RootError(f"the index of runs root {root} cannot be updated at {index_path(root)} ({exc}); "
+                            "set RLTRACK_CACHE_DIR to a directory you can write") from None
 
 
 def _refresh(db: sqlite3.Connection, root: Path) -> dict[str, int]:
@@ -241,7 +264,7 @@ def update_run(run_dir: str | Path, root: str | Path | None = None) -> bool:
 
 def _index_root(run_dir: Path) -> Path:
     for parent in run_dir.parents:
-        if index_path(parent).is_file():
+        if (parent / INDEX_NAME).is_file():
             return parent
     return run_dir.parent
 

@@ -31,7 +31,8 @@ any longer.
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple, Sequence
+from pathlib import Path
+from typing import Any, Callable, NamedTuple, Sequence
 
 from rltrack.sinks.base import RunContext
 from rltrack.core.events import Event
@@ -92,6 +93,9 @@ class RemoteBackend:
     max_batch = 1000
     #: The tracker client's modules, imported by the agent on its main thread before this tracker's lane starts.
     client_modules: tuple[str, ...] = ()
+    #: The tracker takes the journal's lines as they are (`deliver_lines`: a
+    #: mirror of the journal, control lines included) rather than its events (`deliver`).
+    takes_lines = False
 
     @classmethod
     def validate(cls, settings: dict[str, Any]) -> None:
@@ -117,6 +121,12 @@ class RemoteBackend:
 
     def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         """Takes `events` (`ids[i]` is the id of `events[i]`) or raises."""
+        raise NotImplementedError
+
+    def deliver_lines(self, writer: str | None, journal: Path, start: int, end: int, save_state: Callable[[], None]) -> None:
+        """For a tracker that `takes_lines`: takes the bytes [`start`, `end`)
+        of `writer`'s `journal` (whole lines) or raises; `save_state()` saves
+        `state` in the cursor at once, before a write the tracker cannot take back."""
         raise NotImplementedError
 
     def close(self, status: str) -> None:

@@ -33,6 +33,7 @@ from rltrack.journal import WRITER_NAME
 from rltrack.training.logger import DEFAULT_CLOSE_TIMEOUT, Logger
 from rltrack.core.redact import Redactor
 from rltrack.core.report import Report
+from rltrack.core.storage import is_uri, refuse_uri_as_path
 from rltrack.training.resume import resolve_run_dir
 from rltrack.sinks.rundir import create_run_dir, safe_filename
 
@@ -49,6 +50,8 @@ RUN_OPTIONS: dict[str, tuple[Any, str]] = {
     "redact": ([], "more regexes of key words marking credentials (api_key, token, password, secret, auth, ... always)"),
     "worker": (None, "this process's name when several processes write one run (needs `name`)"),
     "close_timeout": (DEFAULT_CLOSE_TIMEOUT, "seconds `close()` waits for the agent (0 allowed; in a dict, None waits for every tracker)"),
+    "storage": (None, "a URI every node reaches (s3://bucket/prefix, file:///shared/runs) where the agent mirrors the run (docs/storage.md); None: Tune's storage_path under Tune; false: not even that"),
+    "delivery": ("agent", '"agent": this machine\'s agent delivers to the trackers; "from-storage": it only mirrors to `storage`, and `rltrack deliver <storage>` delivers from there'),
 }
 DEFAULTS: dict[str, Any] = {
     "run": {key: default for key, (default, _) in RUN_OPTIONS.items()},
@@ -57,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
 }
 SECTIONS = tuple(DEFAULTS)
 RUN_KEYS = tuple(DEFAULTS["run"])
+#: run.delivery: who delivers a run to its trackers (see `make_logger` and rltrack.cli.deliver_command).
+DELIVERY_MODES = ("agent", "from-storage")
 
 
 def load_config(config: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
@@ -142,6 +147,19 @@ def _validate(cfg: dict[str, Any], where: str) -> list[Filter]:
         raise ConfigError(f'{where}: run.root = {run["root"]!r} must be a directory path, e.g. root = "runs"')
     if run["stores"] is not None and (not isinstance(run["stores"], (str, Path)) or not str(run["stores"])):
         raise ConfigError(f'{where}: run.stores = {run["stores"]!r} must be a directory path, e.g. stores = "runs"')
+    for key in ("root", "stores"):
+        try:
+            refuse_uri_as_path(run[key], f"{where}: run.{key}", f'runs are written to a local directory and mirrored to storage: set storage = {run[key]!r} and keep {key} local (e.g. "runs")')
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    storage = run["storage"]
+    if storage not in (None, False) and (not isinstance(storage, (str, Path)) or not (is_uri(storage) or Path(storage).is_absolute())):
+        raise ConfigError(
+            f'{where}: run.storage = {storage!r} must be a storage URI or an absolute path every node reaches, '
+            'e.g. storage = "s3://bucket/runs" or "file:///shared/runs" (false: none)'
+        )
+    if run["delivery"] not in DELIVERY_MODES:
+        raise ConfigError(f'{where}: run.delivery = {run["delivery"]!r} is not allowed; use one of {", ".join(map(repr, DELIVERY_MODES))}, e.g. delivery = "from-storage"')
     if run["name"] is not None and (not isinstance(run["name"], str) or not run["name"]):
         raise ConfigError(f'{where}: run.name = {run["name"]!r} must be a non-empty string, e.g. name = "cartpole_ppo"')
     if run["task"] is not None and (not isinstance(run["task"], str) or not run["task"].strip("/")):
@@ -190,6 +208,8 @@ def _validate(cfg: dict[str, Any], where: str) -> list[Filter]:
         raise ConfigError(f'{where}: backends.use = {use!r} must be a list of backend names, e.g. use = ["local"]')
     check_keys(backends, ("use", *BACKEND_TYPES, *(name for name in use if name not in BACKEND_TYPES)), where, "backends.")
     for index, name in enumerate(use):
+        if name == "storage":
+            raise ConfigError(f'{where}: backends.use[{index}] = "storage": set run.storage = "s3://bucket/prefix" (or another URI) instead; [backends.storage] may hold its every and segment_bytes')
         if not is_backend_name(name):
             raise ConfigError(
                 f"{where}: backends.use[{index}] = {name!r} is not a backend;{choices(name, BACKEND_TYPES)}"
@@ -227,7 +247,12 @@ def make_logger(
             in_process.append(build_backend(name, settings, where))
         else:
             files[name] = _paths_resolved(settings)
-    if files or trackers:
+    storage = {**cfg["backends"].get("storage", {}), "uri": str(run["storage"]), "run": "."} if run["storage"] else {}
+    if run["delivery"] == "from-storage" and not storage:
+        raise ConfigError(f'{where}: run.delivery = "from-storage" needs run.storage, where the trackers\' deliverer reads the run; set e.g. storage = "s3://bucket/runs"')
+    if storage:
+        backend_type("storage", storage, where)  # before a run directory is made
+    if files or trackers or storage:
         agent_dir()  # an agent directory another user owns is refused before a run directory is made
     root = Path(run["root"]).expanduser()
     run["stores"] = str(Path(run["stores"] or root).expanduser().resolve())  # the agent runs in another directory
@@ -244,12 +269,25 @@ def make_logger(
         except ValueError as exc:
             raise ConfigError(f"{exc}; pass the run's directory or its id as shown by `rltrack runs ls`") from None
         run["task"] = _task_of(run_dir) or run["task"] or default_task(run["name"])  # a resumed run stays in its experiment
+    if run["storage"]:
+        storage["run"] = _under(run_dir, root)
+        if run["delivery"] == "from-storage":  # `rltrack deliver` delivers them, from storage, on another machine
+            trackers.clear()
+        trackers["storage"] = cfg["backends"]["storage"] = storage  # `rltrack sync` finds them there
     # the trackers get the real settings (a tracking URI may hold a password
     # the client needs); everything that writes the config gets it redacted
     return Logger(
         run_dir, redactor.mapping(cfg), chain, in_process, report, run["tracked"], redactor, resumed=resume is not None,
         files=files, trackers=trackers,
     )  # fmt: skip
+
+
+def _under(run_dir: Path, root: Path) -> str:
+    """The run's path under its root (`/`-separated): its path under run.storage too."""
+    try:
+        return run_dir.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:  # resumed from a directory outside the root
+        return run_dir.name
 
 
 def _paths_resolved(settings: dict[str, Any]) -> dict[str, Any]:

@@ -125,6 +125,8 @@ def test_toml_yaml_and_dict_give_the_same_config(tmp_path, root):
     assert from_dict["run"] == {
         "root": root, "stores": None, "name": "cartpole_ppo", "task": None, "tracked": ["env_id", "lr"], "names": "both", "backup_code": [], "redact": [], "worker": None,
         "close_timeout": 5.0,
+        "storage": None,
+        "delivery": "agent",
     }
     assert from_dict["filters"] == as_dict(root)["filters"]
     assert from_dict["backends"] == {"use": ["memory"]}
@@ -163,7 +165,7 @@ def test_a_file_config_builds_its_filters_in_order(tmp_path, root):
 def test_defaults_are_the_local_backend_under_runs():
     config = load_config()
     assert config == {
-        "run": {"root": "runs", "stores": None, "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0},
+        "run": {"root": "runs", "stores": None, "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0, "storage": None, "delivery": "agent"},
         "filters": [],
         "backends": {"use": ["local"]},
     }
@@ -198,7 +200,7 @@ def test_rltrack_backends_overrides_backends_use(tmp_path, root, monkeypatch):
 def test_keyword_overrides_merge_tables_and_replace_lists(tmp_path, root):
     path = write(tmp_path, "c.toml", TOML.format(root=root))
     config = load_config(path, run={"name": "other", "tracked": ["gamma"]}, filters=[{"type": "keys", "drop": "time"}])
-    assert config["run"] == {"root": root, "stores": None, "name": "other", "task": None, "tracked": ["gamma"], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0}
+    assert config["run"] == {"root": root, "stores": None, "name": "other", "task": None, "tracked": ["gamma"], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0, "storage": None, "delivery": "agent"}
     assert config["filters"] == [{"type": "keys", "drop": "time"}]
     assert config["backends"] == {"use": ["memory"]}
     logger = make_logger(path, run={"name": "other"}, backends={"use": ["memory", "console"]})

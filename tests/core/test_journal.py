@@ -360,3 +360,26 @@ def test_report_take_leaves_the_sections_asked_for():
     assert report.take(leave={"mlflow"}) == {"counts": {"core.dropped": {"a": 1}}, "renamed": {}}
     assert report.take() == {"counts": {"mlflow.unparsable": {"b": 1}}, "renamed": {"mlflow": {"x y": "x_y"}}}
     assert report.take() == {"counts": {}, "renamed": {}}
+
+
+def test_a_control_line_a_later_rltrack_added_is_passed_by_and_a_newer_schema_says_upgrade(tmp_path):
+    """The contract of docs/journal-schema.md: an unknown control name at this
+    schema is read past (not counted as damage); a line of a newer schema is refused, naming the fix."""
+    from rltrack.core.events import NewerSchemaError
+
+    events = random_events(4)
+    path = tmp_path / JOURNAL_NAME
+    writer = JournalWriter(path)
+    writer.append(events[:2])
+    writer.append_control(control_line("checkpoint_uploaded", 1.5, path="ckpt/iteration_1.pth.tar"))
+    writer.append(events[2:])
+    writer.close()
+    report = Report()
+    assert [e.to_dict() for e in read_journal(path, count_skipped(report, "reader"))] == [e.to_dict() for e in events]
+    assert report.as_dict()["counts"] == {}
+    entries, _ = read_batch(path, 0, 100)
+    assert [type(entry).__name__ for entry in entries] == ["Event", "Event", "OtherControl", "Event", "Event"]
+    with path.open("ab") as f:
+        f.write(json.dumps({"schema": SCHEMA_VERSION + 1, "control": "dump", "time": 3.0}).encode() + b"\n")
+    with pytest.raises(NewerSchemaError, match="upgrade rltrack"):
+        read_batch(path, 0, 100)

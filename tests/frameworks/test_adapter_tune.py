@@ -515,7 +515,6 @@ RAY_CLUSTER_SWEEP = textwrap.dedent(
     from pathlib import Path
     import ray
     from ray import tune
-    from ray.cluster_utils import Cluster
     from rltrack.adapters.tune import RLTrackCallback
     sys.path.insert(0, sys.argv[2])  # tests/helpers
     from ray_versions import RunConfig, report
@@ -534,8 +533,9 @@ RAY_CLUSTER_SWEEP = textwrap.dedent(
                 logger.write({"v": config["x"] * 100 + i}, step=i)
                 report({"v": config["x"] * 100 + i})
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1)
+    from ray_start import two_node_cluster
+
+    cluster = two_node_cluster()
     ray.init(address=cluster.address, log_to_driver=False)
     callback = RLTrackCallback(run={"root": str(root / "driver"), "close_timeout": 60}, backends={"use": ["local", "mlflow"]})
     tuner = tune.Tuner(tune.with_resources(trainable, {"cpu": 0.5}), param_space={"x": tune.grid_search([1, 2, 3, 4])},

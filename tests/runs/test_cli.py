@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -72,14 +73,19 @@ def test_a_missing_or_unwritable_root_is_an_error_message(tmp_path):
         assert done.returncode == 2 and f"no runs root at {missing}: it does not exist" in done.stderr, done.stderr
         assert "Traceback" not in done.stderr
     assert not missing.exists()  # not created: a mistyped --root is not an empty root
-    # /proc/self/fdinfo: a directory nobody can create files in, not even root
-    done = subprocess.run([sys.executable, "-m", "rltrack.cli", "runs", "ls", "--root", "/proc/self/fdinfo"], capture_output=True, text=True)
-    assert done.returncode == 2 and "read-only for you" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    # /proc/self/fdinfo: a directory nobody can create files in, not even root: its index is in the user's cache
+    cache = tmp_path / "cache"
+    done = subprocess.run([sys.executable, "-m", "rltrack.cli", "runs", "ls", "--root", "/proc/self/fdinfo"], capture_output=True, text=True,
+                          env={**os.environ, "RLTRACK_CACHE_DIR": str(cache)})  # fmt: skip
+    assert done.returncode == 0 and "0 run(s) under /proc/self/fdinfo" in done.stderr, done.stderr
+    assert list(cache.glob("index/*/rltrack_index.db"))
 
 
-def test_a_read_only_root_that_holds_runs_is_an_error_message_and_stays_as_it_was(tmp_path):
-    """A root of runs without an index, mode 555, read by a user who is not its owner
-    (as root, which ignores modes, the command runs as `nobody` in a user namespace)."""
+def test_a_read_only_root_that_holds_runs_is_listed_and_stays_as_it_was(tmp_path):
+    """A root of runs without an index, mode 555 (a read-only mount, a
+    colleague's results), read by a user who is not its owner (as root,
+    which ignores modes, the command runs in a user namespace where mode 555
+    binds): listed and reported from an index in the user's cache (issue 36)."""
     root = tmp_path / "runs"
     with rltrack.make_logger({"run": {"root": str(root), "name": "kept"}}) as logger:
         logger.write({"reward": 1.0}, step=1, namespace="collector")
@@ -93,10 +99,16 @@ def test_a_read_only_root_that_holds_runs_is_an_error_message_and_stays_as_it_wa
             pytest.skip("running as root and user namespaces are not available: a mode of 555 binds nobody here")
         as_user = [unshare, "--user", "--map-user=65534", "--map-group=65534"]
     root.chmod(0o555)
+    cache = tmp_path / "cache"
     try:
-        for command in (["runs", "ls"], ["report", "--task", "kept", "-o", str(tmp_path / "r.html")]):
-            done = subprocess.run([*as_user, sys.executable, "-m", "rltrack.cli", *command, "--root", str(root)], capture_output=True, text=True)
-            assert done.returncode == 2 and "read-only for you" in done.stderr and "Traceback" not in done.stderr, done.stderr
+        listed = subprocess.run([*as_user, sys.executable, "-m", "rltrack.cli", "runs", "ls", "--root", str(root), "--json"], capture_output=True,
+                                text=True, env={**os.environ, "RLTRACK_CACHE_DIR": str(cache)})  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        assert [row["task"] for row in json.loads(listed.stdout)] == ["kept"]
+        page = tmp_path / "r.html"
+        done = subprocess.run([*as_user, sys.executable, "-m", "rltrack.cli", "report", "--task", "kept", "-o", str(page), "--root", str(root)],
+                              capture_output=True, text=True, env={**os.environ, "RLTRACK_CACHE_DIR": str(cache)})  # fmt: skip
+        assert done.returncode == 0 and page.is_file(), done.stderr
     finally:
         root.chmod(0o755)
     assert sorted(p.name for p in root.iterdir()) == before  # no index, no journal of one
