@@ -126,6 +126,7 @@ class Writer:
         self.waiting: set[str] = set(registration["trackers"])  # trackers whose cursor another process holds
         self.status: str | None = None
         self.ended_at: float | None = None
+        self.end_recorded = False  # the journal's counts are in report.json (once the journal is read to its end)
         self.saved_state: dict[str, Any] | None = None
         self.saved_at = 0.0
 
@@ -317,15 +318,18 @@ class Agent:
         """Reads a batch of the writer's journal for its files and trackers; ends
         the writer once everything is done. True if busy."""
         busy = False
-        if not writer.feed.ended:
+        files = writer.files
+        if not writer.feed.ended and (files.closed or files.flush()):  # the files on disk first: a full disk holds the journal's next batch back
             busy = writer.feed.step(FEED_BATCH)
-        if not writer.files.closed and not busy:
-            writer.files.flush()
-            if writer.status is not None and writer.feed.ended:  # read to the end of the writer's journal
-                self._record_end(writer, delivering=True)  # before the files' cursor is closed: killed between, the next agent reads the counts again
-                writer.files.close(writer.status)
         now = time.monotonic()
-        if writer.status is not None and writer.files.closed:
+        if not files.closed and not busy and files.flush() and writer.status is not None and writer.feed.ended:  # read to the end of the writer's journal
+            if not writer.end_recorded:  # before the files' cursor is closed: killed between, the next agent reads the counts again
+                self._record_end(writer, delivering=True)
+                writer.end_recorded = True
+            files.close(writer.status)
+        if not files.closed and files.blocked and writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END:
+            files.give_up()  # a disk that stays full: the files are written anew by the next session, from the journal
+        if writer.status is not None and files.closed:
             for worker in writer.workers.values():
                 if not worker.done and (worker.fix is not None or worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at)):
                     worker.give_up()  # an error that cannot heal is not retried for minutes after the end: `rltrack sync` once fixed
@@ -367,10 +371,12 @@ class Agent:
         leave = {run.backend.name for key, run in self.tracker_runs.items() if key[0] == writer.run_dir} if delivering else set()
         assert writer.status is not None, "a writer's end is recorded once it has ended"
         status = writer.files.ended or writer.status
+        counts = report.take(leave)
         try:
-            record_end(writer.run_dir, writer.writer, int(writer.registration["pid"]), status, report.take(leave), trackers)
+            record_end(writer.run_dir, writer.writer, int(writer.registration["pid"]), status, counts, trackers)
         except OSError as exc:
-            print(f"rltrack agent: could not update {writer.run_dir / 'report.json'}: {exc}", file=sys.stderr)
+            report.add(counts)  # kept for the next save of report.json
+            writer.failed("report", "save", exc)
 
     def _finish(self, writer: Writer) -> None:
         """Records the end (again: what was counted since, the trackers as they are now), saves the final state, forgets the writer."""
