@@ -23,7 +23,6 @@ import sys
 import tempfile
 import textwrap
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -34,15 +33,10 @@ import rltrack
 from rltrack.agent.files import agent_dir
 from rltrack.core.events import Event
 from rltrack.journal import JournalWriter, read_batch
+from disks import fill, mount, tmpfs
 from mlflow_server import free_port
 from reliability_helpers import REPO, child_env
 from waiting import wait_until
-
-
-def mount(*args: str) -> None:
-    done = subprocess.run(["mount", *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"mount {' '.join(args)} is not permitted here: {done.stderr.strip()}")
 
 
 @pytest.fixture
@@ -67,16 +61,6 @@ def remount(target: Path, mode: str) -> None:
 def read_only_root(bind_mount: Path) -> Path:
     remount(bind_mount, "ro")
     return bind_mount
-
-
-@contextmanager
-def tmpfs(where: Path, size: str) -> Iterator[Path]:
-    where.mkdir()
-    mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where))
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "--lazy", str(where)], check=True)  # lazy: a file the logger failed to close may still be open
 
 
 @pytest.fixture
@@ -142,24 +126,6 @@ def test_a_full_disk_keeps_training_and_the_journal_keeps_what_fitted(small_disk
     kept = [e.data["x"] for e in rltrack.read_journal(logger.run_dir) if e.kind == "scalars"]
     assert 0 < len(kept) < records and kept == [float(i) for i in range(len(kept))]  # a prefix, nothing torn mid-file
     assert write_seconds < 2  # 20,000 deque appends (~1 us each); the full disk is the pipeline thread's
-
-
-def fill(disk: Path) -> Path:
-    """Writes a file on `disk` until the disk refuses more; returns it."""
-    filler = disk / "filler"
-    with filler.open("wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC, exc
-    with filler.open("ab", buffering=0) as f:  # the last pages, a byte at a time
-        try:
-            while True:
-                f.write(b"\0")
-        except OSError:
-            pass
-    return filler
 
 
 class Said:

@@ -18,6 +18,7 @@ import json
 import time
 from pathlib import Path
 
+from growing_files import whole_lines
 from rltrack.trackers.remote import EventId, RemoteBackend
 from rltrack.core.events import Event
 
@@ -41,7 +42,7 @@ class FileTracker(RemoteBackend):
         time.sleep(self.delay)
         path = self.run.run_dir / f"{self.name}.jsonl"
         if self._held is None:
-            self._held = {item for line in path.read_text().splitlines() for item in json.loads(line)["ids"]} if path.is_file() else set()
+            self._held = {item for line in whole_lines(path) for item in json.loads(line)["ids"]}
         new = [(str(i), event) for i, event in zip(ids, events) if str(i) not in self._held]
         if new:
             with path.open("a") as f:
@@ -53,13 +54,10 @@ class FileTracker(RemoteBackend):
 
 
 def received(run_dir: Path) -> list[Event]:
-    """What the stand-in holds for `run_dir`, in the order it was given."""
-    path = run_dir / f"{FileTracker.name}.jsonl"
-    if not path.is_file():
-        return []
-    return [Event.from_dict(item) for line in path.read_text().splitlines() for item in json.loads(line)["batch"]]
+    """What the stand-in holds for `run_dir`, in the order it was given (the
+    agent may be appending a batch: a torn last line is read at the next look)."""
+    return [Event.from_dict(item) for line in whole_lines(run_dir / f"{FileTracker.name}.jsonl") for item in json.loads(line)["batch"]]
 
 
 def batches(run_dir: Path) -> list[int]:
-    path = run_dir / f"{FileTracker.name}.jsonl"
-    return [len(json.loads(line)["batch"]) for line in path.read_text().splitlines()] if path.is_file() else []
+    return [len(json.loads(line)["batch"]) for line in whole_lines(run_dir / f"{FileTracker.name}.jsonl")]
