@@ -183,6 +183,7 @@ class DeliveryWorker:
         self.last_error: str | None = None
         #: `time.monotonic()` of the first failure since the last batch the tracker took (None: not failing).
         self.failing_since: float | None = None
+        self._failing_wall = 0  # the same as a wall time (whole seconds)
         #: What to do about the last error when retrying cannot heal it (see `RemoteBackend.cannot_heal`); None: it may pass.
         self.fix: str | None = None
         #: Set by the owner once no more lines will be appended, with the status the tracker's run ends with.
@@ -214,7 +215,8 @@ class DeliveryWorker:
         now = time.monotonic()
         self.inbox.clear()  # a tracker that is down holds no batch in memory: it reads them from the journal once it takes them again
         self.errors += 1
-        self.failing_since = self.failing_since or now
+        if self.failing_since is None:
+            self.failing_since, self._failing_wall = now, round(time.time())
         self.last_error = error_text(exc)
         self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
         self.fix = self.backend.cannot_heal(exc)
@@ -300,6 +302,24 @@ class DeliveryWorker:
 
     def pending_bytes(self) -> int:
         return max(0, (self.journal.stat().st_size if self.journal.is_file() else 0) - self.cursor.offset)
+
+    def condition(self) -> dict[str, Any]:
+        """Where this tracker stands, for report.json: `state` "delivering",
+        "failing" (every batch refused since `failing_since`, a wall time),
+        "delivered" (its run ended with everything) or "given up" (the rest
+        waits for `rltrack sync`), with the last `error` and its `fix` while not delivered."""
+        if self.done:
+            state = "delivered" if self.caught_up() else "given up"
+        else:
+            state = "delivering" if self.failing_since is None else "failing"
+        condition: dict[str, Any] = {"state": state}
+        if state in ("failing", "given up") and self.last_error:
+            condition["error"] = self.last_error
+            if self.fix:
+                condition["fix"] = self.fix
+        if state == "failing":
+            condition["failing_since"] = self._failing_wall
+        return condition
 
     def failing_longer_than(self, seconds: float, since: float | None = None) -> bool:
         """True when the tracker has refused every batch for over `seconds`,
@@ -391,27 +411,33 @@ def time_left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list[str]) -> None:
+def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list[str], states: dict[str, dict[str, Any]] | None = None) -> None:
     """Adds `counts` (a `Report.as_dict()`) to the run's report.json. The
     sections of `trackers` are rebuilt from their cursors (what each
     delivered, counted and renamed, saved with the cursor), plus their
     errors, plus what is pending now. The training process, the agent and
     `rltrack sync` all add to it, so each holds `report.json.lock` meanwhile
-    (for at most `LOCK_WAIT`)."""
+    (for at most `LOCK_WAIT`).
+
+    Its `trackers` part says where each tracker stands (see
+    `DeliveryWorker.condition`): `states` as the agent sees them, else, for
+    each of `trackers`, "delivered" or "pending" by its cursors."""
     path = run_dir / "report.json"
     fd = hold(run_dir / "report.json.lock", LOCK_WAIT)
     if fd is None:
         raise OSError(f"{path}: another process has held report.json.lock for over {LOCK_WAIT:.0f} s; the counts of this one are not added")
     try:
         merged = Report()
-        if path.is_file():
-            merged.add(json.loads(path.read_text()), keep=lambda section, category: section not in trackers or category == "errors")
+        saved = json.loads(path.read_text()) if path.is_file() else {}
+        merged.add(saved, keep=lambda section, category: section not in trackers or category == "errors")
         merged.add(counts, keep=lambda section, category: section not in trackers or category == "errors")
+        conditions: dict[str, dict[str, Any]] = dict(saved.get("trackers", {}))
         for name in trackers:
             for cursor in cursor_files(run_dir, name):
                 merged.add(Cursor(run_dir, name, cursor).report.as_dict())
-            report_pending(merged, run_dir, name)
-        merged.save(path)
+            conditions[name] = {"state": "pending" if report_pending(merged, run_dir, name) else "delivered"}
+        conditions.update(states or {})
+        write_atomic(path, json.dumps({**merged.as_dict(), "trackers": conditions}, indent=2, sort_keys=True) + "\n")
     finally:
         os.close(fd)
 

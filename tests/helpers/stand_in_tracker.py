@@ -1,10 +1,11 @@
 """`FileTracker`, a stand-in for a remote tracker, written for these tests:
 the agent runs it in its own process like MLflow or W&B, and it keeps what
 it is given as JSON lines in `<run_dir>/<name>.jsonl`, where a test reads it
-back. Like trackio it keeps each event's id (`EventId`, from delivery) with
+back (`received`, whole lines only: the agent may be appending). Like trackio it keeps each event's id (`EventId`, from delivery) with
 the event and skips an event whose id it holds, so that delivery continuing
 from a cursor after a killed agent stores nothing twice. Unlike a real tracker it can be told, on cue, to refuse its first
-deliveries (`failures`, per agent process), to hang while a file exists
+deliveries (`failures`, per agent process), to refuse every delivery
+while a file exists (`fail_while`), to hang while a file exists
 (`hang_while`), or to take `delay` seconds over each batch (a slow but
 healthy tracker). The real trackers are tested against their own stores in
 their own test modules.
@@ -27,8 +28,9 @@ class FileTracker(RemoteBackend):
     name = "filetracker"
     max_batch = 7
 
-    def __init__(self, failures: int = 0, hang_while: str | None = None, delay: float = 0.0) -> None:
+    def __init__(self, failures: int = 0, hang_while: str | None = None, delay: float = 0.0, fail_while: str | None = None) -> None:
         self.failures = failures
+        self.fail_while = None if fail_while is None else Path(fail_while)
         self.hang_while = None if hang_while is None else Path(hang_while)
         self.delay = delay
         self._held: set[str] | None = None  # the ids of what it holds
@@ -36,8 +38,8 @@ class FileTracker(RemoteBackend):
     def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         while self.hang_while is not None and self.hang_while.exists():
             time.sleep(0.05)
-        if self.failures:
-            self.failures -= 1
+        if self.failures or (self.fail_while is not None and self.fail_while.exists()):
+            self.failures = max(0, self.failures - 1)
             raise ConnectionError("tracker down")
         time.sleep(self.delay)
         path = self.run.run_dir / f"{self.name}.jsonl"
