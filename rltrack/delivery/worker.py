@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrack.core.atomic_file import write_atomic
-from rltrack.trackers.remote import EventId, RemoteBackend, error_text
+from rltrack.trackers.remote import EventId, RemoteBackend, SessionLost, error_text
 from rltrack.core.events import Event
 from rltrack.journal import Entry, count_skipped, journal_files, journal_path, read_batch
 from rltrack.journal.feed import Batch, JournalFeed
@@ -219,6 +219,8 @@ class DeliveryWorker:
             self.failing_since, self._failing_wall = now, round(time.time())
         self.last_error = error_text(exc)
         self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+        if isinstance(exc, SessionLost):
+            self._rewind()
         self.fix = self.backend.cannot_heal(exc)
         if self.fix is not None:
             self.next_try = now + CANNOT_HEAL_WAIT
@@ -372,6 +374,15 @@ class DeliveryWorker:
         if self.backend.state != self.cursor.state:
             self.cursor.advance(self.cursor.offset, 0, state=copy.deepcopy(self.backend.state))
 
+    def _rewind(self) -> None:
+        """Back to the cursor, after the tracker's session was lost: what it
+        took beyond the cursor and did not store is delivered again, from the
+        journal, by a new session (started as after a crash, see `_start`)."""
+        self._read_offset = self.cursor.offset
+        self._untold.clear()
+        self._storing_until = None
+        self._started = False
+
     def _taken(self, offset: int, events: int) -> None:
         self._read_offset = offset
         self._untold.append((offset, events, self.backend.position()))
@@ -429,12 +440,18 @@ def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list
     try:
         merged = Report()
         saved = json.loads(path.read_text()) if path.is_file() else {}
-        merged.add(saved, keep=lambda section, category: section not in trackers or category == "errors")
+        merged.add(saved, keep=lambda section, category: section not in trackers)
         merged.add(counts, keep=lambda section, category: section not in trackers or category == "errors")
         conditions: dict[str, dict[str, Any]] = dict(saved.get("trackers", {}))
         for name in trackers:
+            confirmed = Report()
             for cursor in cursor_files(run_dir, name):
-                merged.add(Cursor(run_dir, name, cursor).report.as_dict())
+                confirmed.add(Cursor(run_dir, name, cursor).report.as_dict())
+            merged.add(confirmed.as_dict())
+            in_cursors = confirmed.as_dict()["counts"].get(f"{name}.errors", {})
+            for reason, n in saved.get("counts", {}).get(f"{name}.errors", {}).items():  # those no cursor took (a tracker that never took a batch)
+                if n > in_cursors.get(reason, 0):
+                    merged.count("errors", reason, n - in_cursors.get(reason, 0), section=name)
             conditions[name] = {"state": "pending" if report_pending(merged, run_dir, name) else "delivered"}
         conditions.update(states or {})
         write_atomic(path, json.dumps({**merged.as_dict(), "trackers": conditions}, indent=2, sort_keys=True) + "\n")

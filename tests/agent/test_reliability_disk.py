@@ -28,7 +28,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 import rltrack
 from rltrack.agent.files import agent_dir, read_json
 from disks import fill, tmpfs
-from reliability_helpers import mlflow_history
+from reliability_helpers import mlflow_history, wandb_files, wandb_history
 from trackio_reader import store
 from waiting import wait_until
 
@@ -123,3 +123,55 @@ def test_a_disk_full_for_a_while_puts_every_value_once_in_the_files_and_trackers
     said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("rltrack")]
     print(f"\n{placement}: {VALUES} of {VALUES} values once in progress.csv, TensorBoard{', ' if trackers else ''}{', '.join(trackers)}; "
           f"close took {seconds:.1f} s; errors counted: {[report['counts'][name] for name in report['counts'] if name.endswith('errors')]}; stderr: {said}")  # fmt: skip
+
+
+def tracker_states(run_dir: Path) -> dict[str, str]:
+    """Each tracker's state in report.json (the agent rewrites it when one changes)."""
+    try:
+        return {name: condition["state"] for name, condition in json.loads((run_dir / "report.json").read_text()).get("trackers", {}).items()}
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+@pytest.mark.slow
+def test_trackers_whose_stores_disk_filled_for_a_while_come_back_by_themselves(tmp_path: Path, six_mb_disk: Path) -> None:
+    """W&B's folder, MLflow's SQLite file and trackio's directory on a disk
+    that fills while the run root has space. Before, W&B's writer stopped for
+    good: 0 of 3,000 values stored, `close()` False, report.json only
+    `wandb.pending`, until `rltrack sync`. Now the agent sees W&B store
+    nothing (`STALL` seconds), lets the session go, starts another once
+    there is space, and delivers the backlog from the journal; MLflow and
+    trackio retry with backoff. No `rltrack sync`."""
+    config: dict[str, Any] = {
+        "run": {"root": str(tmp_path / "runs"), "name": "full", "task": "disk", "stores": str(six_mb_disk), "close_timeout": 300},
+        "backends": {"use": ["local", "mlflow", "trackio", "wandb"], "wandb": {"dir": str(six_mb_disk)}},
+    }
+    logger = rltrack.make_logger(config)
+    run_dir = logger.run_dir
+    write(logger, 0, VALUES // 3)
+    assert logger.flush(timeout=120)
+    filler = fill(six_mb_disk)
+    write(logger, VALUES // 3, 2 * VALUES // 3)
+    seen_failing: set[str] = set()
+    wait_until(lambda: seen_failing.update(name for name, state in tracker_states(run_dir).items() if state == "failing") or "wandb" in seen_failing,
+               300, lambda: f"report.json to say W&B is failing: {tracker_states(run_dir)}")  # fmt: skip
+    filler.unlink()
+    write(logger, 2 * VALUES // 3, VALUES)
+    started = time.monotonic()
+    assert logger.close(), f"close False; trackers: {tracker_states(run_dir)}"
+    seconds = time.monotonic() - started
+    at_steps = [(i, float(i)) for i in range(VALUES)]
+    mlflow = mlflow_history(run_dir, "x")
+    assert mlflow == at_steps, once_each(mlflow, at_steps)
+    rows = store(six_mb_disk / "trackio", "disk")["logs"]["full"]
+    trackio = sorted((row["step"], row["x"]) for row in rows if "x" in row)
+    assert trackio == at_steps, once_each(trackio, at_steps)
+    sessions = wandb_files(six_mb_disk)
+    wandb = sorted((row["step"], row["x"]) for path in sessions for row in wandb_history(path) if "x" in row)
+    assert wandb == at_steps, once_each(wandb, at_steps)
+    report = json.loads((run_dir / "report.json").read_text())
+    assert {name: condition["state"] for name, condition in report["trackers"].items()} == dict.fromkeys(["mlflow", "trackio", "wandb"], "delivered")
+    assert not [name for name in report["counts"] if name.endswith(".pending")], report["counts"]
+    print(f"\nstores' disk full: {VALUES} of {VALUES} values once in MLflow, trackio and W&B ({len(sessions)} W&B sessions); "
+          f"seen failing: {sorted(seen_failing)}; close took {seconds:.1f} s; "
+          f"tracker errors: {[report['counts'][name] for name in report['counts'] if name.endswith('errors')]}")
