@@ -6,14 +6,14 @@
 # platform tests (OLDEST_TESTS below); .ci/run runs both.
 # `make test-fast` runs every test not marked `slow` (no Ray, no outage, no
 # crash and sweep scenarios): minutes, for the edit-test loop. `make test` runs
-# everything and is what CI runs.
+# everything and is what CI runs, then `make test-reliability` (below).
 VENV ?= .venv
 OLDEST_VENV ?= .venv-oldest
 PY := $(VENV)/bin/python
 # the tests that meet the frameworks and the trackers themselves
 OLDEST_TESTS := tests/frameworks tests/backends tests/core/test_platform.py
 
-.PHONY: demo test test-fast test-oldest chromium bench clean
+.PHONY: demo test test-fast test-oldest test-reliability chromium bench clean
 
 # $(call install,venv,constraints,requirements): torch first, alone, as the CPU
 # build on this machine's disk (a range would take a CUDA build of several GB);
@@ -45,6 +45,22 @@ test-fast: $(VENV)/.installed chromium
 
 test-oldest: $(OLDEST_VENV)/.installed
 	$(OLDEST_VENV)/bin/python -m pytest -q $(OLDEST_TESTS)
+
+# The reliability lane (issue 37): the scenarios marked `reliability` (kills,
+# a full disk, poison) beside a busy loop on every core, RELIABILITY_RUNS
+# times, each run with a base temp of its own; the loops are stopped however
+# it ends. CI runs it after `make test`.
+RELIABILITY_RUNS ?= 2
+test-reliability: $(VENV)/.installed
+	@cores=$$(nproc); loops=""; \
+	for i in $$(seq $$cores); do $(PY) -c "while 1: pass" & loops="$$loops $$!"; done; \
+	trap "kill $$loops" EXIT; failed=0; \
+	for run in $$(seq $(RELIABILITY_RUNS)); do \
+		echo "reliability lane: run $$run of $(RELIABILITY_RUNS) beside $$cores busy loops"; \
+		basetemp=$$(mktemp -d); \
+		$(PY) -m pytest -q -m reliability -p no:cacheprovider --basetemp=$$basetemp || failed=1; \
+		rm -rf $$basetemp; \
+	done; exit $$failed
 
 # the HTML report test opens pages in a real headless Chromium (Debian's package)
 chromium:

@@ -43,6 +43,9 @@ from reliability_helpers import (
 from rltrack.delivery.worker import Cursor
 from waiting import wait_until
 
+#: The kill scenarios run again, beside busy loops, in the reliability lane (`make test-reliability`).
+pytestmark = pytest.mark.reliability
+
 TRACKERS = ("mlflow", "wandb", "neptune")
 
 WRITER = textwrap.dedent(

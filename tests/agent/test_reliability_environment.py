@@ -109,6 +109,7 @@ def test_a_run_directory_removed_mid_run_never_stops_training(tmp_path: Path, ca
 
 
 @pytest.mark.slow  # 30 s: fills a small disk, frees it, fills it again
+@pytest.mark.reliability
 def test_a_full_disk_keeps_training_and_the_journal_keeps_what_fitted(small_disk: Path, capfd: pytest.CaptureFixture[str]) -> None:
     logger = rltrack.make_logger({"run": {"root": str(small_disk), "name": "full"}})
     padding = "p" * 200
@@ -143,6 +144,7 @@ class Said:
         return part in self.all()
 
 
+@pytest.mark.reliability
 def test_a_disk_full_for_a_while_loses_nothing_written_while_space_existed(three_mb_disk: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """The issue's steps on a 3 MB tmpfs: 1,000 values, the disk filled by
     another file, 1,000 more, the space freed, 1,000 more. Before, the line
@@ -173,6 +175,7 @@ def test_a_disk_full_for_a_while_loses_nothing_written_while_space_existed(three
     print(f"\ndisk full: {len(journaled)} of 3000 values journaled and in progress.csv; the journal's flush refused {refused} times; stderr: {said}")
 
 
+@pytest.mark.reliability
 def test_a_line_the_full_disk_cut_short_is_cut_back_and_written_whole_when_space_returns(three_mb_disk: Path) -> None:
     path = three_mb_disk / "journal.jsonl"
     writer = JournalWriter(path)
