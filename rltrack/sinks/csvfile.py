@@ -39,6 +39,8 @@ class GrowingCsv:
         self._header = len(self.columns)  # the columns of the header on disk
         self._rows: list[list[Any]] = []  # rows not on disk yet, each as wide as the columns were when it came
         self._file = RecordFile(path)
+        self._text = io.StringIO(newline="")  # the csv module's line of a row that is not all numbers
+        self._text_writer = csv.writer(self._text)
 
     def write_row(self, row: dict[str, Any]) -> None:
         """A row of `row`'s values under their columns; a column it lacks, or a
@@ -86,9 +88,10 @@ class GrowingCsv:
         line = _numbers_line(values)
         if line:
             return line
-        text = io.StringIO(newline="")
-        csv.writer(text).writerow(values)
-        return text.getvalue()
+        self._text.seek(0)
+        self._text.truncate()
+        self._text_writer.writerow(values)
+        return self._text.getvalue()
 
     def close(self) -> None:
         self.flush()
