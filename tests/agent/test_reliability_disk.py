@@ -60,6 +60,17 @@ def write(logger: rltrack.Logger, start: int, end: int) -> None:
         logger.write({"x": float(i)}, step=i)
 
 
+def fill_after_a_third(config: dict[str, Any], disk: Path) -> tuple[rltrack.Logger, Path]:
+    """A logger of `config` that has written a third of the values (the local
+    files hold them), then `disk` filled, then another third written."""
+    logger = rltrack.make_logger(config)
+    write(logger, 0, VALUES // 3)
+    assert logger.flush(timeout=120)
+    filler = fill(disk)
+    write(logger, VALUES // 3, 2 * VALUES // 3)
+    return logger, filler
+
+
 def once_each(got: list[Any], want: list[Any]) -> str:
     """What differs, for the assertion's message: how many values, which are missing and which doubled."""
     seen: dict[Any, int] = {}
@@ -88,12 +99,8 @@ def test_a_disk_full_for_a_while_puts_every_value_once_in_the_files_and_trackers
         "run": {"root": str(six_mb_disk), "name": "full", "task": "disk", "stores": str(stores), "close_timeout": 300},
         "backends": {"use": ["local", *trackers]},
     }
-    logger = rltrack.make_logger(config)
+    logger, filler = fill_after_a_third(config, six_mb_disk)
     run_dir = logger.run_dir
-    write(logger, 0, VALUES // 3)
-    assert logger.flush(timeout=120)
-    filler = fill(six_mb_disk)
-    write(logger, VALUES // 3, 2 * VALUES // 3)
     wait_until(lambda: any("No space left" in reason for reason in logger.report.as_dict()["counts"].get("core.errors", {})), 120,
                "the journal to meet the full disk")  # fmt: skip
     os.truncate(filler, filler.stat().st_size - 64 * 1024)  # the journal takes some, then the agent's local files meet the full disk
@@ -146,12 +153,8 @@ def test_trackers_whose_stores_disk_filled_for_a_while_come_back_by_themselves(t
         "run": {"root": str(tmp_path / "runs"), "name": "full", "task": "disk", "stores": str(six_mb_disk), "close_timeout": 300},
         "backends": {"use": ["local", "mlflow", "trackio", "wandb"], "wandb": {"dir": str(six_mb_disk)}},
     }
-    logger = rltrack.make_logger(config)
+    logger, filler = fill_after_a_third(config, six_mb_disk)
     run_dir = logger.run_dir
-    write(logger, 0, VALUES // 3)
-    assert logger.flush(timeout=120)
-    filler = fill(six_mb_disk)
-    write(logger, VALUES // 3, 2 * VALUES // 3)
     seen_failing: set[str] = set()
     wait_until(lambda: seen_failing.update(name for name, state in tracker_states(run_dir).items() if state == "failing") or "wandb" in seen_failing,
                300, lambda: f"report.json to say W&B is failing: {tracker_states(run_dir)}")  # fmt: skip
