@@ -104,23 +104,23 @@ class Cursor:
     def advance(
         self, offset: int, events: int, position: int | None = None, report: dict[str, Any] | None = None, state: dict[str, Any] | None = None
     ) -> None:  # fmt: skip
-        self.offset = offset
-        self.delivered += events
-        if position is not None:
-            self.position = position
+        """Saves the cursor moved on; a save that fails (a full disk) raises and leaves it as it was."""
+        position = self.position if position is None else position
+        state = self.state if state is None else state
+        moved = Report()
+        moved.add(self.report.as_dict())
         if report is not None:
-            self.report.add(report)
-        if state is not None:
-            self.state = state
-        saved: dict[str, Any] = {"offset": self.offset, "delivered": self.delivered, "report": self.report.as_dict()}
-        if self.position is not None:
-            saved["position"] = self.position
+            moved.add(report)
+        saved: dict[str, Any] = {"offset": offset, "delivered": self.delivered + events, "report": moved.as_dict()}
+        if position is not None:
+            saved["position"] = position
         if self.target:
             saved["target"] = self.target
-        if self.state:
-            saved["state"] = self.state
+        if state:
+            saved["state"] = state
         self.path.parent.mkdir(exist_ok=True)
         write_atomic(self.path, json.dumps(saved))
+        self.offset, self.delivered, self.position, self.state, self.report = offset, self.delivered + events, position, state, moved
 
 
 def pending_bytes(run_dir: Path, backend: str) -> int:
@@ -393,12 +393,20 @@ class DeliveryWorker:
         if not self._untold:
             return
         stored = self.backend.durable_position()
-        offset, events, position = None, 0, None
-        while self._untold and (stored is None or self._untold[0][2] is None or self._untold[0][2] <= stored):
-            offset, batch_events, position = self._untold.popleft()
-            events += batch_events
-        if offset is not None:  # with what the backend counted meanwhile: both describe what the tracker holds
-            self.cursor.advance(offset, events, position, self.backend.run.report.take_section(self.backend.name))
+        taken, offset, events, position = 0, 0, 0, None
+        for batch_offset, batch_events, batch_position in self._untold:
+            if not (stored is None or batch_position is None or batch_position <= stored):
+                break
+            taken, offset, events, position = taken + 1, batch_offset, events + batch_events, batch_position
+        if taken:  # with what the backend counted meanwhile: both describe what the tracker holds
+            counted = self.backend.run.report.take_section(self.backend.name)
+            try:
+                self.cursor.advance(offset, events, position, counted)
+            except OSError:  # not saved (a full disk): the same batches are confirmed at a later step
+                self.backend.run.report.add(counted)
+                raise
+            for _ in range(taken):
+                self._untold.popleft()
 
     def _end(self) -> None:
         """The journal is delivered: end the tracker's run (unless more writers
