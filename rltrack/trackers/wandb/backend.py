@@ -102,10 +102,11 @@ _ARTIFACT_NAME = re.compile(r"[^A-Za-z0-9_.\-]+")
 #: Characters W&B refuses in a project name, and its longest.
 _PROJECT_UNSAFE = re.compile(r"[/\\#?%:]")
 MAX_PROJECT = 128
-#: Seconds W&B may hold rows it took without storing any before its session
-#: counts as lost (its writer process stops for good when W&B's folder's disk
-#: fills) and a new session takes the rest from the cursor. A slow but
-#: healthy W&B losing its session only costs a new one: nothing is doubled.
+#: Seconds W&B may hold rows it took without storing any, its folder's disk
+#: seen full meanwhile, before its session counts as lost (its writer process
+#: stops for good when that disk fills) and a new session takes the rest from
+#: the cursor. Were a healthy W&B taken for lost, that would cost only a new
+#: session: nothing is doubled.
 STALL = 20.0
 #: Free bytes W&B's folder needs before a session is started: on a full disk
 #: `wandb.init` starts a writer that stops at once, or fails and keeps its id.
@@ -167,6 +168,7 @@ class WandbBackend(RemoteBackend):
         self._rows_before_file = 0  # rows the W&B run held before this session's file
         self._failed_id: str | None = None  # W&B keeps this id reserved in this process
         self._stored = (0, 0.0)  # rows stored, and since when (`time.monotonic()`): W&B's progress, see `_watch`
+        self._disk_full = False  # W&B's folder's disk was seen full since W&B last stored a row
 
     @classmethod
     def validate(cls, settings: dict[str, Any]) -> None:
@@ -249,16 +251,19 @@ class WandbBackend(RemoteBackend):
 
     def _watch(self, stored: int) -> None:
         """Raises `SessionLost` (the session let go) when W&B has stored none
-        of the rows it holds for `STALL` seconds."""
+        of the rows it holds for `STALL` seconds and its folder's disk was
+        seen full meanwhile (a W&B only slow, on a busy machine, keeps its session)."""
         now = time.monotonic()
         if stored >= self.position() or stored != self._stored[0]:
-            self._stored = (stored, now)
-        elif now - self._stored[1] > STALL:
+            self._stored, self._disk_full = (stored, now), False
+            return
+        self._disk_full = self._disk_full or _free_bytes(self._dir) < MIN_FREE
+        if self._disk_full and now - self._stored[1] > STALL:
             waiting = self.position() - stored
             self._let_go()
             raise SessionLost(
-                f"W&B stored none of the {waiting} rows it took for {STALL:.0f} s (its writer stops for good when the disk "
-                f"of {self._dir} fills); a new W&B session takes them"
+                f"W&B stored none of the {waiting} rows it took for {STALL:.0f} s and the disk of {self._dir} filled "
+                "meanwhile (W&B's writer stops for good then); a new W&B session takes them"
             )
 
     def _let_go(self) -> None:
@@ -459,7 +464,11 @@ class WandbBackend(RemoteBackend):
 
 
 def _free_bytes(folder: Path) -> int:
-    stats = os.statvfs(folder)
+    """Bytes free for this user on `folder`'s disk (as much as wanted when it cannot be said)."""
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return MIN_FREE
     return stats.f_bavail * stats.f_frsize
 
 
