@@ -124,7 +124,7 @@ class AgentLink:
             + ("not delivered" if self.gave_up else "not done at close")
             + (f" ({errors})" if errors else "")
             + ("" if self.gave_up else "; the agent goes on delivering (`rltrack status`)")
-            + (("; fix what the error says, then" if self.gave_up else "; to finish now") + f": rltrack sync {self.run_dir} --to {' --to '.join(trackers)}" if trackers else ""),
+            + ((("; fix what the error says, then" if any(behind.values()) else "; then") if self.gave_up else "; to finish now") + f": rltrack sync {self.run_dir} --to {' --to '.join(trackers)}" if trackers else ""),
             file=sys.stderr,
         )
 

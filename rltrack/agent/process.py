@@ -64,7 +64,7 @@ from rltrack.delivery.registry import RemoteBackend, RunContext
 from rltrack.trackers.remote import error_text
 from rltrack.delivery.construct import build_backend
 from rltrack.agent.lanes import TrackerRun, import_clients, lane
-from rltrack.delivery.worker import DeliveryBusy, DeliveryWorker
+from rltrack.delivery.worker import DeliveryBusy, DeliveryWorker, merge_into_report_file
 from rltrack.delivery.files import FilesDelivery
 from rltrack.journal import end_torn_tail, journal_path
 from rltrack.journal.feed import JournalFeed
@@ -85,6 +85,8 @@ RETRY_AFTER_END = float(os.environ.get("RLTRACK_AGENT_RETRY", "300"))
 #: Seconds between the saves of a writer's state while it runs (at once when it ends).
 STATE_EVERY = 0.2
 STATUS_EVERY = 1.0
+#: At most one rewrite of a run's report.json per this many seconds when its trackers' conditions change.
+REPORT_EVERY = 1.0
 #: The agent's niceness: delivery is background work (its backlog waits on
 #: disk), so a busy machine gives the CPU to training first. wandb-core,
 #: started by the W&B client in the agent, inherits it.
@@ -126,6 +128,10 @@ class Writer:
         self.waiting: set[str] = set(registration["trackers"])  # trackers whose cursor another process holds
         self.status: str | None = None
         self.ended_at: float | None = None
+        self.end_recorded = False  # the journal's counts are in report.json (once the journal is read to its end)
+        #: The trackers' conditions report.json was last written with, and when (`time.monotonic()`).
+        self.reported: dict[str, Any] = {}
+        self.report_saved_at = 0.0
         self.saved_state: dict[str, Any] | None = None
         self.saved_at = 0.0
 
@@ -133,7 +139,7 @@ class Writer:
         trackers = {
             name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "fix": worker.fix, "done": worker.done,
                    "batches_dropped": worker.inbox.dropped,
-                   "failing_since": None if worker.failing_since is None else round(time.time() - (time.monotonic() - worker.failing_since))}
+                   "failing_since": worker.condition().get("failing_since")}
             for name, worker in self.workers.items()
         }
         for name in self.waiting:
@@ -317,15 +323,18 @@ class Agent:
         """Reads a batch of the writer's journal for its files and trackers; ends
         the writer once everything is done. True if busy."""
         busy = False
-        if not writer.feed.ended:
+        files = writer.files
+        if not writer.feed.ended and (files.closed or files.flush()):  # the files on disk first: a full disk holds the journal's next batch back
             busy = writer.feed.step(FEED_BATCH)
-        if not writer.files.closed and not busy:
-            writer.files.flush()
-            if writer.status is not None and writer.feed.ended:  # read to the end of the writer's journal
-                self._record_end(writer, delivering=True)  # before the files' cursor is closed: killed between, the next agent reads the counts again
-                writer.files.close(writer.status)
         now = time.monotonic()
-        if writer.status is not None and writer.files.closed:
+        if not files.closed and not busy and files.flush() and writer.status is not None and writer.feed.ended:  # read to the end of the writer's journal
+            if not writer.end_recorded:  # before the files' cursor is closed: killed between, the next agent reads the counts again
+                self._record_end(writer, delivering=True)
+                writer.end_recorded = True
+            files.close(writer.status)
+        if not files.closed and files.blocked and writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END:
+            files.give_up()  # a disk that stays full: the files are written anew by the next session, from the journal
+        if writer.status is not None and files.closed:
             for worker in writer.workers.values():
                 if not worker.done and (worker.fix is not None or worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at)):
                     worker.give_up()  # an error that cannot heal is not retried for minutes after the end: `rltrack sync` once fixed
@@ -336,6 +345,7 @@ class Agent:
                 return busy
         if now - writer.saved_at >= STATE_EVERY:
             self._save_state(writer)
+        self._report_trackers(writer, now)
         return busy
 
     def _end(self, writer: Writer, status: str) -> None:
@@ -362,15 +372,43 @@ class Agent:
         registration's: `crashed`), unless it is marked already. While
         trackers are `delivering`, what they count stays in the run's report
         until their cursors take it (see `DeliveryWorker._confirm`)."""
-        report = self.reports[writer.run_dir][0]
-        trackers = [worker.backend.name for worker in writer.workers.values()]
-        leave = {run.backend.name for key, run in self.tracker_runs.items() if key[0] == writer.run_dir} if delivering else set()
         assert writer.status is not None, "a writer's end is recorded once it has ended"
         status = writer.files.ended or writer.status
+        self._save_report(writer, delivering, lambda counts, trackers, states: record_end(
+            writer.run_dir, writer.writer, int(writer.registration["pid"]), status, counts, trackers, states))
+
+    def _report_trackers(self, writer: Writer, now: float) -> None:
+        """Rewrites report.json when a tracker's condition changed (delivered, given up,
+        failing, with the error), at most once every `REPORT_EVERY` seconds."""
+        if now - writer.report_saved_at < REPORT_EVERY or self._conditions(writer) == writer.reported:
+            return
+        writer.report_saved_at = now
+        self._save_report(writer, True, lambda counts, trackers, states: merge_into_report_file(writer.run_dir, counts, trackers, states))
+
+    def _save_report(self, writer: Writer, delivering: bool, save: Callable[[dict[str, Any], list[str], dict[str, Any]], None]) -> None:
+        """`save(counts, trackers, states)`: what the run's report counted since
+        (while trackers are `delivering`, their sections stay until their
+        cursors take them), the writer's trackers and their conditions. On a
+        full disk the counts are kept for the next save."""
+        report = self.reports[writer.run_dir][0]
+        leave = {run.backend.name for key, run in self.tracker_runs.items() if key[0] == writer.run_dir} if delivering else set()
+        states = self._conditions(writer)
+        counts = report.take(leave)
         try:
-            record_end(writer.run_dir, writer.writer, int(writer.registration["pid"]), status, report.take(leave), trackers)
+            save(counts, [worker.backend.name for worker in writer.workers.values()], states)
         except OSError as exc:
-            print(f"rltrack agent: could not update {writer.run_dir / 'report.json'}: {exc}", file=sys.stderr)
+            report.add(counts)  # kept for the next save of report.json
+            writer.failed("report", "save", exc)
+            return
+        writer.reported = states
+
+    def _conditions(self, writer: Writer) -> dict[str, dict[str, Any]]:
+        """Each tracker's condition (`DeliveryWorker.condition`); one the agent could not open is "not opened", with its error."""
+        states = {worker.backend.name: worker.condition() for worker in writer.workers.values()}  # named as report.json's sections
+        for name in writer.registration["trackers"]:
+            if name not in writer.workers:
+                states[name] = {"state": "not opened", "error": writer.errors.get(name) or "another process delivers it (rltrack sync?)"}
+        return states
 
     def _finish(self, writer: Writer) -> None:
         """Records the end (again: what was counted since, the trackers as they are now), saves the final state, forgets the writer."""

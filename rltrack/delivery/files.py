@@ -16,12 +16,24 @@ from that offset. A cursor still open means the agent writing them was
 killed: tables and csv rows it held were lost and some lines may be written
 again, so the listed files are deleted and written anew from the start of
 the journal. Nothing is lost or doubled; the price is the time to replay the
-journal. A file created in the last batch before the kill is not listed yet;
-its lines appear twice (this window is one batch wide).
+journal. The files are listed in the cursor before anything is written into
+them, so none escapes that.
+
+A full disk loses and doubles nothing: the backends keep what they write in
+memory until `flush`, which writes each file's records whole or not at all
+(rltrack.sinks.records). A flush the disk refuses leaves the files
+`blocked`: the agent reads no further batch of the journal for them (its
+trackers read the journal themselves meanwhile) and tries the flush again at
+every turn until the disk takes it; the first refusal is counted and told,
+the retries are not. So the files hold every journal line once, in order,
+as soon as there is space; `flushed`, the journal offset the files hold on
+disk, moves only past what the disk took. A cursor file the disk refuses is
+saved again at the next flush, before any record it lists is written.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -33,6 +45,10 @@ from rltrack.core.events import Event
 from rltrack.journal import Counts, Dump, End, count_skipped, journal_path
 from rltrack.journal.feed import Batch
 from rltrack.core.turns import Faults
+
+
+#: The errors of a disk that may take the write later: the files wait and retry; any other error is counted and the write skipped.
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def files_cursor_path(run_dir: Path, writer: str | None) -> Path:
@@ -61,6 +77,8 @@ class FilesDelivery:
         self._save(open_=True)
         self._each("open", lambda sink: sink.open(context))
         self.flushed = self.offset  # journal bytes whose lines are in the files, flushed
+        #: A flush the disk refused: the files hold records in memory until a flush succeeds.
+        self.blocked = False
         self.closed = False
         #: The status of the `end` line the journal read so far ends with (None: it ends otherwise).
         self.ended: str | None = None
@@ -76,7 +94,8 @@ class FilesDelivery:
             elif type(entry) is Dump:
                 self._write(events)
                 events = []
-                self._each("dump", lambda sink: sink.dump())
+                if not self.closed:
+                    self._each("dump", lambda sink: sink.dump())
             elif type(entry) is Counts:
                 self.context.report.add(entry.counts)
         self._write(events)
@@ -84,35 +103,85 @@ class FilesDelivery:
             last = batch.entries[-1]
             self.ended = last.status if type(last) is End else None
         self.offset = batch.end
-        self._note_outputs()
 
-    def flush(self) -> None:
-        """Flushes what the files hold, if anything since the last flush (the journal read to its end)."""
-        if self.flushed < self.offset:
-            self._each("flush", lambda sink: sink.flush())
-            self.flushed = self.offset
+    def flush(self) -> bool:
+        """Writes what the files hold in memory, if anything since the last
+        flush; True once the disk holds it all (False: `blocked`, try again later)."""
+        if self.flushed >= self.offset and not self.blocked:
+            return True
+        if not self._on_disk("flush", lambda sink: sink.flush()):
+            return False
+        self.flushed = self.offset
+        return True
 
-    def close(self, status: str) -> None:
-        """Closes the files once the whole journal is written: they are complete."""
-        self._each("close", lambda sink: sink.close(status))
-        self._note_outputs()
-        self._save(open_=False)
+    def close(self, status: str) -> bool:
+        """Closes the files once the whole journal is written: they are
+        complete. False when the disk refused the rest (try again later)."""
+        if not self._on_disk("close", lambda sink: sink.close(status)):
+            return False
+        try:
+            self._save(open_=False)
+        except OSError as exc:
+            return self._refused("files", "close", exc)
         self.flushed = self.offset
         self.closed = True
+        return True
+
+    def give_up(self) -> None:
+        """Leaves the files as the disk holds them (a disk that stays full): the
+        cursor stays open, so the next session writes them anew from the journal."""
+        for sink in self.sinks:
+            self._faults.call(sink.name, "close", lambda sink=sink: sink.close("failed"), None)
+        self.closed = True
+
+    def _on_disk(self, what: str, call: Callable[[Backend], None]) -> bool:
+        """Lists new outputs in the cursor, then `call`s every sink; False when
+        the disk refused something (the rest is written all the same, and
+        what was refused is kept for the next call)."""
+        try:
+            self._note_outputs()
+        except OSError as exc:
+            return self._refused("files", what, exc)
+        refused = None
+        for sink in self.sinks:
+            try:
+                call(sink)
+            except OSError as exc:
+                if exc.errno not in NO_SPACE:
+                    self._faults.failed(sink.name, what, exc)
+                elif refused is None:
+                    refused = (sink.name, exc)
+            except Exception as exc:
+                self._faults.failed(sink.name, what, exc)
+        if refused is not None:
+            return self._refused(refused[0], what, refused[1])
+        self.blocked = False
+        return True
+
+    def _refused(self, who: str, what: str, exc: OSError) -> bool:
+        """The disk refused: counted and told once per spell (the retries are not), and the files wait."""
+        if exc.errno not in NO_SPACE and who == "files":
+            raise exc  # not the disk's space: the agent's own trouble (told and retried there)
+        if not self.blocked:
+            self._faults.failed(who, what, exc)
+        self.blocked = True
+        return False
 
     def _write(self, events: list[Event]) -> None:
-        if events:
+        if events and not self.closed:  # given up: the trackers still take the journal's batches
             self._each("write", lambda sink: sink.write(events))
 
     def _note_outputs(self) -> None:
+        """Lists in the cursor the files the backends write (before they write
+        into them: a kill afterwards makes the next agent delete and rewrite them)."""
         known = set(self._outputs)
         new = [str(path) for sink in self.sinks for path in sink.outputs() if str(path) not in known]
-        if new:
+        if new:  # saved before they are taken: a save the disk refused finds them new again
+            self._save(open_=True, outputs=self._outputs + new)
             self._outputs += new
-            self._save(open_=True)
 
-    def _save(self, *, open_: bool) -> None:
-        state: dict[str, Any] = {"offset": self.offset, "open": open_, "outputs": self._outputs}
+    def _save(self, *, open_: bool, outputs: list[str] | None = None) -> None:
+        state: dict[str, Any] = {"offset": self.offset, "open": open_, "outputs": self._outputs if outputs is None else outputs}
         self._cursor_path.parent.mkdir(exist_ok=True)
         write_atomic(self._cursor_path, json.dumps(state))
 

@@ -16,12 +16,14 @@ from rltrack.delivery.worker import merge_into_report_file
 from rltrack.sinks.rundir import mark_ended
 
 
-def record_end(run_dir: Path, writer: str | None, pid: int, status: str, counts: dict[str, Any], trackers: list[str]) -> None:
+def record_end(
+    run_dir: Path, writer: str | None, pid: int, status: str, counts: dict[str, Any], trackers: list[str], states: dict[str, dict[str, Any]] | None = None
+) -> None:  # fmt: skip
     """Adds `counts` (a `Report.as_dict()`) and the sections of `trackers`
-    (see `merge_into_report_file`) to report.json, then marks meta.json (the
+    (see `merge_into_report_file`, with their `states`) to report.json, then marks meta.json (the
     writer's part of it, see `mark_ended`) ended with `status`. Raises OSError
     when report.json cannot be written; meta.json is marked all the same."""
     try:
-        merge_into_report_file(run_dir, counts, trackers)
+        merge_into_report_file(run_dir, counts, trackers, states)
     finally:
         mark_ended(run_dir, writer, pid, status)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrack.core.atomic_file import write_atomic
-from rltrack.trackers.remote import EventId, RemoteBackend, error_text
+from rltrack.trackers.remote import EventId, RemoteBackend, SessionLost, error_text
 from rltrack.core.events import Event
 from rltrack.journal import Entry, count_skipped, journal_files, journal_path, read_batch
 from rltrack.journal.feed import Batch, JournalFeed
@@ -104,23 +104,23 @@ class Cursor:
     def advance(
         self, offset: int, events: int, position: int | None = None, report: dict[str, Any] | None = None, state: dict[str, Any] | None = None
     ) -> None:  # fmt: skip
-        self.offset = offset
-        self.delivered += events
-        if position is not None:
-            self.position = position
+        """Saves the cursor moved on; a save that fails (a full disk) raises and leaves it as it was."""
+        position = self.position if position is None else position
+        state = self.state if state is None else state
+        moved = Report()
+        moved.add(self.report.as_dict())
         if report is not None:
-            self.report.add(report)
-        if state is not None:
-            self.state = state
-        saved: dict[str, Any] = {"offset": self.offset, "delivered": self.delivered, "report": self.report.as_dict()}
-        if self.position is not None:
-            saved["position"] = self.position
+            moved.add(report)
+        saved: dict[str, Any] = {"offset": offset, "delivered": self.delivered + events, "report": moved.as_dict()}
+        if position is not None:
+            saved["position"] = position
         if self.target:
             saved["target"] = self.target
-        if self.state:
-            saved["state"] = self.state
+        if state:
+            saved["state"] = state
         self.path.parent.mkdir(exist_ok=True)
         write_atomic(self.path, json.dumps(saved))
+        self.offset, self.delivered, self.position, self.state, self.report = offset, self.delivered + events, position, state, moved
 
 
 def pending_bytes(run_dir: Path, backend: str) -> int:
@@ -183,6 +183,7 @@ class DeliveryWorker:
         self.last_error: str | None = None
         #: `time.monotonic()` of the first failure since the last batch the tracker took (None: not failing).
         self.failing_since: float | None = None
+        self._failing_wall = 0  # the same as a wall time (whole seconds)
         #: What to do about the last error when retrying cannot heal it (see `RemoteBackend.cannot_heal`); None: it may pass.
         self.fix: str | None = None
         #: Set by the owner once no more lines will be appended, with the status the tracker's run ends with.
@@ -214,9 +215,12 @@ class DeliveryWorker:
         now = time.monotonic()
         self.inbox.clear()  # a tracker that is down holds no batch in memory: it reads them from the journal once it takes them again
         self.errors += 1
-        self.failing_since = self.failing_since or now
+        if self.failing_since is None:
+            self.failing_since, self._failing_wall = now, round(time.time())
         self.last_error = error_text(exc)
         self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
+        if isinstance(exc, SessionLost):
+            self._rewind()
         self.fix = self.backend.cannot_heal(exc)
         if self.fix is not None:
             self.next_try = now + CANNOT_HEAL_WAIT
@@ -306,6 +310,24 @@ class DeliveryWorker:
     def pending_bytes(self) -> int:
         return max(0, (self.journal.stat().st_size if self.journal.is_file() else 0) - self.cursor.offset)
 
+    def condition(self) -> dict[str, Any]:
+        """Where this tracker stands, for report.json: `state` "delivering",
+        "failing" (every batch refused since `failing_since`, a wall time),
+        "delivered" (its run ended with everything) or "given up" (the rest
+        waits for `rltrack sync`), with the last `error` and its `fix` while not delivered."""
+        if self.done:
+            state = "delivered" if self.caught_up() else "given up"
+        else:
+            state = "delivering" if self.failing_since is None else "failing"
+        condition: dict[str, Any] = {"state": state}
+        if state in ("failing", "given up") and self.last_error:
+            condition["error"] = self.last_error
+            if self.fix:
+                condition["fix"] = self.fix
+        if state == "failing":
+            condition["failing_since"] = self._failing_wall
+        return condition
+
     def failing_longer_than(self, seconds: float, since: float | None = None) -> bool:
         """True when the tracker has refused every batch for over `seconds`,
         counted from its first failure or from `since` (`time.monotonic()`),
@@ -357,6 +379,15 @@ class DeliveryWorker:
         if self.backend.state != self.cursor.state:
             self.cursor.advance(self.cursor.offset, 0, state=copy.deepcopy(self.backend.state))
 
+    def _rewind(self) -> None:
+        """Back to the cursor, after the tracker's session was lost: what it
+        took beyond the cursor and did not store is delivered again, from the
+        journal, by a new session (started as after a crash, see `_start`)."""
+        self._read_offset = self.cursor.offset
+        self._untold.clear()
+        self._storing_until = None
+        self._started = False
+
     def _taken(self, offset: int, events: int) -> None:
         self._read_offset = offset
         self._untold.append((offset, events, self.backend.position()))
@@ -367,12 +398,20 @@ class DeliveryWorker:
         if not self._untold:
             return
         stored = self.backend.durable_position()
-        offset, events, position = None, 0, None
-        while self._untold and (stored is None or self._untold[0][2] is None or self._untold[0][2] <= stored):
-            offset, batch_events, position = self._untold.popleft()
-            events += batch_events
-        if offset is not None:  # with what the backend counted meanwhile: both describe what the tracker holds
-            self.cursor.advance(offset, events, position, self.backend.run.report.take_section(self.backend.name))
+        taken, offset, events, position = 0, 0, 0, None
+        for batch_offset, batch_events, batch_position in self._untold:
+            if not (stored is None or batch_position is None or batch_position <= stored):
+                break
+            taken, offset, events, position = taken + 1, batch_offset, events + batch_events, batch_position
+        if taken:  # with what the backend counted meanwhile: both describe what the tracker holds
+            counted = self.backend.run.report.take_section(self.backend.name)
+            try:
+                self.cursor.advance(offset, events, position, counted)
+            except OSError:  # not saved (a full disk): the same batches are confirmed at a later step
+                self.backend.run.report.add(counted)
+                raise
+            for _ in range(taken):
+                self._untold.popleft()
 
     def _end(self) -> None:
         """The journal is delivered: end the tracker's run (unless more writers
@@ -396,27 +435,39 @@ def time_left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list[str]) -> None:
+def merge_into_report_file(run_dir: Path, counts: dict[str, Any], trackers: list[str], states: dict[str, dict[str, Any]] | None = None) -> None:
     """Adds `counts` (a `Report.as_dict()`) to the run's report.json. The
     sections of `trackers` are rebuilt from their cursors (what each
     delivered, counted and renamed, saved with the cursor), plus their
     errors, plus what is pending now. The training process, the agent and
     `rltrack sync` all add to it, so each holds `report.json.lock` meanwhile
-    (for at most `LOCK_WAIT`)."""
+    (for at most `LOCK_WAIT`).
+
+    Its `trackers` part says where each tracker stands (see
+    `DeliveryWorker.condition`): `states` as the agent sees them, else, for
+    each of `trackers`, "delivered" or "pending" by its cursors."""
     path = run_dir / "report.json"
     fd = hold(run_dir / "report.json.lock", LOCK_WAIT)
     if fd is None:
         raise OSError(f"{path}: another process has held report.json.lock for over {LOCK_WAIT:.0f} s; the counts of this one are not added")
     try:
         merged = Report()
-        if path.is_file():
-            merged.add(json.loads(path.read_text()), keep=lambda section, category: section not in trackers or category == "errors")
+        saved = json.loads(path.read_text()) if path.is_file() else {}
+        merged.add(saved, keep=lambda section, category: section not in trackers)
         merged.add(counts, keep=lambda section, category: section not in trackers or category == "errors")
+        conditions: dict[str, dict[str, Any]] = dict(saved.get("trackers", {}))
         for name in trackers:
+            confirmed = Report()
             for cursor in cursor_files(run_dir, name):
-                merged.add(Cursor(run_dir, name, cursor).report.as_dict())
-            report_pending(merged, run_dir, name)
-        merged.save(path)
+                confirmed.add(Cursor(run_dir, name, cursor).report.as_dict())
+            merged.add(confirmed.as_dict())
+            in_cursors = confirmed.as_dict()["counts"].get(f"{name}.errors", {})
+            for reason, n in saved.get("counts", {}).get(f"{name}.errors", {}).items():  # those no cursor took (a tracker that never took a batch)
+                if n > in_cursors.get(reason, 0):
+                    merged.count("errors", reason, n - in_cursors.get(reason, 0), section=name)
+            conditions[name] = {"state": "pending" if report_pending(merged, run_dir, name) else "delivered"}
+        conditions.update(states or {})
+        write_atomic(path, json.dumps({**merged.as_dict(), "trackers": conditions}, indent=2, sort_keys=True) + "\n")
     finally:
         os.close(fd)
 

@@ -5,15 +5,23 @@ that first appear later (evaluation metrics) are lost. Here a new column makes
 the file be rewritten once with the wider header, the old rows left blank in
 it, as SB3's CSV writer does. A file that exists already (a resumed run)
 keeps its header and rows, and new rows are appended.
+
+Rows reach the disk at `flush`, whole or not at all: appended through a
+`RecordFile` (rltrack.sinks.records), or, when the header grew, in a new file
+renamed over the old one. On a full disk the rows stay in memory and the next
+`flush` writes them; none is doubled, torn or lost.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import orjson
+
+from rltrack.sinks.records import RecordFile
 
 
 class GrowingCsv:
@@ -27,41 +35,66 @@ class GrowingCsv:
                 f.seek(-1, 2)
                 if f.read(1) != b"\n":
                     f.write(b"\n")
-            self._file: IO[str] = path.open("a", newline="", encoding="utf-8")
-        else:
-            self._file = path.open("w", newline="", encoding="utf-8")
         self._known = set(self.columns)  # membership per key per row: a list made this quadratic
-        self._writer = csv.writer(self._file)
+        self._header = len(self.columns)  # the columns of the header on disk
+        self._rows: list[list[Any]] = []  # rows not on disk yet, each as wide as the columns were when it came
+        self._file = RecordFile(path)
+        self._text = io.StringIO(newline="")  # the csv module's line of a row that is not all numbers
+        self._text_writer = csv.writer(self._text)
 
     def write_row(self, row: dict[str, Any]) -> None:
         """A row of `row`'s values under their columns; a column it lacks, or a
-        None, is left empty (csv writes None as "")."""
+        None, is left empty (csv writes None as ""). Written at `flush`."""
         if not self._known.issuperset(row):
-            self._widen([key for key in row if key not in self._known])
-        values = list(map(row.get, self.columns))
-        line = _numbers_line(values)
-        if line:
-            self._file.write(line)
-        else:
-            self._writer.writerow(values)
-
-    def _widen(self, new: list[str]) -> None:
-        self._file.close()
-        old_rows = []
-        if self.columns:
-            with self.path.open(newline="", encoding="utf-8") as f:
-                old_rows = list(csv.reader(f))[1:]
-        self.columns += new
-        self._known.update(new)
-        self._file = self.path.open("w", newline="", encoding="utf-8")
-        self._writer = csv.writer(self._file)
-        self._writer.writerow(self.columns)
-        self._writer.writerows(r + [""] * len(new) for r in old_rows)
+            new = [key for key in row if key not in self._known]
+            self.columns += new
+            self._known.update(new)
+        self._rows.append(list(map(row.get, self.columns)))
 
     def flush(self) -> None:
-        self._file.flush()
+        """Writes the rows since the last flush, or raises the OSError and keeps them for the next."""
+        if self._header != len(self.columns):
+            self._rewrite()
+        elif self._rows:
+            for values in self._rows:
+                self._file.write(self._line(values))
+            try:
+                self._file.flush()
+            except BaseException:
+                self._file.discard()  # kept here as rows: a wider header may come before the next flush
+                raise
+        else:
+            self._file.flush()  # the file exists, rows or none
+        self._rows = []
+
+    def _rewrite(self) -> None:
+        """The whole file with the wider header: the rows on disk, then the new ones."""
+        old_rows = []
+        if self._header:
+            with self.path.open(newline="", encoding="utf-8") as f:
+                old_rows = list(csv.reader(f))[1:]
+        text = io.StringIO(newline="")
+        writer = csv.writer(text)
+        writer.writerow(self.columns)
+        width = len(self.columns)
+        writer.writerows(row + [""] * (width - len(row)) for row in old_rows)
+        text.write("".join(self._line(values) for values in self._rows))
+        self._file.replace(text.getvalue().encode("utf-8", "backslashreplace"))
+        self._header = width
+
+    def _line(self, values: list[Any]) -> str:
+        """One row's line, as wide as the columns are now."""
+        values = values + [None] * (len(self.columns) - len(values))
+        line = _numbers_line(values)
+        if line:
+            return line
+        self._text.seek(0)
+        self._text.truncate()
+        self._text_writer.writerow(values)
+        return self._text.getvalue()
 
     def close(self) -> None:
+        self.flush()
         self._file.close()
 
 

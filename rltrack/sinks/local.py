@@ -26,6 +26,11 @@ value as `<namespace>_iter/<key>` against `train_iter` and
 (`rltrack.sinks.tfevents.check_tb_axes`); by default tags are
 `<namespace>/<key>` at the primary step.
 
+Each file holds whole records only: they are kept in memory until `flush`,
+which writes them or, on a full disk, raises and keeps them for the next
+(rltrack.sinks.records); the agent retries until the disk takes them
+(rltrack.delivery.files).
+
 The rest of the directory (journal, meta.json, total_config.py, ckpt/) is
 written by `rltrack.sinks.rundir` for every run, whichever backends are chosen.
 """
@@ -35,10 +40,11 @@ from __future__ import annotations
 import functools
 import time
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import Any, Sequence
 
 from rltrack.sinks.base import Backend, RunContext
 from rltrack.sinks.csvfile import GrowingCsv
+from rltrack.sinks.records import RecordFile
 from rltrack.sinks.tables import (
     TABLE_SECONDS,
     LatestValues,
@@ -68,7 +74,7 @@ class LocalBackend(Backend):
     def open(self, run: RunContext) -> None:
         super().open(run)
         self._log_dir = run.run_dir / "log"
-        self._text_logs: dict[str, IO[str]] = {}
+        self._text_logs: dict[str, RecordFile] = {}
         self._tables = LatestValues(min_seconds=TABLE_SECONDS)
         self._row = LatestValues()
         self._tb = EventFileWriter(self._log_dir / "serial", self.tb_axes)
@@ -105,7 +111,7 @@ class LocalBackend(Backend):
                 lines.append(f"{prefix}model:\n{value}\n")
             else:
                 lines.append(f"{prefix}{key}: {value}\n")
-        self._text_log(event.namespace).writelines(lines)
+        self._text_log(event.namespace).write("".join(lines))
 
     def _numeric(self, event: Event) -> None:
         data = event.data
@@ -138,16 +144,14 @@ class LocalBackend(Backend):
     def _write_row(self, pending: Pending) -> None:
         self._csv.write_row({"time": pending.time, **pending.steps, **pending.values})
 
-    def _text_log(self, namespace: str) -> IO[str]:
+    def _text_log(self, namespace: str) -> RecordFile:
         """`log/<ns>/<ns>_logger.txt` (`<ns>_<worker>_logger.txt` when several
         processes write the run), `<ns>` made one safe path component:
         namespaces like `evaluation/env_runners` or `../x` stay inside `log/`."""
         name = safe_filename(namespace or DEFAULT_NAMESPACE)
         log = self._text_logs.get(name)
-        if log is None:
-            folder = self._log_dir / name
-            folder.mkdir(parents=True, exist_ok=True)
-            log = self._text_logs[name] = (folder / f"{name}{self._suffix}_logger.txt").open("a", encoding="utf-8")
+        if log is None:  # the folder and the file are made at its first flush
+            log = self._text_logs[name] = RecordFile(self._log_dir / name / f"{name}{self._suffix}_logger.txt")
         return log
 
     def dump(self) -> None:
@@ -157,20 +161,27 @@ class LocalBackend(Backend):
             self._write_row(pending)
 
     def outputs(self) -> list[Path]:
-        return [self._tb.path, self._csv.path, *(Path(log.name) for log in self._text_logs.values())]
+        return [self._tb.path, self._csv.path, *(log.path for log in self._text_logs.values())]
 
     def flush(self) -> None:
-        self._tb.flush()
-        self._csv.flush()
-        for log in self._text_logs.values():
-            log.flush()
+        self._every_file("flush")
 
     def close(self, status: str) -> None:
+        """Writes the tables still pending and closes the files; on a full disk
+        it raises, keeping what is not written for another `close`."""
         self.dump()
-        self._tb.close()
-        self._csv.close()
-        for log in self._text_logs.values():
-            log.close()
+        self._every_file("close")
+
+    def _every_file(self, method: str) -> None:
+        """Calls `method` of every file, each whatever the others did; raises the first error."""
+        first: OSError | None = None
+        for file in (self._tb, self._csv, *self._text_logs.values()):
+            try:
+                getattr(file, method)()
+            except OSError as exc:
+                first = first or exc
+        if first is not None:
+            raise first
 
 
 @functools.lru_cache(maxsize=4096)

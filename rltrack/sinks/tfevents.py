@@ -4,7 +4,8 @@ tensorboardX's `add_scalar` pushes one protobuf per scalar through a 10-slot
 multiprocessing queue (~84 us a scalar, blocking when full). Here one
 `Event` proto carries one `Summary` with every value of a record, encoded by
 hand (the few fields TensorBoard reads) and appended as a TFRecord from the
-pipeline thread. TensorBoard's own `EventAccumulator` reads the files back.
+agent's thread, through a `RecordFile` (rltrack.sinks.records): a full disk
+never leaves half a record in the file. TensorBoard's own `EventAccumulator` reads the files back.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import socket
 import struct
 import time
 from pathlib import Path
-from typing import IO, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from rltrack.core.events import NUMERIC_KINDS, Event
+from rltrack.sinks.records import RecordFile
 from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS, is_throughput, with_return_mean
 
 #: `tb_axes` names -> the step axis their tags are plotted against, as DI-engine
@@ -217,17 +219,18 @@ class EventFileWriter:
         self._periods: dict[str, int] = {}  # throughput tables written so far, per namespace
         self._layouts: dict[tuple[str, tuple[str, ...]], _ScalarLayout] = {}
         logdir.mkdir(parents=True, exist_ok=True)
-        self._file: IO[bytes] = self._create(logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}")
+        self._file = RecordFile(self._create(logdir / f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"))
         self._record(time.time(), 0, _field_bytes(3, b"brain.Event:2"))  # file_version
 
-    def _create(self, path: Path) -> IO[bytes]:
-        """A new file, never an existing one: two writers started in the same
+    def _create(self, path: Path) -> Path:
+        """A new empty file, never an existing one: two writers started in the same
         second in one directory (runs sharing a TensorBoard logdir) would
         otherwise interleave their records in one file. The second gets `.1`."""
         for attempt in range(1000):
             self.path = path.with_name(f"{path.name}.{attempt}") if attempt else path
             try:
-                return self.path.open("xb")
+                self.path.open("xb").close()
+                return self.path
             except FileExistsError:
                 continue
         raise FileExistsError(f"no free event file name like {path} after 1000 attempts")
@@ -293,7 +296,7 @@ class EventFileWriter:
         if not _INT64_MIN <= step <= _INT64_MAX:  # Event.step is an int64: a larger varint corrupts the file for readers
             step = min(max(step, _INT64_MIN), _INT64_MAX)
         data = b"".join((_EVENT_HEAD.pack(0x09, wall_time, 0x10), _varint(step), fields))
-        self._file.write(b"".join((_record_head(len(data)), data, _masked_crc(data))))
+        self._file.append(b"".join((_record_head(len(data)), data, _masked_crc(data))))
 
     def flush(self) -> None:
         self._file.flush()

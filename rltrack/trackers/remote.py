@@ -72,6 +72,14 @@ def raised(exc: BaseException, *names: str) -> bool:
     return any(cls.__name__ in names for cls in type(exc).__mro__)
 
 
+class SessionLost(Exception):
+    """The tracker's session stopped storing what it takes (W&B's writer
+    process stops for good once its folder's disk fills) and the backend has
+    let it go. Delivery goes back to its cursor; the next `deliver` opens a
+    new session, which skips what the tracker holds beyond the cursor (see
+    `resume`) and takes the rest."""
+
+
 class EventId(NamedTuple):
     """Which journal line an event was read from: its writer (None: the
     run's only journal) and the byte offset after the line."""

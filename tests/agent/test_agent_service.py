@@ -256,6 +256,7 @@ CLOSED_WITH_WORK_LEFT = textwrap.dedent(
 )
 
 
+@pytest.mark.reliability
 def test_an_agent_killed_with_work_left_is_replaced_without_a_logger_and_its_death_is_told(tmp_path, agents_of_test):
     """The run's logger is gone, the tracker still owes 500 values, the agent
     is SIGKILLed: its keeper starts another (no logger is left to do it), which

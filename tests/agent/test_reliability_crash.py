@@ -43,6 +43,9 @@ from reliability_helpers import (
 from rltrack.delivery.worker import Cursor
 from waiting import wait_until
 
+#: The kill scenarios run again, beside busy loops, in the reliability lane (`make test-reliability`).
+pytestmark = pytest.mark.reliability
+
 TRACKERS = ("mlflow", "wandb", "neptune")
 
 WRITER = textwrap.dedent(
@@ -88,7 +91,7 @@ def crashed(tmp_path_factory):
             assert child.poll() is None, child.stderr.read()
             return all(Cursor(run_dir, name).delivered > 0 for name in TRACKERS)
 
-        wait_until(delivering, 180, "every tracker to start delivering")
+        wait_until(delivering, 900, "every tracker to start delivering")  # the reliability lane runs this beside busy loops
         time.sleep(1.5)
         killed_at = time.time()
         child.send_signal(signal.SIGKILL)

@@ -23,7 +23,6 @@ import sys
 import tempfile
 import textwrap
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -34,15 +33,10 @@ import rltrack
 from rltrack.agent.files import agent_dir
 from rltrack.core.events import Event
 from rltrack.journal import JournalWriter, read_batch
+from disks import fill, mount, tmpfs
 from mlflow_server import free_port
 from reliability_helpers import REPO, child_env
 from waiting import wait_until
-
-
-def mount(*args: str) -> None:
-    done = subprocess.run(["mount", *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"mount {' '.join(args)} is not permitted here: {done.stderr.strip()}")
 
 
 @pytest.fixture
@@ -67,16 +61,6 @@ def remount(target: Path, mode: str) -> None:
 def read_only_root(bind_mount: Path) -> Path:
     remount(bind_mount, "ro")
     return bind_mount
-
-
-@contextmanager
-def tmpfs(where: Path, size: str) -> Iterator[Path]:
-    where.mkdir()
-    mount("-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where))
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "--lazy", str(where)], check=True)  # lazy: a file the logger failed to close may still be open
 
 
 @pytest.fixture
@@ -125,6 +109,7 @@ def test_a_run_directory_removed_mid_run_never_stops_training(tmp_path: Path, ca
 
 
 @pytest.mark.slow  # 30 s: fills a small disk, frees it, fills it again
+@pytest.mark.reliability
 def test_a_full_disk_keeps_training_and_the_journal_keeps_what_fitted(small_disk: Path, capfd: pytest.CaptureFixture[str]) -> None:
     logger = rltrack.make_logger({"run": {"root": str(small_disk), "name": "full"}})
     padding = "p" * 200
@@ -144,24 +129,6 @@ def test_a_full_disk_keeps_training_and_the_journal_keeps_what_fitted(small_disk
     assert write_seconds < 2  # 20,000 deque appends (~1 us each); the full disk is the pipeline thread's
 
 
-def fill(disk: Path) -> Path:
-    """Writes a file on `disk` until the disk refuses more; returns it."""
-    filler = disk / "filler"
-    with filler.open("wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(b"\0" * 65536)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC, exc
-    with filler.open("ab", buffering=0) as f:  # the last pages, a byte at a time
-        try:
-            while True:
-                f.write(b"\0")
-        except OSError:
-            pass
-    return filler
-
-
 class Said:
     """What the process has printed on stderr so far, read as it comes."""
 
@@ -177,6 +144,7 @@ class Said:
         return part in self.all()
 
 
+@pytest.mark.reliability
 def test_a_disk_full_for_a_while_loses_nothing_written_while_space_existed(three_mb_disk: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """The issue's steps on a 3 MB tmpfs: 1,000 values, the disk filled by
     another file, 1,000 more, the space freed, 1,000 more. Before, the line
@@ -207,6 +175,7 @@ def test_a_disk_full_for_a_while_loses_nothing_written_while_space_existed(three
     print(f"\ndisk full: {len(journaled)} of 3000 values journaled and in progress.csv; the journal's flush refused {refused} times; stderr: {said}")
 
 
+@pytest.mark.reliability
 def test_a_line_the_full_disk_cut_short_is_cut_back_and_written_whole_when_space_returns(three_mb_disk: Path) -> None:
     path = three_mb_disk / "journal.jsonl"
     writer = JournalWriter(path)

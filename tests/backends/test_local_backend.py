@@ -574,3 +574,53 @@ def test_an_int_beyond_float_range_is_printed_in_the_text_tables(tmp_path: Path)
     text = (logger.run_dir / "log" / "learner" / "learner_logger.txt").read_text()
     assert str(huge) in text and "0.500000" in text
     assert "errors" not in json.dumps(json.loads((logger.run_dir / "report.json").read_text())["counts"])
+
+
+# ---- a full disk ------------------------------------------------------------------
+
+
+def test_the_local_files_hold_each_record_once_when_the_disk_refuses_a_flush_and_takes_it_later(tmp_path: Path) -> None:
+    """A real 1 MB tmpfs, filled but for a few KiB: the flush of 400 records
+    (a column that appears late, text, TensorBoard) is refused part-way. Every
+    file then holds whole records only, those of the first flush; once the
+    disk has space the same flush writes the rest, once (before, a text
+    file's buffer lost what the disk refused, and the agent moved on)."""
+    import errno
+
+    from disks import fill, tmpfs
+    from stage_reader import read_tfevents
+
+    from rltrack.core.events import Event
+    from rltrack.core.report import Report
+    from rltrack.sinks.base import RunContext
+    from rltrack.sinks.local import LocalBackend
+
+    def records(start: int, end: int) -> list[Event]:
+        events = [Event(float(i), {"x": float(i), **({"late": -float(i)} if i >= 300 else {})}, steps={"step": i}) for i in range(start, end)]
+        return events + [Event(float(end), {"note": f"after {end - 1}"}, steps={"step": end - 1}, kind="text")]
+
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        backend = LocalBackend()
+        backend.open(RunContext(disk / "run", "run", {}, Report()))
+        backend.write(records(0, 100))
+        backend.dump()
+        backend.flush()
+        csv_path = disk / "run" / "progress.csv"
+        on_disk = {path: path.read_bytes() for path in backend.outputs()}
+        filler = fill(disk)
+        os.truncate(filler, filler.stat().st_size - 8192)  # room for part of what comes
+        backend.write(records(100, 500))
+        backend.dump()
+        with pytest.raises(OSError) as refused:
+            backend.flush()
+        assert refused.value.errno == errno.ENOSPC
+        for path, data in on_disk.items():  # cut back: each file as the last flush that succeeded left it
+            assert path.read_bytes() == data, path
+        filler.unlink()
+        backend.close("finished")
+        csv = pd.read_csv(csv_path)
+        assert csv["x"].tolist() == [float(i) for i in range(500)]
+        assert csv["late"].isna().tolist() == [i < 300 for i in range(500)]
+        assert read_tfevents(disk / "run" / "log" / "serial")["x"] == {i: [float(i)] for i in range(500)}
+        notes = [line for line in (disk / "run" / "log" / "main" / "main_logger.txt").read_text().splitlines() if "note:" in line]
+        assert [line.rsplit("note: ", 1)[1] for line in notes] == ["after 99", "after 499"]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import rltrack
+from growing_files import whole_lines
 from stage_reader import Block, read_blocks, read_info_lines, read_tfevents
 
 
@@ -321,7 +322,7 @@ def _recording_cartpole(config: dict[str, Any]) -> Any:
 
 
 def _recorded(path: Path) -> list[list[float]]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [json.loads(line) for line in whole_lines(path)]  # environment workers may be appending
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -76,13 +77,14 @@ def wandb_files(run_dir: Path) -> list[Path]:
 
 
 def wandb_history(path: Path) -> list[dict[str, Any]]:
-    """History rows of one `.wandb` file; a torn tail ends the file."""
+    """History rows of one `.wandb` file; a torn tail ends the file, and an
+    empty one (a session whose writer met a full disk at once) holds none."""
     rows = []
     try:
         for record in wandb_reader.records(path):
             if record.WhichOneof("record_type") == "history":
                 rows.append({wandb_reader._item_key(i): json.loads(i.value_json) for i in record.history.item})
-    except ValueError:  # a checksum broken by the kill: nothing after it was written whole
+    except (ValueError, struct.error):  # a checksum broken by the kill, or no header: nothing after it was written whole
         pass
     return rows
 

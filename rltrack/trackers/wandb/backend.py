@@ -82,13 +82,14 @@ import netrc
 import os
 import re
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 from rltrack.sinks.base import RunContext
-from rltrack.trackers.remote import EventId, RemoteBackend, check_names, check_tags, raised
+from rltrack.trackers.remote import EventId, RemoteBackend, SessionLost, check_names, check_tags, raised
 from rltrack.trackers.wandb.files import HistoryFile, rows_in_files
 from rltrack.core.events import NUMERIC_KINDS, Event
 from rltrack.core.optional import ensure_installed, require
@@ -101,6 +102,15 @@ _ARTIFACT_NAME = re.compile(r"[^A-Za-z0-9_.\-]+")
 #: Characters W&B refuses in a project name, and its longest.
 _PROJECT_UNSAFE = re.compile(r"[/\\#?%:]")
 MAX_PROJECT = 128
+#: Seconds W&B may hold rows it took without storing any, its folder's disk
+#: seen full meanwhile, before its session counts as lost (its writer process
+#: stops for good when that disk fills) and a new session takes the rest from
+#: the cursor. Were a healthy W&B taken for lost, that would cost only a new
+#: session: nothing is doubled.
+STALL = 20.0
+#: Free bytes W&B's folder needs before a session is started: on a full disk
+#: `wandb.init` starts a writer that stops at once, or fails and keeps its id.
+MIN_FREE = 1 << 20
 
 
 def wandb_project(task: str) -> str:
@@ -157,6 +167,8 @@ class WandbBackend(RemoteBackend):
         self._file: HistoryFile | None = None  # this session's `.wandb` file, read as W&B stores rows
         self._rows_before_file = 0  # rows the W&B run held before this session's file
         self._failed_id: str | None = None  # W&B keeps this id reserved in this process
+        self._stored = (0, 0.0)  # rows stored, and since when (`time.monotonic()`): W&B's progress, see `_watch`
+        self._disk_full = False  # W&B's folder's disk was seen full since W&B last stored a row
 
     @classmethod
     def validate(cls, settings: dict[str, Any]) -> None:
@@ -231,9 +243,34 @@ class WandbBackend(RemoteBackend):
         if self._file is None:
             return self.position()
         try:
-            return self._rows_before_file + self._file.count()
+            stored = self._rows_before_file + self._file.count()
         except OSError:  # W&B moved or removed its file: nothing more is known to be stored
             return self._rows_before_file + self._file.rows
+        self._watch(stored)
+        return stored
+
+    def _watch(self, stored: int) -> None:
+        """Raises `SessionLost` (the session let go) when W&B has stored none
+        of the rows it holds for `STALL` seconds and its folder's disk was
+        seen full meanwhile (a W&B only slow, on a busy machine, keeps its session)."""
+        now = time.monotonic()
+        if stored >= self.position() or stored != self._stored[0]:
+            self._stored, self._disk_full = (stored, now), False
+            return
+        self._disk_full = self._disk_full or _free_bytes(self._dir) < MIN_FREE
+        if self._disk_full and now - self._stored[1] > STALL:
+            waiting = self.position() - stored
+            self._let_go()
+            raise SessionLost(
+                f"W&B stored none of the {waiting} rows it took for {STALL:.0f} s and the disk of {self._dir} filled "
+                "meanwhile (W&B's writer stops for good then); a new W&B session takes them"
+            )
+
+    def _let_go(self) -> None:
+        """Ends this session; the next `deliver` starts another, which counts the rows the run's files hold."""
+        run, self._run, self._file, self._rows, self._skip = self._run, None, None, None, 0
+        if run is not None:
+            run.finish(exit_code=EXIT_CODES["failed"])
 
     def resume(self, position: int | None, state: dict[str, Any]) -> None:
         super().resume(position, state)
@@ -272,6 +309,8 @@ class WandbBackend(RemoteBackend):
             self._dir.mkdir(parents=True, exist_ok=True)
         except OSError:
             pass  # said below, with the fix
+        if self._dir.is_dir() and (free := _free_bytes(self._dir)) < MIN_FREE:
+            raise OSError(errno.ENOSPC, f"{free} bytes free in {self._dir}: W&B's writer needs space to start; tried again later")
         if not os.access(self._dir, os.W_OK | os.R_OK | os.X_OK):
             raise DirNotWritable(
                 f"{self._dir} is not writable here; W&B would write to {tempfile.gettempdir()}/wandb instead, where neither "
@@ -313,6 +352,7 @@ class WandbBackend(RemoteBackend):
             self._rows = int(getattr(run, "starting_step", 0) or 0)
         self._rows_before_file = self._rows
         self._file = HistoryFile(Path(run.settings.sync_file))
+        self._stored = (self._rows, time.monotonic())
         self.state = {**self.state, "id": run_id}
         self._skip_held()
         return run
@@ -421,6 +461,15 @@ class WandbBackend(RemoteBackend):
         artifact.add_file(str(path), name=path.name, policy="immutable")
         aliases = ["latest"] + ([f"iteration_{iteration}"] if iteration is not None else []) + (["best"] if event.data.get("best") else [])
         self._run.log_artifact(artifact, aliases=aliases)
+
+
+def _free_bytes(folder: Path) -> int:
+    """Bytes free for this user on `folder`'s disk (as much as wanted when it cannot be said)."""
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return MIN_FREE
+    return stats.f_bavail * stats.f_frsize
 
 
 def _has_api_key() -> bool:
