@@ -32,6 +32,7 @@ from rltrack.delivery.worker import CURSOR_DIR
 from rltrack.core.events import Event
 from rltrack.journal import Counts, Dump, End, count_skipped, journal_path
 from rltrack.journal.feed import Batch
+from rltrack.core.refusals import encodable, refused
 from rltrack.core.turns import Faults
 
 
@@ -70,9 +71,13 @@ class FilesDelivery:
         for where, why in batch.bad:
             self._on_bad(self.journal, where, why)
         events: list[Event] = []
-        for entry in batch.entries:
+        for entry, end in zip(batch.entries, batch.ends):
             if type(entry) is Event:
-                events.append(entry)
+                event, left_out = encodable(entry)  # the files are UTF-8: a sink would stop mid-batch
+                for why in left_out:
+                    refused(self.context.report, "files", why, self.journal, end)
+                if event is not None:
+                    events.append(event)
             elif type(entry) is Dump:
                 self._write(events)
                 events = []

@@ -30,11 +30,13 @@ any longer.
 
 from __future__ import annotations
 
+import errno
 import re
 from typing import Any, NamedTuple, Sequence
 
 from rltrack.sinks.base import RunContext
 from rltrack.core.events import Event
+from rltrack.core.refusals import encodable
 
 
 def check_names(**values: str | None) -> None:
@@ -118,6 +120,26 @@ class RemoteBackend:
     def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         """Takes `events` (`ids[i]` is the id of `events[i]`) or raises."""
         raise NotImplementedError
+
+    def sendable(self, event: Event) -> tuple[Event | None, list[str]]:
+        """`event` without what this tracker is known in advance to refuse
+        (None: all of it), and what was left out, one `what: why` text per
+        value or event (delivery counts each as refused, with its place in the
+        journal). Every tracker: no lone surrogate (rltrack.core.refusals);
+        a tracker adds its own rules (empty names, NUL bytes, lengths)."""
+        return encodable(event)
+
+    def refuses(self, exc: Exception) -> str | None:
+        """Why, when `exc` is the tracker refusing something in the data of
+        the batch (not its network, its server or the disk), None otherwise:
+        delivery then finds the events it refuses and delivers the rest
+        (see rltrack.delivery.worker). Text it cannot encode, a name too long
+        for a file, a NUL byte in a file name."""
+        if isinstance(exc, UnicodeError) or (isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG):
+            return f"refused by {self.name}: {error_text(exc)}"
+        if isinstance(exc, ValueError) and "null byte" in str(exc):
+            return f"refused by {self.name}: {error_text(exc)}"
+        return None
 
     def close(self, status: str) -> None:
         """Ends the tracker's run with `status` (finished, failed, killed)."""
