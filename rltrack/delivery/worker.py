@@ -11,6 +11,14 @@ writer (`cursors/<backend>@<writer>.json`). In the agent a worker takes the
 batches its writer's `JournalFeed` parsed (rltrack.journal.feed) while it is
 caught up, and reads the journal itself while it lags.
 
+A record the tracker cannot take never holds up the rest: what it is known
+in advance to refuse (`RemoteBackend.sendable`: text with no UTF-8 form,
+names it forbids) is left out before sending, and a batch it refuses for
+something in its data (`RemoteBackend.refuses`) is split until the refused
+records are found; each is counted as refused in the tracker's report
+section with its place in the journal (rltrack.core.refusals), the rest
+delivered in order. A tracker that is down is no refusal: the batch waits.
+
 Delivery also keeps what the tracker needs to continue its run: each event
 goes with its id (`EventId`: writer, the byte offset after its line), and the
 tracker's `state` (its run id, resume data) is saved in the cursor and handed

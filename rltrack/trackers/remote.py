@@ -5,7 +5,9 @@ journal from the backend's cursor and calls `deliver` with batches of at most
 `max_batch` events and their ids (`EventId`: the journal's writer and the
 byte offset after the line, unique in the run and the same in every delivery);
 `deliver` either takes the whole batch or raises, and the same batch is
-offered again after a backoff. So `deliver` must be safe to repeat: a
+offered again after a backoff (or, when `refuses` says the error is in the
+data, in halves down to the events refused; `sendable` leaves out what the
+tracker is known to refuse before it is sent). So `deliver` must be safe to repeat: a
 tracker that can store an id with a value does (trackio's `log_id`), the
 others make what they send a function of the event (MLflow: timestamps fixed
 at capture make the store ignore duplicates). The tracker's run is created
@@ -135,11 +137,12 @@ class RemoteBackend:
         delivery then finds the events it refuses and delivers the rest
         (see rltrack.delivery.worker). Text it cannot encode, a name too long
         for a file, a NUL byte in a file name."""
-        if isinstance(exc, UnicodeError) or (isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG):
-            return f"refused by {self.name}: {error_text(exc)}"
-        if isinstance(exc, ValueError) and "null byte" in str(exc):
-            return f"refused by {self.name}: {error_text(exc)}"
-        return None
+        in_data = (
+            isinstance(exc, UnicodeError)
+            or (isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG)
+            or (isinstance(exc, ValueError) and "null byte" in str(exc))
+        )
+        return f"refused by {self.name}: {error_text(exc)}" if in_data else None
 
     def close(self, status: str) -> None:
         """Ends the tracker's run with `status` (finished, failed, killed)."""
