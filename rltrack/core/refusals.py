@@ -29,9 +29,18 @@ REFUSED = "refused"
 LONE_SURROGATE = "a lone surrogate (no UTF-8 form)"
 
 
-def refused(report: Report, section: str, reason: str, journal: Path | str, offset: int) -> str:
-    """Counts a value (or a whole record) that `section` does not deliver, with why and where it stays; returns the text counted."""
-    text = f"{reason}: {Path(journal).name} line ending at byte {offset}"
+#: Refused values a delivery names by their place; beyond, they are counted by reason alone (report.json stays small).
+MAX_PLACES = 100
+
+
+def refused(report: Report, section: str, reason: str, journal: Path | str, offset: int, earlier: int) -> str:
+    """Counts a value (or a whole record) that `section` does not deliver,
+    with why and where it stays (`earlier`: how many this delivery counted
+    before; past `MAX_PLACES` the place is left out); returns the text counted."""
+    if earlier < MAX_PLACES:
+        text = f"{reason}: {Path(journal).name} line ending at byte {offset}"
+    else:
+        text = f"{reason}: in {Path(journal).name}, places beyond the first {MAX_PLACES} not listed"
     report.count(REFUSED, text, section=section)
     return text
 

@@ -63,6 +63,7 @@ class FilesDelivery:
         self._each("open", lambda sink: sink.open(context))
         self.flushed = self.offset  # journal bytes whose lines are in the files, flushed
         self.closed = False
+        self.refused = 0  # values left out of the files (see rltrack.core.refusals)
         #: The status of the `end` line the journal read so far ends with (None: it ends otherwise).
         self.ended: str | None = None
 
@@ -75,7 +76,8 @@ class FilesDelivery:
             if type(entry) is Event:
                 event, left_out = encodable(entry)  # the files are UTF-8: a sink would stop mid-batch
                 for why in left_out:
-                    refused(self.context.report, "files", why, self.journal, end)
+                    refused(self.context.report, "files", why, self.journal, end, self.refused)
+                    self.refused += 1
                 if event is not None:
                     events.append(event)
             elif type(entry) is Dump:

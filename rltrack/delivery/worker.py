@@ -266,7 +266,7 @@ class DeliveryWorker:
             finally:  # a tracker run created by a batch that then failed is the one to continue
                 self._keep_state()
         for reason, event_id in refusals:  # counted once the batch is taken: a batch retried is checked again
-            self.refused.append(refused(self.backend.run.report, self.backend.name, reason, self.journal, event_id.offset))
+            self.refused.append(refused(self.backend.run.report, self.backend.name, reason, self.journal, event_id.offset, len(self.refused)))
         self._backoff = BACKOFF_START
         self.failing_since = self.fix = None
         self._taken(offset, taken)

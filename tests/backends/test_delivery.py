@@ -380,6 +380,15 @@ def test_a_run_whose_journal_cannot_be_read_does_not_stop_the_agent_serving_the_
     assert any(reason.startswith("agent.serve: IsADirectoryError") for reason in errors)  # the agent's counts reached report.json when it gave up
 
 
+def step_to_the_end(worker: DeliveryWorker) -> None:
+    """Steps `worker` on this thread until the whole journal is delivered, without backoff waits."""
+    while not worker.done:
+        worker.next_try = 0.0
+        worker.step()
+        if worker.caught_up():
+            worker.journal_complete = True
+
+
 def test_a_skipped_line_is_counted_once_however_often_its_batch_is_retried(tmp_path):
     run_dir = create_run_dir(tmp_path, "run")
     lines = [Event(1.0, {"x": i}, steps={"step": i}).to_json() for i in range(10)]
@@ -388,11 +397,7 @@ def test_a_skipped_line_is_counted_once_however_often_its_batch_is_retried(tmp_p
     flaky = ListTracker(failures=3)
     flaky.open(RunContext(run_dir, "run", {}, report))
     worker = DeliveryWorker(flaky, run_dir)
-    while not worker.done:
-        worker.next_try = 0.0  # no backoff wait in a test
-        worker.step()
-        if worker.caught_up():
-            worker.journal_complete = True
+    step_to_the_end(worker)
     assert [e.data["x"] for e in flaky.received] == list(range(10))
     assert Cursor(run_dir, "listtracker").report.as_dict()["counts"]["listtracker.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}
 
@@ -485,11 +490,7 @@ def test_a_batch_refused_for_its_data_is_split_down_to_the_refused_records_and_t
     picky = PickyTracker(failures=2)  # down first: that batch waits, it is not split
     picky.open(RunContext(run_dir, "run", {}, Report()))
     worker = DeliveryWorker(picky, run_dir)
-    while not worker.done:
-        worker.next_try = 0.0  # no backoff wait in a test
-        worker.step()
-        if worker.caught_up():
-            worker.journal_complete = True
+    step_to_the_end(worker)
     assert [e.data["x"] for e in picky.received] == [i for i in range(48) if i not in (5, 6, 40)]
     counts = Cursor(run_dir, "pickytracker").report.as_dict()["counts"]
     assert counts["pickytracker.refused"] == {
@@ -509,11 +510,19 @@ def test_what_no_store_encodes_is_left_out_before_sending_and_counted_once_howev
     flaky = ListTracker(failures=3)
     flaky.open(RunContext(run_dir, "run", {}, Report()))
     worker = DeliveryWorker(flaky, run_dir)
-    while not worker.done:
-        worker.next_try = 0.0
-        worker.step()
-        if worker.caught_up():
-            worker.journal_complete = True
+    step_to_the_end(worker)
     assert [e.data for e in flaky.received] == [{"x": 0}, {"u": "fine"}, {"x": 3}]
     refused = Cursor(run_dir, "listtracker").report.as_dict()["counts"]["listtracker.refused"]
     assert sorted(refused.values()) == [1, 1] and all("lone surrogate" in reason for reason in refused)
+
+
+def test_refused_values_beyond_the_first_hundred_are_counted_without_their_places(tmp_path):
+    run_dir = create_run_dir(tmp_path, "run")
+    events = [Event(1.0, {"t": "a\ud800b"}, kind="text", steps={"step": i}) for i in range(150)]
+    (run_dir / "journal.jsonl").write_text("".join(event.to_json() + "\n" for event in events))
+    tracker = ListTracker()
+    tracker.open(RunContext(run_dir, "run", {}, Report()))
+    step_to_the_end(DeliveryWorker(tracker, run_dir))
+    refused = Cursor(run_dir, "listtracker").report.as_dict()["counts"]["listtracker.refused"]
+    assert len(refused) == 101 and sum(refused.values()) == 150
+    assert refused["text value: a lone surrogate (no UTF-8 form) in its key or value: in journal.jsonl, places beyond the first 100 not listed"] == 50

@@ -111,16 +111,25 @@ def wandb_project(task: str) -> str:
 RESERVED = frozenset({"_step", "_runtime", "_timestamp", "_wandb"})
 
 
-#: Kinds whose values W&B writes to a file named after the value's key.
+#: Kinds whose values W&B writes to a file named after the value's key:
+#: `media/<kind>/<key>_<step>_<20 hex digits>.<ext>`, a folder per `/` of the key.
 MEDIA_KINDS = ("text", "image", "video")
+#: UTF-8 bytes of a file name (Linux, macOS); of the key's last part, what is left beside `_<step>_<id>.<ext>` (a 20-digit step).
+MAX_FILE_NAME = 255
+MAX_LAST_PART = MAX_FILE_NAME - len("_" + "9" * 20 + "_" + "f" * 20 + ".html")
 
 
 def _refused_name(tag: str, media: bool) -> str | None:
     """Why W&B refuses a value named `tag` (`media`: of `MEDIA_KINDS`), None if it takes it."""
     if not tag:
         return "an empty name (W&B's define_metric requires one)"
-    if media and "\x00" in tag:
+    if not media:
+        return None
+    if "\x00" in tag:
         return "a NUL byte in its name (W&B names the value's file after it)"
+    *folders, last = (len(part.encode("utf-8")) for part in tag.split("/"))
+    if last > MAX_LAST_PART or any(size > MAX_FILE_NAME for size in folders):
+        return f"a name too long for W&B's file of the value (a part over {MAX_FILE_NAME} UTF-8 bytes, or {MAX_LAST_PART} for the last)"
     return None
 
 
