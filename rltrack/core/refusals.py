@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rltrack.core.events import Event
+from rltrack.core.events import NUMERIC_KINDS, Event
 from rltrack.core.report import Report
 
 REFUSED = "refused"
@@ -72,9 +72,9 @@ def encodable(event: Event) -> tuple[Event | None, list[str]]:
     `what: reason` texts, one per value or one for the event): the same
     object when nothing is; None when the namespace or a step axis has none
     (the event cannot be named)."""
-    if not utf8(event.namespace) or not all(utf8(axis) for axis in event.steps):
+    if not utf8(event.namespace + "".join(event.steps)):  # joined: one test (surrogates never join into a pair)
         return None, [f"{event.kind} event: {LONE_SURROGATE} in its namespace or a step name"]
-    if all(_encodable(k) and _encodable(v) for k, v in event.data.items()):
+    if utf8("".join(event.data)) if event.kind in NUMERIC_KINDS else _encodable(event.data):  # numbers: only keys hold text
         return event, []
     data, left_out = {}, []
     for key, value in event.data.items():

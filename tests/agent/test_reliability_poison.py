@@ -174,7 +174,7 @@ def test_a_text_key_over_255_bytes_reaches_mlflow_under_a_name_cut_by_bytes(home
 
 def test_sync_names_what_a_tracker_refused_and_delivers_the_rest(home: Path) -> None:
     """`rltrack sync --to wandb` of a run whose agent never delivered to W&B:
-    it names the refused record and delivers the other values."""
+    it names the refused record and delivers the other values; `rltrack show` names it too."""
     import subprocess
     import sys
 
@@ -189,6 +189,8 @@ def test_sync_names_what_a_tracker_refused_and_delivers_the_rest(home: Path) -> 
     said = done.stdout + done.stderr
     assert "wandb: refused 1 values" in said and "a NUL byte in its name" in said and "once it answers" not in said
     assert [row["x"] for row in wandb_rows(logger.run_dir) if "x" in row] == [float(i) for i in range(VALUES)]
+    shown = subprocess.run([sys.executable, "-m", "rltrack.cli", "show", str(logger.run_dir)], capture_output=True, text=True, timeout=120)
+    assert "wandb.refused: 1 left out" in shown.stdout and "a NUL byte in its name" in shown.stdout, shown.stdout + shown.stderr
 
 
 @pytest.mark.slow

@@ -420,6 +420,8 @@ class WandbBackend(RemoteBackend):
         if sent is None or sent.kind in ("hparams", "artifact"):
             return sent, left_out
         media = sent.kind in MEDIA_KINDS
+        if not media and (sent.namespace or all(sent.data)):  # no empty name: nothing more to look at
+            return sent, left_out
         refused = {key: why for key in sent.data if (why := _refused_name(sent.tag(key), media))}
         if not refused:
             return sent, left_out
