@@ -34,7 +34,7 @@ from rltrack.training.config import load_config
 from rltrack.delivery.construct import build_backend
 from rltrack.delivery.worker import Cursor, DeliveryBusy, DeliveryWorker, merge_into_report_file
 from rltrack.journal import JOURNAL_NAME, end_torn_tail, ended_with, journal_files, journal_path
-from rltrack.core.report import Report
+from rltrack.core.report import SHOWN_REFUSED, Report
 
 ENDED = ("finished", "failed", "killed", "crashed")
 PROGRESS_EVERY = 0.25  # seconds between progress bar updates
@@ -123,6 +123,12 @@ def _deliver(
     bar.end()
     if worker.last_error:
         print(f"{backend.name}: {worker.errors} failed attempts; last error: {worker.last_error}", file=out)
+    if worker.refused:
+        print(f"{backend.name}: refused {len(worker.refused)} values, left out (they stay in the journal; see docs/refused-values.md):", file=out)
+        for text in worker.refused[:SHOWN_REFUSED]:
+            print(f"  {text}", file=out)
+        if len(worker.refused) > SHOWN_REFUSED:
+            print(f"  ... and {len(worker.refused) - SHOWN_REFUSED} more in report.json ({backend.name}.refused)", file=out)
     if not worker.caught_up() and worker.fix is not None:
         print(f"{backend.name}: stopped with {worker.pending_bytes():,} bytes of the journal pending: retrying cannot help; {worker.fix}, "
               f"then run `rltrack sync {run_dir} --to {backend.name}` again", file=out)  # fmt: skip

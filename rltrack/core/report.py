@@ -17,6 +17,9 @@ from typing import Any, Callable, Collection
 
 from rltrack.core.atomic_file import write_atomic
 
+#: Refused values (category `refused`, see rltrack.core.refusals) a summary names one by one.
+SHOWN_REFUSED = 10
+
 
 class Report:
     """Thread-safe counters plus the key renames, grouped by who made them."""
@@ -131,6 +134,11 @@ class Report:
         lines = []
         for name, counter in data["counts"].items():
             if name.rpartition(".")[2] in leave_out:
+                continue
+            if name.rpartition(".")[2] == "refused":  # each names its value's place in the journal
+                lines.append(f"  {name}: {sum(counter.values())} left out, kept in the journal:")
+                lines += [f"    {reason}" for reason in sorted(counter)[:SHOWN_REFUSED]]
+                lines += [f"    ... and {len(counter) - SHOWN_REFUSED} more"] if len(counter) > SHOWN_REFUSED else []
                 continue
             lines.append(f"  {name}: {sum(counter.values())} ({', '.join(sorted(counter)[:3])}{', ...' if len(counter) > 3 else ''})")
         for section, renames in data["renamed"].items():

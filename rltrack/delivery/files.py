@@ -44,6 +44,7 @@ from rltrack.delivery.worker import CURSOR_DIR
 from rltrack.core.events import Event
 from rltrack.journal import Counts, Dump, End, count_skipped, journal_path
 from rltrack.journal.feed import Batch
+from rltrack.core.refusals import encodable, refused
 from rltrack.core.turns import Faults
 
 
@@ -80,6 +81,7 @@ class FilesDelivery:
         #: A flush the disk refused: the files hold records in memory until a flush succeeds.
         self.blocked = False
         self.closed = False
+        self.refused = 0  # values left out of the files (see rltrack.core.refusals)
         #: The status of the `end` line the journal read so far ends with (None: it ends otherwise).
         self.ended: str | None = None
 
@@ -88,9 +90,14 @@ class FilesDelivery:
         for where, why in batch.bad:
             self._on_bad(self.journal, where, why)
         events: list[Event] = []
-        for entry in batch.entries:
+        for entry, end in zip(batch.entries, batch.ends):
             if type(entry) is Event:
-                events.append(entry)
+                event, left_out = encodable(entry)  # the files are UTF-8: a sink would stop mid-batch
+                for why in left_out:
+                    refused(self.context.report, "files", why, self.journal, end, self.refused)
+                    self.refused += 1
+                if event is not None:
+                    events.append(event)
             elif type(entry) is Dump:
                 self._write(events)
                 events = []

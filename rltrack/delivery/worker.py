@@ -11,6 +11,14 @@ writer (`cursors/<backend>@<writer>.json`). In the agent a worker takes the
 batches its writer's `JournalFeed` parsed (rltrack.journal.feed) while it is
 caught up, and reads the journal itself while it lags.
 
+A record the tracker cannot take never holds up the rest: what it is known
+in advance to refuse (`RemoteBackend.sendable`: text with no UTF-8 form,
+names it forbids) is left out before sending, and a batch it refuses for
+something in its data (`RemoteBackend.refuses`) is split until the refused
+records are found; each is counted as refused in the tracker's report
+section with its place in the journal (rltrack.core.refusals), the rest
+delivered in order. A tracker that is down is no refusal: the batch waits.
+
 Delivery also keeps what the tracker needs to continue its run: each event
 goes with its id (`EventId`: writer, the byte offset after its line), and the
 tracker's `state` (its run id, resume data) is saved in the cursor and handed
@@ -34,6 +42,7 @@ from rltrack.core.events import Event
 from rltrack.journal import Entry, count_skipped, journal_files, journal_path, read_batch
 from rltrack.journal.feed import Batch, JournalFeed
 from rltrack.core.locks import hold
+from rltrack.core.refusals import refused
 from rltrack.core.report import Report
 from rltrack.core.turns import Inbox
 
@@ -181,6 +190,8 @@ class DeliveryWorker:
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0
         self.last_error: str | None = None
+        #: What the tracker refused of this journal in this delivery, and where it stays (as in report.json).
+        self.refused: list[str] = []
         #: `time.monotonic()` of the first failure since the last batch the tracker took (None: not failing).
         self.failing_since: float | None = None
         self._failing_wall = 0  # the same as a wall time (whole seconds)
@@ -251,21 +262,63 @@ class DeliveryWorker:
             if complete:
                 self._end()
             return False
-        events = [entry for entry in entries if type(entry) is Event]
-        if self.backend.takes_lines:
+        if self.backend.takes_lines:  # the journal's bytes as they are: nothing is left out
+            refusals: list[tuple[str, EventId]] = []
+            taken = sum(1 for entry in entries if type(entry) is Event)
             try:
                 self.backend.deliver_lines(self.writer, self.journal, self._read_offset, offset, self._keep_state)
             finally:
                 self._keep_state()
-        elif events:
-            try:
-                self.backend.deliver(events, [EventId(self.writer, end) for entry, end in zip(entries, ends) if type(entry) is Event])
-            finally:  # a tracker run created by a batch that then failed is the one to continue
-                self._keep_state()
+        else:
+            events, ids, refusals = self._sendable(entries, ends)
+            taken = len(events)
+            if events:
+                try:
+                    taken -= self._deliver(events, ids, refusals)
+                finally:  # a tracker run created by a batch that then failed is the one to continue
+                    self._keep_state()
+        for reason, event_id in refusals:  # counted once the batch is taken: a batch retried is checked again
+            self.refused.append(refused(self.backend.run.report, self.backend.name, reason, self.journal, event_id.offset, len(self.refused)))
         self._backoff = BACKOFF_START
         self.failing_since = self.fix = None
-        self._taken(offset, len(events))
+        self._taken(offset, taken)
         return True
+
+    def _sendable(self, entries: list[Entry], ends: list[int]) -> tuple[list[Event], list[EventId], list[tuple[str, EventId]]]:
+        """The batch's events as the tracker takes them (`RemoteBackend.sendable`:
+        what it is known in advance to refuse left out), their ids, and what was left out, with why."""
+        events: list[Event] = []
+        ids: list[EventId] = []
+        refusals: list[tuple[str, EventId]] = []
+        for entry, end in zip(entries, ends):
+            if type(entry) is Event:
+                event_id = EventId(self.writer, end)
+                event, left_out = self.backend.sendable(entry)
+                refusals += [(why, event_id) for why in left_out]
+                if event is not None:
+                    events.append(event)
+                    ids.append(event_id)
+        return events, ids, refusals
+
+    def _deliver(self, events: list[Event], ids: list[EventId], refusals: list[tuple[str, EventId]]) -> int:
+        """Delivers `events`; when the tracker refuses them for something in
+        their data (`RemoteBackend.refuses`), delivers each half (the tracker
+        takes a batch again without doubles), down to the events it refuses,
+        which are added to `refusals` (their number is returned): one
+        poisoned record costs about 2·log2(batch) calls, and the rest arrives
+        in journal order."""
+        try:
+            self.backend.deliver(events, ids)
+        except Exception as exc:
+            reason = self.backend.refuses(exc)
+            if reason is None:
+                raise
+            if len(events) == 1:
+                refusals.append((reason, ids[0]))
+                return 1
+            half = len(events) // 2
+            return self._deliver(events[:half], ids[:half], refusals) + self._deliver(events[half:], ids[half:], refusals)
+        return 0
 
     def take(self, batch: Batch) -> None:
         """From the feed (on the agent's main thread): keeps `batch` if this

@@ -5,7 +5,9 @@ journal from the backend's cursor and calls `deliver` with batches of at most
 `max_batch` events and their ids (`EventId`: the journal's writer and the
 byte offset after the line, unique in the run and the same in every delivery);
 `deliver` either takes the whole batch or raises, and the same batch is
-offered again after a backoff. So `deliver` must be safe to repeat: a
+offered again after a backoff (or, when `refuses` says the error is in the
+data, in halves down to the events refused; `sendable` leaves out what the
+tracker is known to refuse before it is sent). So `deliver` must be safe to repeat: a
 tracker that can store an id with a value does (trackio's `log_id`), the
 others make what they send a function of the event (MLflow: timestamps fixed
 at capture make the store ignore duplicates). The tracker's run is created
@@ -30,12 +32,14 @@ any longer.
 
 from __future__ import annotations
 
+import errno
 import re
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 
 from rltrack.sinks.base import RunContext
 from rltrack.core.events import Event
+from rltrack.core.refusals import encodable
 
 
 def check_names(**values: str | None) -> None:
@@ -136,6 +140,27 @@ class RemoteBackend:
         of `writer`'s `journal` (whole lines) or raises; `save_state()` saves
         `state` in the cursor at once, before a write the tracker cannot take back."""
         raise NotImplementedError
+
+    def sendable(self, event: Event) -> tuple[Event | None, list[str]]:
+        """`event` without what this tracker is known in advance to refuse
+        (None: all of it), and what was left out, one `what: why` text per
+        value or event (delivery counts each as refused, with its place in the
+        journal). Every tracker: no lone surrogate (rltrack.core.refusals);
+        a tracker adds its own rules (empty names, NUL bytes, lengths)."""
+        return encodable(event)
+
+    def refuses(self, exc: Exception) -> str | None:
+        """Why, when `exc` is the tracker refusing something in the data of
+        the batch (not its network, its server or the disk), None otherwise:
+        delivery then finds the events it refuses and delivers the rest
+        (see rltrack.delivery.worker). Text it cannot encode, a name too long
+        for a file, a NUL byte in a file name."""
+        in_data = (
+            isinstance(exc, UnicodeError)
+            or (isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG)
+            or (isinstance(exc, ValueError) and "null byte" in str(exc))
+        )
+        return f"refused by {self.name}: {error_text(exc)}" if in_data else None
 
     def close(self, status: str) -> None:
         """Ends the tracker's run with `status` (finished, failed, killed)."""

@@ -43,6 +43,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
 import sys
@@ -159,12 +160,7 @@ class TrackioBackend(RemoteBackend):
 
         SQLiteStorage.validate_project_name(project)
         name = saved.get("name") or self.run_name or self.run.name
-        run_id = (
-            saved.get("id")
-            or hashlib.sha1(
-                f"{self.run.run_dir.resolve()}\0{project}".encode()
-            ).hexdigest()[:32]
-        )
+        run_id = saved.get("id") or _run_id(self.run.run_dir, project)
         self.state = {
             **saved,
             "project": project,
@@ -341,6 +337,20 @@ class TrackioBackend(RemoteBackend):
         import numpy
 
         return numpy.asarray(value, dtype=numpy.uint8)
+
+
+def _run_id(run_dir: Path, project: str) -> str:
+    """The trackio run id of an rltrack run: a hash of its directory, the
+    project and when the run began (meta.json's `start_unix`, which a resumed
+    run keeps), the same in every process (a delivery killed before the state
+    was saved continues the same trackio run), and another for a directory
+    made again at the same path: that is another run, with rows of its own
+    (it merged into the old one, whose log ids it shared)."""
+    try:
+        began = json.loads((run_dir / "meta.json").read_text()).get("start_unix")
+    except (OSError, ValueError):
+        began = None
+    return hashlib.sha1(f"{run_dir.resolve()}\0{project}\0{began}".encode()).hexdigest()[:32]
 
 
 def _iso(seconds: float) -> str:

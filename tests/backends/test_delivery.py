@@ -380,6 +380,15 @@ def test_a_run_whose_journal_cannot_be_read_does_not_stop_the_agent_serving_the_
     assert any(reason.startswith("agent.serve: IsADirectoryError") for reason in errors)  # the agent's counts reached report.json when it gave up
 
 
+def step_to_the_end(worker: DeliveryWorker) -> None:
+    """Steps `worker` on this thread until the whole journal is delivered, without backoff waits."""
+    while not worker.done:
+        worker.next_try = 0.0
+        worker.step()
+        if worker.caught_up():
+            worker.journal_complete = True
+
+
 def test_a_skipped_line_is_counted_once_however_often_its_batch_is_retried(tmp_path):
     run_dir = create_run_dir(tmp_path, "run")
     lines = [Event(1.0, {"x": i}, steps={"step": i}).to_json() for i in range(10)]
@@ -388,11 +397,7 @@ def test_a_skipped_line_is_counted_once_however_often_its_batch_is_retried(tmp_p
     flaky = ListTracker(failures=3)
     flaky.open(RunContext(run_dir, "run", {}, report))
     worker = DeliveryWorker(flaky, run_dir)
-    while not worker.done:
-        worker.next_try = 0.0  # no backoff wait in a test
-        worker.step()
-        if worker.caught_up():
-            worker.journal_complete = True
+    step_to_the_end(worker)
     assert [e.data["x"] for e in flaky.received] == list(range(10))
     assert Cursor(run_dir, "listtracker").report.as_dict()["counts"]["listtracker.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}
 
@@ -456,3 +461,68 @@ def test_a_journal_batch_is_parsed_once_for_every_caught_up_tracker_and_a_laggin
         assert counts[f"{tracker.name}.unparsable"] == {"journal.jsonl: lines that are not journal lines, skipped": 1}
     # each line once by the feed (`up` parsed none), the 4 batches after its inbox's 2 again by `busy`, all again by `down`
     assert len(parsed) == 6001 + 4001 + 6001
+
+
+class PickyTracker(ListTracker):
+    """Refuses a whole batch that holds an event with key `bad` (as W&B
+    refused a NUL byte in a media name: `ValueError: embedded null byte`),
+    and is down for its first `failures` deliveries."""
+
+    name = "pickytracker"
+    max_batch = 16
+
+    def __init__(self, failures: int = 0) -> None:
+        super().__init__(failures)
+        self.calls = 0
+
+    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
+        self.calls += 1
+        if any("bad" in event.data for event in events):
+            raise ValueError("embedded null byte")
+        super().deliver(events, ids)
+
+
+def test_a_batch_refused_for_its_data_is_split_down_to_the_refused_records_and_the_rest_delivered_in_order(tmp_path):
+    run_dir = create_run_dir(tmp_path, "run")
+    events = [Event(1.0, {"bad" if i in (5, 6, 40) else "x": i}, steps={"step": i}) for i in range(48)]
+    (run_dir / "journal.jsonl").write_text("".join(event.to_json() + "\n" for event in events))
+    ends = [len("".join(event.to_json() + "\n" for event in events[: i + 1]).encode()) for i in range(48)]
+    picky = PickyTracker(failures=2)  # down first: that batch waits, it is not split
+    picky.open(RunContext(run_dir, "run", {}, Report()))
+    worker = DeliveryWorker(picky, run_dir)
+    step_to_the_end(worker)
+    assert [e.data["x"] for e in picky.received] == [i for i in range(48) if i not in (5, 6, 40)]
+    counts = Cursor(run_dir, "pickytracker").report.as_dict()["counts"]
+    assert counts["pickytracker.refused"] == {
+        f"refused by pickytracker: ValueError: embedded null byte: journal.jsonl line ending at byte {ends[i]}": 1 for i in (5, 6, 40)
+    }
+    assert sum(counts["pickytracker.errors"].values()) == 2  # the outage, counted as errors; the refusals are not errors
+    assert Cursor(run_dir, "pickytracker").delivered == 45
+    assert picky.calls < 2 + 3 * 2 * 5  # three poisoned records in batches of 16: about 2·log2(16) calls each
+
+
+def test_what_no_store_encodes_is_left_out_before_sending_and_counted_once_however_often_its_batch_is_retried(tmp_path):
+    run_dir = create_run_dir(tmp_path, "run")
+    events = [Event(1.0, {"x": i}, steps={"step": i}) for i in range(4)]
+    events[1] = Event(1.0, {"t": "a\ud800b", "u": "fine"}, kind="text", steps={"step": 1})
+    events[2] = Event(1.0, {"x": 2}, namespace="n\udfffs", steps={"step": 2})
+    (run_dir / "journal.jsonl").write_text("".join(event.to_json() + "\n" for event in events))
+    flaky = ListTracker(failures=3)
+    flaky.open(RunContext(run_dir, "run", {}, Report()))
+    worker = DeliveryWorker(flaky, run_dir)
+    step_to_the_end(worker)
+    assert [e.data for e in flaky.received] == [{"x": 0}, {"u": "fine"}, {"x": 3}]
+    refused = Cursor(run_dir, "listtracker").report.as_dict()["counts"]["listtracker.refused"]
+    assert sorted(refused.values()) == [1, 1] and all("lone surrogate" in reason for reason in refused)
+
+
+def test_refused_values_beyond_the_first_hundred_are_counted_without_their_places(tmp_path):
+    run_dir = create_run_dir(tmp_path, "run")
+    events = [Event(1.0, {"t": "a\ud800b"}, kind="text", steps={"step": i}) for i in range(150)]
+    (run_dir / "journal.jsonl").write_text("".join(event.to_json() + "\n" for event in events))
+    tracker = ListTracker()
+    tracker.open(RunContext(run_dir, "run", {}, Report()))
+    step_to_the_end(DeliveryWorker(tracker, run_dir))
+    refused = Cursor(run_dir, "listtracker").report.as_dict()["counts"]["listtracker.refused"]
+    assert len(refused) == 101 and sum(refused.values()) == 150
+    assert refused["text value: a lone surrogate (no UTF-8 form) in its key or value: in journal.jsonl, places beyond the first 100 not listed"] == 50

@@ -13,21 +13,24 @@ from typing import Any
 READER = """
 import json, sys
 from trackio.sqlite_storage import SQLiteStorage as S
-project = sys.argv[1]
+project, run_ids = sys.argv[1], sys.argv[2:]
 runs = S.get_runs(project)
 print(json.dumps({"runs": runs, "logs": {r: S.get_logs(project, r) for r in runs},
-                  "config": {r: S.get_run_config(project, r) for r in runs}}, default=str))
+                  "config": {r: S.get_run_config(project, r) for r in runs},
+                  "by_id": {i: S.get_logs(project, run_id=i) for i in run_ids}}, default=str))
 """
 
 
-def store(directory: Path, project: str) -> dict[str, Any]:
-    """Runs, rows and configs of `project` in the trackio store `directory`."""
+def store(directory: Path, project: str, *run_ids: str) -> dict[str, Any]:
+    """Runs, rows and configs of `project` in the trackio store `directory`
+    (by run name), and the rows of each of `run_ids` (`by_id`: runs of one
+    name are told apart by their ids)."""
     env = {
         "TRACKIO_DIR": str(directory),
         "PATH": "/usr/bin:/bin",
         "HOME": str(directory.parent),
     }
-    done = subprocess.run([sys.executable, "-c", READER, project], capture_output=True, text=True, env=env, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-c", READER, project, *run_ids], capture_output=True, text=True, env=env, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])  # type: ignore[no-any-return]
 

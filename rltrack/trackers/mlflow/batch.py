@@ -41,7 +41,7 @@ from rltrack.core.events import NUMERIC_KINDS, Event, tag
 from rltrack.core.values import flatten
 
 # MLflow's limits (mlflow.utils.validation, 3.17).
-MAX_KEY_LENGTH = 250
+MAX_KEY_LENGTH = 250  # MLflow counts characters; rltrack counts UTF-8 bytes (see `mlflow_key`)
 MAX_PARAM_VALUE = 6000
 MAX_TAG_VALUE = 8000
 MAX_METRICS_PER_REQUEST = 1000
@@ -67,13 +67,21 @@ def mlflow_key(key: str) -> str:
     leading `/` or `..`) cut to fit, plus `-` and 8 hex digits of the original
     key's SHA-1. A pure function of the key, so the mapping is the same in
     every process and replay, and two different keys never share a name
-    (remembered for the last `KEY_CACHE` keys)."""
+    (remembered for the last `KEY_CACHE` keys). Lengths are UTF-8 bytes:
+    a text's key names its artifact's folder, and a file name holds 255
+    bytes (128 × "é" is 128 characters MLflow takes as a metric name, and
+    a folder name the file system refuses)."""
     if _accepted(key):
         return key
     parts = [p if p not in (".", "..") else "_" * len(p) for p in _BAD_KEY_CHAR.sub("_", key).split("/") if p]
     clean = re.sub(r"^\.+", lambda m: "_" * len(m.group()), "/".join(parts))
     suffix = "-" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return clean[: MAX_KEY_LENGTH - len(suffix)] + suffix
+    return _cut_utf8(clean, MAX_KEY_LENGTH - len(suffix)) + suffix
+
+
+def _cut_utf8(text: str, size: int) -> str:
+    """The longest start of `text` of at most `size` UTF-8 bytes."""
+    return text.encode("utf-8")[:size].decode("utf-8", "ignore")
 
 
 @functools.lru_cache(maxsize=KEY_CACHE)
@@ -85,7 +93,7 @@ def metric_names(namespace: str, keys: tuple[str, ...]) -> tuple[tuple[str, str]
 
 def _accepted(key: str) -> bool:
     """MLflow's own test for metric, param and tag names."""
-    if len(key) > MAX_KEY_LENGTH or not _KEY_CHARS.fullmatch(key):
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_LENGTH or not _KEY_CHARS.fullmatch(key):
         return False
     norm = posixpath.normpath(key)
     return norm == key and norm != "." and not norm.startswith(("..", "/"))

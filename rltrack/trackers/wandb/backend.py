@@ -74,7 +74,6 @@ Why it is built this way:
 from __future__ import annotations
 
 import configparser
-import errno
 import functools
 import html
 import math
@@ -116,6 +115,32 @@ MIN_FREE = 1 << 20
 def wandb_project(task: str) -> str:
     """A task as a W&B project name."""
     return _PROJECT_UNSAFE.sub("_", task)[:MAX_PROJECT]
+
+
+#: History keys W&B writes itself: the row number, seconds since the run began, wall time, its own data.
+RESERVED = frozenset({"_step", "_runtime", "_timestamp", "_wandb"})
+
+
+#: Kinds whose values W&B writes to a file named after the value's key:
+#: `media/<kind>/<key>_<step>_<20 hex digits>.<ext>`, a folder per `/` of the key.
+MEDIA_KINDS = ("text", "image", "video")
+#: UTF-8 bytes of a file name (Linux, macOS); of the key's last part, what is left beside `_<step>_<id>.<ext>` (a 20-digit step).
+MAX_FILE_NAME = 255
+MAX_LAST_PART = MAX_FILE_NAME - len("_" + "9" * 20 + "_" + "f" * 20 + ".html")
+
+
+def _refused_name(tag: str, media: bool) -> str | None:
+    """Why W&B refuses a value named `tag` (`media`: of `MEDIA_KINDS`), None if it takes it."""
+    if not tag:
+        return "an empty name (W&B's define_metric requires one)"
+    if not media:
+        return None
+    if "\x00" in tag:
+        return "a NUL byte in its name (W&B names the value's file after it)"
+    *folders, last = (len(part.encode("utf-8")) for part in tag.split("/"))
+    if last > MAX_LAST_PART or any(size > MAX_FILE_NAME for size in folders):
+        return f"a name too long for W&B's file of the value (a part over {MAX_FILE_NAME} UTF-8 bytes, or {MAX_LAST_PART} for the last)"
+    return None
 
 
 class DirNotWritable(OSError):
@@ -213,7 +238,7 @@ class WandbBackend(RemoteBackend):
                 if skip > 0:
                     skip -= 1
                 else:
-                    self._log(event, row)
+                    self._log(row)
                 done += 1
         except BaseException:  # the batch comes again: its first `done` rows are in the W&B run by then
             self._skip = max(self._skip, done)
@@ -288,16 +313,12 @@ class WandbBackend(RemoteBackend):
             self.run.report.count("lost", "rows the W&B run's files no longer hold", -held, section=self.name)
         self._skip, self._resume_at = max(0, held), None
 
-    def _log(self, event: Event, row: dict[str, Any]) -> None:
+    def _log(self, row: dict[str, Any]) -> None:
         # the next row of the W&B run, earlier sessions included; in shared mode W&B ignores step= (warning) and numbers rows itself
         step = None if self.settings["mode"] == "shared" else self.position()
-        try:
-            self._run.log(row, step=step, commit=True)  # commit: stored now, not held until the next step
-        except OSError as exc:  # a media file named after a key too long for the file system: this row only
-            if exc.errno != errno.ENAMETOOLONG:
-                raise
-            self.run.report.count("dropped", f"{event.kind} event: a key too long for a W&B media file name", section=self.name)
-            return
+        # commit: stored now, not held until the next step. A media file named after a key too long for
+        # the file system raises ENAMETOOLONG: delivery counts that event as refused (`refuses`).
+        self._run.log(row, step=step, commit=True)
         self._rows = self.position() + 1
 
     # ---- one event ------------------------------------------------------
@@ -391,7 +412,7 @@ class WandbBackend(RemoteBackend):
                 self.run.report.count("dropped", f"{event.kind} {event.tag(key)}: {type(exc).__name__}: {exc}", section=self.name)
                 continue
             if converted is not None:
-                values[event.tag(key)] = converted
+                values[self._own_name(event.tag(key))] = converted
         if not values:
             return None
         row = self._with_axes(values, event.steps)
@@ -430,6 +451,32 @@ class WandbBackend(RemoteBackend):
         import numpy
 
         return numpy.asarray(value)
+
+    def sendable(self, event: Event) -> tuple[Event | None, list[str]]:
+        """Also leaves out values W&B refuses by their name: an empty one
+        (`define_metric() requires non-empty name argument`), and a NUL byte in
+        the name of a text or media value (W&B names the value's file after it)."""
+        sent, left_out = super().sendable(event)
+        if sent is None or sent.kind in ("hparams", "artifact"):
+            return sent, left_out
+        media = sent.kind in MEDIA_KINDS
+        if not media and (sent.namespace or all(sent.data)):  # no empty name: nothing more to look at
+            return sent, left_out
+        refused = {key: why for key in sent.data if (why := _refused_name(sent.tag(key), media))}
+        if not refused:
+            return sent, left_out
+        data = {key: value for key, value in sent.data.items() if key not in refused}
+        return (sent.derive(data) if data else None), left_out + [f"{sent.kind} value: {why}" for why in refused.values()]
+
+    def _own_name(self, tag: str) -> str:
+        """`tag`, or `user<tag>` for a name W&B gives its own columns (`_step`,
+        `_runtime`, `_timestamp`, `_wandb`): W&B would overwrite the value
+        with its own, or its own with the value (renamed, in the report)."""
+        if tag not in RESERVED:
+            return tag
+        new = f"user{tag}"
+        self.run.report.rename(self.name, tag, new)
+        return new
 
     def _with_axes(self, values: dict[str, Any], steps: dict[str, int]) -> dict[str, Any]:
         row: dict[str, Any] = {}
