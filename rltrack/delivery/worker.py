@@ -213,6 +213,7 @@ class DeliveryWorker:
         (after minutes when retrying soon cannot help: said once by the agent and the logger)."""
         now = time.monotonic()
         self.inbox.clear()  # a tracker that is down holds no batch in memory: it reads them from the journal once it takes them again
+        self._rewind()
         self.errors += 1
         self.failing_since = self.failing_since or now
         self.last_error = error_text(exc)
@@ -223,6 +224,19 @@ class DeliveryWorker:
             return
         self.next_try = now + self._backoff
         self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+
+    def _rewind(self) -> None:
+        """After an error, when the backend forgot batches it took but had not
+        stored (several in flight): the cursor moves over those stored before
+        them, and reading goes on from the cursor."""
+        try:
+            if not self.backend.rewind():
+                return
+            self._confirm()
+        except Exception as exc:  # noqa: BLE001 - counted; reading still goes back to the cursor
+            self.backend.run.report.count("errors", error_text(exc), section=self.backend.name)
+        self._untold.clear()
+        self._read_offset = self.cursor.offset
 
     def _step(self, now: float) -> bool:
         if not self._started:
