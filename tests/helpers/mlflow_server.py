@@ -75,8 +75,9 @@ class MlflowServer:
     """`mlflow server` on 127.0.0.1 with its artifacts under `directory` and
     its store there too (SQLite) or in the database `store_uri`."""
 
-    def __init__(self, directory: Path, store_uri: str | None = None) -> None:
+    def __init__(self, directory: Path, store_uri: str | None = None, workers: int = 1) -> None:
         self.directory = directory
+        self.workers = workers
         self.store_uri = store_uri or f"sqlite:///{directory / 'db.sqlite'}"
         self.port = free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
@@ -88,7 +89,7 @@ class MlflowServer:
             sys.executable, "-m", "mlflow", "server",
             "--backend-store-uri", self.store_uri,
             "--default-artifact-root", str(self.directory / "artifacts"),
-            "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+            "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),
         ]  # fmt: skip
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
         with self.log.open("ab") as log:
@@ -104,6 +105,11 @@ class MlflowServer:
         except AssertionError:
             self.stop()
             raise
+
+    @property
+    def pid(self) -> int | None:
+        """The server's first process (its workers are its children)."""
+        return None if self._process is None else self._process.pid
 
     def healthy(self) -> bool:
         try:
