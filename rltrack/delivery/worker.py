@@ -33,6 +33,7 @@ from rltrack.trackers.remote import EventId, RemoteBackend, error_text
 from rltrack.core.events import Event
 from rltrack.journal import Entry, count_skipped, journal_files, journal_path, read_batch
 from rltrack.journal.feed import Batch, JournalFeed
+from rltrack.delivery.thinning import Thinning
 from rltrack.core.locks import hold
 from rltrack.core.report import Report
 from rltrack.core.turns import Inbox
@@ -178,6 +179,7 @@ class DeliveryWorker:
         self.cursor = Cursor(run_dir, backend.cursor_name, writer)  # read once locked: a process that held the lock may have moved it
         self.cursor.target = self.cursor.target or backend.target(backend.run)
         self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
+        self.thinning = Thinning(*backend.view) if backend.view else None  # the tracker's coarser view (rltrack.delivery.thinning)
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0
         self.last_error: str | None = None
@@ -230,13 +232,15 @@ class DeliveryWorker:
         stored (several in flight): the cursor moves over those stored before
         them, and reading goes on from the cursor."""
         try:
-            if not self.backend.rewind():
+            if not self.backend.rewind() and self.thinning is None:
                 return
             self._confirm()
         except Exception as exc:  # noqa: BLE001 - counted; reading still goes back to the cursor
             self.backend.run.report.count("errors", error_text(exc), section=self.backend.name)
         self._untold.clear()
         self._read_offset = self.cursor.offset
+        if self.thinning is not None:  # its open windows are read again from the cursor, which stops at their first line
+            self.thinning = Thinning(self.thinning.every, self.thinning.how)
 
     def _step(self, now: float) -> bool:
         if not self._started:
@@ -258,19 +262,31 @@ class DeliveryWorker:
         entries, offset, ends = batch
         if not entries:
             self._confirm()
+            if complete and self.thinning is not None and self.thinning.held_from() is not None:
+                self._deliver(*self.thinning.flush())  # the windows still open: the journal ends here
+                self._taken(offset, 0)
+                return True
             if complete:
                 self._end()
             return False
-        events = [entry for entry in entries if type(entry) is Event]
-        if events:
-            try:
-                self.backend.deliver(events, [EventId(self.writer, end) for entry, end in zip(entries, ends) if type(entry) is Event])
-            finally:  # a tracker run created by a batch that then failed is the one to continue
-                self._keep_state()
+        lines = [(entry, EventId(self.writer, end), start) for entry, end, start in zip(entries, ends, [self._read_offset, *ends]) if type(entry) is Event]
+        events, ids = [line[0] for line in lines], [line[1] for line in lines]
+        if self.thinning is not None and events:
+            events, ids, thinned = self.thinning.take(events, ids, [line[2] for line in lines])
+            if thinned:
+                self.backend.run.report.count("thinned", self.thinning.describe(), thinned, section=self.backend.name)
+        self._deliver(events, ids)
         self._backoff = BACKOFF_START
         self.failing_since = self.fix = None
-        self._taken(offset, len(events))
+        self._taken(offset, len(lines))
         return True
+
+    def _deliver(self, events: list[Event], ids: list[EventId]) -> None:
+        if events:
+            try:
+                self.backend.deliver(events, ids)
+            finally:  # a tracker run created by a batch that then failed is the one to continue
+                self._keep_state()
 
     def take(self, batch: Batch) -> None:
         """From the feed (on the agent's main thread): keeps `batch` if this
@@ -367,8 +383,11 @@ class DeliveryWorker:
             self.cursor.advance(self.cursor.offset, 0, state=copy.deepcopy(self.backend.state))
 
     def _taken(self, offset: int, events: int) -> None:
+        """The tracker took the lines up to `offset`; the cursor may pass them
+        once stored, but not the first line of a window still open (thinning)."""
         self._read_offset = offset
-        self._untold.append((offset, events, self.backend.position()))
+        held = self.thinning.held_from() if self.thinning is not None else None
+        self._untold.append((offset if held is None else min(offset, held), events, self.backend.position()))
         self._confirm()
 
     def _confirm(self) -> None:

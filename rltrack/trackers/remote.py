@@ -94,6 +94,10 @@ class RemoteBackend:
     max_batch = 1000
     #: The tracker client's modules, imported by the agent on its main thread before this tracker's lane starts.
     client_modules: tuple[str, ...] = ()
+    #: The tracker's coarser view of the journal, (window seconds, "last" or "mean"):
+    #: settings `every` / `max_values_per_second` and `thin`, which every tracker
+    #: takes (rltrack.delivery.thinning); None: every value.
+    view: tuple[float, str] | None = None
 
     @classmethod
     def validate(cls, settings: dict[str, Any]) -> None:
