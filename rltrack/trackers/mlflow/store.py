@@ -56,6 +56,7 @@ def embedded_store(stores: Path) -> Path:
         stores.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=stores, prefix=".mlflow.db.node.", delete=False) as made:
             made.write(node)
+        os.chmod(made.name, 0o644)  # every node reads it, whoever runs there
         try:
             os.link(made.name, claim)  # atomic, also on NFS: of nodes claiming at once, one gets it
         except FileExistsError:
