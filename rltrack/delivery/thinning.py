@@ -11,7 +11,8 @@ What is left out is counted in report.json as `thinned`, never as dropped.
 
 The windows are fixed slices of capture time (`floor(time / every)`), so a
 delivery repeated from a cursor makes the same values; a window is sent once
-a later value of its key arrives, or at the end of the journal. The cursor
+a value of a later window arrives (of any key: a key logged once does not
+hold its window open for the rest of the run), or at the end of the journal. The cursor
 never moves past the first journal line of a window still open
 (`held_from`): a delivery that resumes after a kill reads the whole window
 again, and a tracker that keeps identical rows once (MLflow) stores nothing twice.
@@ -86,6 +87,7 @@ class Thinning:
     every: float
     how: str = "last"
     _open: dict[tuple[str, str, str], _Window] = field(default_factory=dict)
+    _oldest: float = math.inf  # the lowest window index open
 
     def describe(self) -> str:
         return f"every {self.every:g} s, the {self.how} value per key and window"
@@ -102,6 +104,8 @@ class Thinning:
                 out.append((event_id, event))
                 continue
             index = math.floor(event.time / self.every)
+            if index > self._oldest:
+                out += self._close_before(index)
             for key, value in event.data.items():
                 if not isinstance(value, (int, float)) or isinstance(value, bool):
                     continue
@@ -115,6 +119,7 @@ class Thinning:
                 if held is not None:
                     out.append((held.last_id, self._value(key, held)))
                 self._open[slot] = _Window(index, start, event, event_id, float(value))
+                self._oldest = min(self._oldest, index)
             others = {key: value for key, value in event.data.items() if not isinstance(value, (int, float)) or isinstance(value, bool)}
             if others:
                 out.append((event_id, event.derive(others)))
@@ -122,9 +127,14 @@ class Thinning:
 
     def flush(self) -> tuple[list[Event], list[EventId]]:
         """Every open window (the end of the journal)."""
-        out = [(held.last_id, self._value(key, held)) for (_, key, _), held in self._open.items()]
-        self._open.clear()
-        return self._grouped(out)
+        return self._grouped(self._close_before(math.inf))
+
+    def _close_before(self, index: float) -> list[tuple[EventId, Event]]:
+        """The values of the open windows before window `index`, which close."""
+        closing = [slot for slot, held in self._open.items() if held.index < index]
+        out = [(self._open[slot].last_id, self._value(slot[1], self._open.pop(slot))) for slot in closing]
+        self._oldest = min((held.index for held in self._open.values()), default=math.inf)
+        return out
 
     def held_from(self) -> int | None:
         """The journal offset where the first line of the oldest open window starts (None: none open)."""

@@ -80,3 +80,13 @@ def test_the_cursor_stops_before_a_window_still_open():
     assert thinning.held_from() == 400  # where the line of the open window's first value (i = 4) starts
     again = Thinning(1.0, "mean")
     assert again.take(events[4:], ids[4:], [400, 500])[:2] == ([], []) and [e.data for e in again.flush()[0]] == [{"x": 4.5}]
+
+
+def test_a_key_logged_once_does_not_hold_the_cursor_for_the_rest_of_the_run():
+    thinning = Thinning(1.0, "last")
+    events = [Event(START, {"lr": 0.1}, "scalars", "config", {"s": 0})]
+    events += [Event(START + 0.5 + i / 2, {"loss": float(i)}, "scalars", "learner", {"s": i}) for i in range(6)]  # windows 0, 1, 1, 2, 2, 3
+    ids = [EventId(None, 100 * (i + 1)) for i in range(len(events))]
+    sent, _, thinned = thinning.take(events, ids, [100 * i for i in range(len(events))])
+    assert [(e.namespace, e.data) for e in sent] == [("config", {"lr": 0.1}), ("learner", {"loss": 0.0}), ("learner", {"loss": 2.0}), ("learner", {"loss": 4.0})]
+    assert thinned == 2 and thinning.held_from() == 600  # only the last window (loss = 5) is open
