@@ -55,7 +55,7 @@ from urllib.parse import urlsplit
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.mlflow.batch import MAX_TAG_VALUE, MlflowBatch, mlflow_key
 from rltrack.trackers.mlflow.sqlite import SqliteMetricWriter, sqlite_path, store_file
-from rltrack.trackers.mlflow.store import embedded_store, half_migrated, made_once
+from rltrack.trackers.mlflow.store import embedded_store, half_migrated, made_once, unused
 from rltrack.trackers.inflight import InFlight, shared_pool
 from rltrack.trackers.remote import EventId, RemoteBackend, raised
 from rltrack.core.events import Event
@@ -151,6 +151,8 @@ class MlflowBackend(RemoteBackend):
             return f"fix tracking_uri ({self.tracking_uri!r})"
         if getattr(exc, "error_code", None) in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
             return "set the credentials the server takes (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN)"
+        if "out-of-date database schema" in str(exc):  # made by an older MLflow, or an upgrade killed midway
+            return f"back the store up, then upgrade its schema: mlflow db upgrade {self.tracking_uri}"
         return half_migrated(sqlite_path(self.tracking_uri)) or super().cannot_heal(exc)
 
     def open(self, run: RunContext) -> None:
@@ -372,14 +374,27 @@ def _shared_client(tracking_uri: str) -> Any:
             return held[1]
         if held is not None:
             _forget_store(tracking_uri)
-        mlflow = require("mlflow", "mlflow", PURPOSE)
-        client = made_once(sqlite_path(tracking_uri), lambda: _opened(mlflow.MlflowClient(tracking_uri)))
+        client = made_once(sqlite_path(tracking_uri), lambda: _made(tracking_uri))
         _CLIENTS[tracking_uri] = (store_file(tracking_uri), client)
         return client
 
 
-def _opened(client: Any) -> Any:
-    """`client`, its store opened (a SQLite file created, its schema made or checked)."""
+def _made(tracking_uri: str) -> Any:
+    """A client of the store, opened (a SQLite file created, its schema made
+    or checked). A SQLite store whose making was cut short and that holds
+    nothing yet is deleted and made again (see rltrack.trackers.mlflow.store)."""
+    mlflow = require("mlflow", "mlflow", PURPOSE)
+    try:
+        client = mlflow.MlflowClient(tracking_uri)
+        client.search_experiments(max_results=1)
+        return client
+    except Exception as exc:
+        database = sqlite_path(tracking_uri)
+        if database is None or not unused(database, exc):
+            raise
+    database.unlink()
+    _forget_store(tracking_uri)
+    client = mlflow.MlflowClient(tracking_uri)
     client.search_experiments(max_results=1)
     return client
 

@@ -17,8 +17,10 @@ locking is not reliable across machines on a network file system. So:
 * the store's schema is made by one process at a time (`made_once`): under
   an `flock` on `<store>.lock`, which also holds between agents of one node
   (several Python environments, several users' settings).
-* a store that an earlier race (or a killed upgrade) left half-migrated is
-  said in one sentence with its repair (`half_migrated`).
+* a store whose making was cut short (its agent killed midway: an old schema
+  revision, a table the next step creates already there) holds nothing yet,
+  and is made again (`unused`); one that holds runs and was left
+  half-migrated is said in one sentence with its repair (`half_migrated`).
 """
 
 from __future__ import annotations
@@ -83,6 +85,25 @@ def made_once(database: Path | None, make: Callable[[], T]) -> T:
         return make()
     finally:
         os.close(fd)
+
+
+#: What MLflow raises opening a store whose schema was left half-made.
+SCHEMA_ERRORS = ("_alembic_tmp_", "out-of-date database schema", "already exists", "duplicate column", "Online migration")
+
+
+def unused(database: Path | None, exc: Exception) -> bool:
+    """Whether `exc`, opening the SQLite store `database`, says its schema was
+    left half-made, and the store holds no run and no experiment of its own:
+    then deleting it and making it again loses nothing."""
+    if database is None or not database.is_file() or not any(text in str(exc) for text in SCHEMA_ERRORS):
+        return False
+    try:
+        with sqlite3.connect(database.resolve().as_uri() + "?mode=ro", uri=True) as db:
+            runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]
+            experiments = db.execute("SELECT count(*) FROM experiments WHERE name != 'Default'").fetchone()[0]  # MLflow's own is 'Default'
+    except sqlite3.Error:
+        return False
+    return bool(runs == 0 and experiments == 0)
 
 
 def half_migrated(database: Path | None) -> str | None:
