@@ -56,8 +56,9 @@ DEATH, DEATH_TOLD = "death.json", "death.told.json"
 
 
 #: Prefixes of the environment variables tracker clients (and the stores they
-#: write artifacts to) read: part of an agent's identity.
-TRACKER_ENVIRONMENT = ("MLFLOW_", "WANDB_", "NEPTUNE_", "TRACKIO_", "HF_", "AWS_", "GOOGLE_", "AZURE_")
+#: write artifacts to) read, and the node name that names the embedded MLflow
+#: store (rltrack.trackers.mlflow.store): part of an agent's identity.
+TRACKER_ENVIRONMENT = ("MLFLOW_", "WANDB_", "NEPTUNE_", "TRACKIO_", "HF_", "AWS_", "GOOGLE_", "AZURE_", "RLTRACK_NODE")
 
 
 class ForeignAgentDir(PermissionError):

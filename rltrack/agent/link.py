@@ -40,6 +40,12 @@ CHECK_EVERY = 1.0
 #: process says so, once: an outage of a few seconds is the agent's business.
 TELL_FAILING_AFTER = 10.0
 _checked_at: dict[Path, float] = {}  # agent directory -> when this process last checked it
+#: Tracker name -> the writers (registration keys) of this process it refuses
+#: every batch of: an outage is said once per process (a Tune driver holds a
+#: logger per trial), naming how many runs wait, and again only after every
+#: one of them was delivered to again.
+_FAILING: dict[str, set[str]] = {}
+_OUTAGES_TOLD: set[str] = set()
 
 
 class AgentLink:
@@ -109,6 +115,8 @@ class AgentLink:
         if not done and not behind:  # the agent has not ended the writer yet: its local files are not complete
             behind = {"files": None} if self._registration["files"] else dict.fromkeys(self.trackers)
         self.gave_up = done
+        for tracker in self.trackers:  # this writer's state is not watched any more
+            self._note_outage(tracker, False)
         if done:
             with contextlib.suppress(FileNotFoundError):  # a second look after close
                 os.unlink(self.dir / "runs" / f"{self.key}.state.json")
@@ -153,13 +161,28 @@ class AgentLink:
                     file=sys.stderr,
                 )
             since = info.get("failing_since")
-            if since is not None and not info.get("fix") and time.time() - since >= TELL_FAILING_AFTER and f"{name} failing" not in self._told:
-                self._told.add(f"{name} failing")
+            failing = since is not None and not info.get("fix")
+            self._note_outage(name, failing)
+            if failing and time.time() - since >= TELL_FAILING_AFTER and name not in _OUTAGES_TOLD:
+                _OUTAGES_TOLD.add(name)
+                waiting = len(_FAILING[name])
+                runs = f"{self.run_dir}" if waiting == 1 else f"{waiting} runs of this process, e.g. {self.run_dir}"
                 print(
-                    f"rltrack: {name} has refused every batch of {self.run_dir} for {time.time() - since:.0f} s ({info.get('last_error')}); "
+                    f"rltrack: {name} has refused every batch of {runs} for {time.time() - since:.0f} s ({info.get('last_error')}); "
                     "the agent retries with backoff and the journal keeps every value (`rltrack status`)",
                     file=sys.stderr,
                 )
+
+    def _note_outage(self, tracker: str, failing: bool) -> None:
+        """Counts this writer among those `tracker` refuses (or not any more); the
+        outage may be said again once it refuses none of this process's writers."""
+        writers = _FAILING.setdefault(tracker, set())
+        if failing:
+            writers.add(self.key)
+            return
+        writers.discard(self.key)
+        if not writers:
+            _OUTAGES_TOLD.discard(tracker)
 
     def _wait(self, reached: Callable[[dict[str, Any]], bool], deadline: float | None) -> tuple[dict[str, Any] | None, bool]:
         """Looks at the writer's state (after `POLL` seconds, then less and

@@ -15,6 +15,7 @@ from importlib import metadata
 from typing import Any, Callable, Mapping, TypeVar
 
 from rltrack.delivery.registry import Backend, RemoteBackend, backend_class
+from rltrack.delivery.thinning import split_settings
 from rltrack.filters import FILTER_TYPES, Filter
 from rltrack.core.optional import MissingExtraError
 
@@ -52,15 +53,23 @@ def backend_type(name: str, settings: Mapping[str, Any], where: str) -> type[Bac
         fix = f"pip install 'rltrack[{name}]'" if name in _extras() else "install the package it names"
         raise ConfigError(f"{where}: backend {name!r} could not be imported ({exc}); fix: {fix}") from None
     where = f"{where}: backends.{name}"
-    params = check_params(cls, dict(settings), where)
+    own = _checked(lambda: split_settings(settings)[0], where) if issubclass(cls, RemoteBackend) else dict(settings)
+    params = check_params(cls, own, where)
     _checked(lambda: cls.validate(params), where)
     return cls
 
 
 def build_backend(name: str, settings: Mapping[str, Any], where: str) -> Backend | RemoteBackend:
-    """Backend `name` built from `settings`, once they are valid (see `backend_type`)."""
+    """Backend `name` built from `settings`, once they are valid (see
+    `backend_type`); a tracker with its coarser view (`RemoteBackend.view`)."""
     cls = backend_type(name, settings, where)
-    return _checked(lambda: cls(**settings), f"{where}: backends.{name}")
+    if not issubclass(cls, RemoteBackend):
+        return _checked(lambda: cls(**settings), f"{where}: backends.{name}")
+    own, thinning = split_settings(settings)
+    backend = _checked(lambda: cls(**own), f"{where}: backends.{name}")
+    if thinning is not None:
+        backend.view = (thinning.every, thinning.how)
+    return backend
 
 
 def _extras() -> list[str]:

@@ -41,6 +41,7 @@ from rltrack.trackers.remote import EventId, RemoteBackend, SessionLost, error_t
 from rltrack.core.events import Event
 from rltrack.journal import Entry, count_skipped, journal_files, journal_path, read_batch
 from rltrack.journal.feed import Batch, JournalFeed
+from rltrack.delivery.thinning import Thinning
 from rltrack.core.locks import hold
 from rltrack.core.refusals import refused
 from rltrack.core.report import Report
@@ -187,6 +188,7 @@ class DeliveryWorker:
         self.cursor = Cursor(run_dir, backend.cursor_name, writer)  # read once locked: a process that held the lock may have moved it
         self.cursor.target = self.cursor.target or backend.target(backend.run)
         self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
+        self.thinning = Thinning(*backend.view) if backend.view else None  # the tracker's coarser view (rltrack.delivery.thinning)
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0
         self.last_error: str | None = None
@@ -225,19 +227,35 @@ class DeliveryWorker:
         (after minutes when retrying soon cannot help: said once by the agent and the logger)."""
         now = time.monotonic()
         self.inbox.clear()  # a tracker that is down holds no batch in memory: it reads them from the journal once it takes them again
+        self._rewind()
         self.errors += 1
         if self.failing_since is None:
             self.failing_since, self._failing_wall = now, round(time.time())
         self.last_error = error_text(exc)
         self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
         if isinstance(exc, SessionLost):
-            self._rewind()
+            self._new_session()
         self.fix = self.backend.cannot_heal(exc)
         if self.fix is not None:
             self.next_try = now + CANNOT_HEAL_WAIT
             return
         self.next_try = now + self._backoff
         self._backoff = min(self._backoff * 2, BACKOFF_MAX)
+
+    def _rewind(self) -> None:
+        """After an error, when the backend forgot batches it took but had not
+        stored (several in flight): the cursor moves over those stored before
+        them, and reading goes on from the cursor."""
+        try:
+            if not self.backend.rewind() and self.thinning is None:
+                return
+            self._confirm()
+        except Exception as exc:  # noqa: BLE001 - counted; reading still goes back to the cursor
+            self.backend.run.report.count("errors", error_text(exc), section=self.backend.name)
+        self._untold.clear()
+        self._read_offset = self.cursor.offset
+        if self.thinning is not None:  # its open windows are read again from the cursor, which stops at their first line
+            self.thinning = Thinning(self.thinning.every, self.thinning.how)
 
     def _step(self, now: float) -> bool:
         if not self._started:
@@ -259,6 +277,10 @@ class DeliveryWorker:
         entries, offset, ends = batch
         if not entries:
             self._confirm()
+            if complete and self.thinning is not None and self.thinning.held_from() is not None:
+                self._deliver(*self.thinning.flush())  # the windows still open: the journal ends here
+                self._taken(offset, 0)
+                return True
             if complete:
                 self._end()
             return False
@@ -270,8 +292,12 @@ class DeliveryWorker:
             finally:
                 self._keep_state()
         else:
-            events, ids, refusals = self._sendable(entries, ends)
+            events, ids, starts, refusals = self._sendable(entries, ends)
             taken = len(events)
+            if self.thinning is not None and events:
+                events, ids, thinned = self.thinning.take(events, ids, starts)
+                if thinned:
+                    self.backend.run.report.count("thinned", self.thinning.describe(), thinned, section=self.backend.name)
             if events:
                 try:
                     taken -= self._deliver(events, ids, refusals)
@@ -284,13 +310,15 @@ class DeliveryWorker:
         self._taken(offset, taken)
         return True
 
-    def _sendable(self, entries: list[Entry], ends: list[int]) -> tuple[list[Event], list[EventId], list[tuple[str, EventId]]]:
+    def _sendable(self, entries: list[Entry], ends: list[int]) -> tuple[list[Event], list[EventId], list[int], list[tuple[str, EventId]]]:
         """The batch's events as the tracker takes them (`RemoteBackend.sendable`:
-        what it is known in advance to refuse left out), their ids, and what was left out, with why."""
+        what it is known in advance to refuse left out), their ids, where their
+        lines start (for thinning's windows), and what was left out, with why."""
         events: list[Event] = []
         ids: list[EventId] = []
+        starts: list[int] = []
         refusals: list[tuple[str, EventId]] = []
-        for entry, end in zip(entries, ends):
+        for entry, end, start in zip(entries, ends, [self._read_offset, *ends]):
             if type(entry) is Event:
                 event_id = EventId(self.writer, end)
                 event, left_out = self.backend.sendable(entry)
@@ -298,7 +326,8 @@ class DeliveryWorker:
                 if event is not None:
                     events.append(event)
                     ids.append(event_id)
-        return events, ids, refusals
+                    starts.append(start)
+        return events, ids, starts, refusals
 
     def _deliver(self, events: list[Event], ids: list[EventId], refusals: list[tuple[str, EventId]]) -> int:
         """Delivers `events`; when the tracker refuses them for something in
@@ -432,7 +461,7 @@ class DeliveryWorker:
         if self.backend.state != self.cursor.state:
             self.cursor.advance(self.cursor.offset, 0, state=copy.deepcopy(self.backend.state))
 
-    def _rewind(self) -> None:
+    def _new_session(self) -> None:
         """Back to the cursor, after the tracker's session was lost: what it
         took beyond the cursor and did not store is delivered again, from the
         journal, by a new session (started as after a crash, see `_start`)."""
@@ -442,8 +471,11 @@ class DeliveryWorker:
         self._started = False
 
     def _taken(self, offset: int, events: int) -> None:
+        """The tracker took the lines up to `offset`; the cursor may pass them
+        once stored, but not the first line of a window still open (thinning)."""
         self._read_offset = offset
-        self._untold.append((offset, events, self.backend.position()))
+        held = self.thinning.held_from() if self.thinning is not None else None
+        self._untold.append((offset if held is None else min(offset, held), events, self.backend.position()))
         self._confirm()
 
     def _confirm(self) -> None:

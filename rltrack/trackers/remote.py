@@ -27,7 +27,9 @@ cursor advances only over what is stored, together with the position it
 stands for, and `resume` tells the backend that position when
 delivery resumes from the cursor, so that it skips what the tracker already
 holds beyond it. At the end of a journal, `store_now` asks it not to wait
-any longer.
+any longer. A tracker that keeps several batches in flight (MLflow's
+server deliveries) works the same way, and on a failed batch `rewind`s:
+delivery goes back to its cursor.
 """
 
 from __future__ import annotations
@@ -108,6 +110,10 @@ class RemoteBackend:
     #: The tracker takes the journal's lines as they are (`deliver_lines`: a
     #: mirror of the journal, control lines included) rather than its events (`deliver`).
     takes_lines = False
+    #: The tracker's coarser view of the journal, (window seconds, "last" or "mean"):
+    #: settings `every` / `max_values_per_second` and `thin`, which every tracker
+    #: takes (rltrack.delivery.thinning); None: every value.
+    view: tuple[float, str] | None = None
 
     @classmethod
     def validate(cls, settings: dict[str, Any]) -> None:
@@ -177,6 +183,12 @@ class RemoteBackend:
 
     def store_now(self) -> None:
         """Stores what the tracker took without waiting any longer (the end of a journal)."""
+
+    def rewind(self) -> bool:
+        """After an error: forgets what it took but has not stored (batches
+        still in flight, see rltrack.trackers.inflight), so that delivery
+        sends it again from the cursor; True when there was any."""
+        return False
 
     def cannot_heal(self, exc: Exception) -> str | None:
         """What to do about `exc` when retrying cannot help (credentials

@@ -35,7 +35,7 @@ from rltrack.core.events import Event
 from rltrack.journal import JournalWriter, read_batch
 from disks import fill, mount, tmpfs
 from mlflow_server import free_port
-from reliability_helpers import REPO, child_env
+from reliability_helpers import REPO, child_env, failing_since
 from waiting import wait_until
 
 
@@ -330,3 +330,32 @@ def test_a_tracker_down_for_a_while_is_told_once_while_training_runs(tmp_path: P
     (during,) = [line for line in lines if "has refused every batch" in line]
     assert "mlflow" in during and "not reachable" in during and "retries with backoff" in during
     assert not any("retrying cannot help" in line for line in lines)  # it may come back: not an error that cannot heal
+
+
+@pytest.mark.slow
+def test_a_tracker_down_during_a_sweep_is_told_in_one_line_naming_the_runs_that_wait(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A sweep's driver holds a logger per trial: the outage is one line for
+    the process, not one per trial (16 lines of ~480 characters before)."""
+    pytest.importorskip("mlflow")
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    loggers = [
+        rltrack.make_logger({"run": {"root": str(tmp_path), "name": f"trial_{i}"}, "backends": {"use": ["mlflow"], "mlflow": {"tracking_uri": uri}}})
+        for i in range(3)
+    ]
+    said = Said(capfd)
+    step = 0
+
+    def training_says_it() -> bool:
+        nonlocal step
+        for logger in loggers:
+            logger.write({"x": float(step)}, step=step)
+        step += 1
+        return said.has("has refused every batch")
+
+    wait_until(training_says_it, 120, "a tracker down to be told")
+    wait_until(lambda: all(failing_since(logger.run_dir, "mlflow") for logger in loggers), 60, "every trial's delivery to fail")
+    for logger in loggers:
+        logger.write({"x": float(step)}, step=step)
+        assert logger.close(timeout=1, quiet=True) is False
+    (during,) = [line for line in rltrack_lines(said.all()) if "has refused every batch" in line]
+    assert "3 runs of this process" in during and "not reachable" in during, during

@@ -1,8 +1,8 @@
 """The MLflow backend, read back from real MLflow stores.
 
-Every test that delivers runs twice: against a real `mlflow server` (see
-mlflow_server.py) and against the embedded default, a SQLite file beside the
-runs. What arrived is read back with `MlflowClient` (`get_metric_history`,
+Every test that delivers runs three times: against a real `mlflow server`
+on SQLite and on PostgreSQL, as production servers run (see mlflow_server.py),
+and against the embedded default, a SQLite file beside the runs. What arrived is read back with `MlflowClient` (`get_metric_history`,
 params, tags, artifacts, status) and compared with what was written.
 """
 
@@ -54,10 +54,13 @@ def embedded_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(params=["server", "embedded"])
+SERVERS = {"server": "mlflow_server", "postgres": "mlflow_postgres_server"}
+
+
+@pytest.fixture(params=["server", "postgres", "embedded"])
 def store(request: pytest.FixtureRequest, tmp_path: Path, embedded_root: Path) -> Store:
-    if request.param == "server":
-        return Store(tmp_path, {"tracking_uri": request.getfixturevalue("mlflow_server").uri})
+    if request.param in SERVERS:
+        return Store(tmp_path, {"tracking_uri": request.getfixturevalue(SERVERS[request.param]).uri})
     return Store(embedded_root, {})
 
 
@@ -258,7 +261,9 @@ def test_bad_settings_are_config_errors(embedded_root):
 
 
 @pytest.mark.slow
-def test_an_outage_loses_and_doubles_nothing_and_never_slows_write(mlflow_server, tmp_path, monkeypatch):
+@pytest.mark.parametrize("server", SERVERS.values())
+def test_an_outage_loses_and_doubles_nothing_and_never_slows_write(server, request, tmp_path, monkeypatch):
+    mlflow_server = request.getfixturevalue(server)
     # MLflow's client retries a refused request itself (7 times, backing off), which can carry
     # a batch through the whole outage unseen; with none, rltrack's own retry is what is tested
     # (a process with another MLFLOW_* environment gets an agent of its own, started with it)
@@ -319,3 +324,22 @@ def test_identical_values_at_one_step_in_one_millisecond_are_all_kept(store, bul
     held = history(client, run_id, "collector/ep_len")
     assert held == [(step, 200.0) for step in range(100) for _ in range(4)]
     assert report_of(logger.run_dir)["counts"]["mlflow.delivered"]["metric values"] == 400
+
+
+@pytest.mark.slow
+def test_many_runs_at_once_reach_the_postgresql_server_each_value_once(mlflow_postgres_server, tmp_path):
+    """A sweep's trials deliver at once, each its own MLflow run of one
+    experiment, through the agent's one MLflow lane into PostgreSQL."""
+    loggers = [make(Store(tmp_path, {"tracking_uri": mlflow_postgres_server.uri, "experiment": "sweep"}), f"trial_{i}") for i in range(16)]
+    for step in range(200):
+        for i, logger in enumerate(loggers):
+            logger.write({"reward": step + i / 100, "loss": -step - i / 100}, step={"env_steps": step}, namespace="collector")
+    assert all(logger.close(timeout=None) for logger in loggers)
+    run_ids = set()
+    for i, logger in enumerate(loggers):
+        client, run_id = tracker(logger.run_dir)
+        run_ids.add(run_id)
+        assert history(client, run_id, "collector/reward") == [(step, step + i / 100) for step in range(200)]
+        assert history(client, run_id, "collector/loss") == [(step, -step - i / 100) for step in range(200)]
+    experiment = client.get_experiment_by_name("sweep")
+    assert {run.info.run_id for run in client.search_runs([experiment.experiment_id])} == run_ids

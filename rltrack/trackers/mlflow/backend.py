@@ -19,7 +19,9 @@ Why it looks the way it does:
   experiment in rltrack, `RunContext.task`): seeds and trials of one
   experiment are runs of one MLflow experiment, named after their run.
 * With no `tracking_uri` the store is `sqlite:///<run root>/mlflow.db` with
-  artifacts in `<run root>/mlartifacts`: it works without a server.
+  artifacts in `<run root>/mlartifacts`: it works without a server. On a
+  root that several nodes share, each node other than the first writes
+  `mlflow.<node>.db` (see rltrack.trackers.mlflow.store).
 
 Mapping (what users see in MLflow):
 
@@ -53,12 +55,16 @@ from urllib.parse import urlsplit
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.mlflow.batch import MAX_TAG_VALUE, MlflowBatch, mlflow_key
 from rltrack.trackers.mlflow.sqlite import SqliteMetricWriter, sqlite_path, store_file
+from rltrack.trackers.mlflow.store import embedded_store, half_migrated, made_once, unused
+from rltrack.trackers.inflight import InFlight, shared_pool
 from rltrack.trackers.remote import EventId, RemoteBackend, raised
 from rltrack.core.events import Event
 from rltrack.core.optional import ensure_installed, require
 
 STATUSES = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
 PURPOSE = "The MLflow backend"
+#: The most batches of one run that may be on their way to a server at once.
+MAX_IN_FLIGHT = 32
 
 
 #: The tracking URI schemes MLflow serves without a plugin; a database's may
@@ -89,7 +95,7 @@ def _plugin_schemes() -> set[str]:
 
 
 class MlflowBackend(RemoteBackend):
-    """`[backends.mlflow] tracking_uri, experiment, run_name, tags`."""
+    """`[backends.mlflow] tracking_uri, experiment, run_name, tags, in_flight`."""
 
     name = "mlflow"
     client_modules = ("mlflow",)
@@ -102,12 +108,14 @@ class MlflowBackend(RemoteBackend):
         run_name: str | None = None,
         tags: dict[str, Any] | None = None,
         bulk_sqlite: bool = True,
+        in_flight: int = 4,
     ) -> None:
         self._tracking_uri = tracking_uri
         self.experiment = experiment
         self.run_name = run_name
         self.tags = {str(k): str(v) for k, v in (tags or {}).items()}
         self.bulk_sqlite = bulk_sqlite  # metrics into a SQLite store in bulk (rltrack.trackers.mlflow.sqlite)
+        self.in_flight = in_flight  # batches sent to a server at once (rltrack.trackers.inflight)
 
     @classmethod
     def validate(cls, settings: dict[str, Any]) -> None:
@@ -125,19 +133,27 @@ class MlflowBackend(RemoteBackend):
         ensure_installed("mlflow", "mlflow", PURPOSE)
         if not isinstance(settings["bulk_sqlite"], bool):
             raise ValueError(f"bulk_sqlite = {settings['bulk_sqlite']!r} must be true or false")
+        in_flight = settings["in_flight"]
+        if isinstance(in_flight, bool) or not isinstance(in_flight, int) or not 1 <= in_flight <= MAX_IN_FLIGHT:
+            raise ValueError(
+                f"in_flight = {in_flight!r} must be a whole number from 1 to {MAX_IN_FLIGHT}: the batches sent to an MLflow server "
+                "at once (1: one at a time), e.g. in_flight = 4"
+            )
 
     def target(self, run: RunContext) -> str:
         return f"{self._store_uri(run)} experiment {self.experiment or run.task}"
 
     def _store_uri(self, run: RunContext) -> str:
-        return self._tracking_uri or f"sqlite:///{run.stores / 'mlflow.db'}"
+        return self._tracking_uri or f"sqlite:///{embedded_store(run.stores)}"
 
     def cannot_heal(self, exc: Exception) -> str | None:
         if raised(exc, "UnsupportedModelRegistryStoreURIException", "ArgumentError"):
             return f"fix tracking_uri ({self.tracking_uri!r})"
         if getattr(exc, "error_code", None) in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
             return "set the credentials the server takes (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN)"
-        return super().cannot_heal(exc)
+        if "out-of-date database schema" in str(exc):  # made by an older MLflow, or an upgrade killed midway
+            return f"back the store up, then upgrade its schema: mlflow db upgrade {self.tracking_uri}"
+        return half_migrated(sqlite_path(self.tracking_uri)) or super().cannot_heal(exc)
 
     def open(self, run: RunContext) -> None:
         super().open(run)
@@ -151,7 +167,9 @@ class MlflowBackend(RemoteBackend):
         self._renamed: set[str] = set()
         self._last_ms: int | None = None  # capture time of the last event delivered by this process
         self._bulk: SqliteMetricWriter | None = None  # opened with the run: the store's file exists then
-        self._ticket = 0  # the bulk writer's ticket for the last batch of metrics
+        self._ticket = 0  # the bulk writer's (or `_flight`'s) ticket for the last batch
+        self._flight: InFlight | None = None  # batches on their way to a server, several at once
+        self._acked: tuple[dict[str, str], dict[str, tuple[int, float]], dict[str, tuple[int, int]]] = ({}, {}, {})  # `_params`, `_axes`, `_stamps` as the server acknowledged them
 
     # ---- delivery ------------------------------------------------------------
 
@@ -162,20 +180,40 @@ class MlflowBackend(RemoteBackend):
         if run_id is None:
             run_id = self._start_run(events[0])
             self._bulk = SqliteMetricWriter.shared(self.tracking_uri) if self.bulk_sqlite else None
+            if self._bulk is None and self.in_flight > 1 and self.tracking_uri.startswith(("http://", "https://")):
+                self._flight = InFlight(shared_pool(self.tracking_uri, self.in_flight), self.in_flight)
+                self._acked = (dict(self._params), {}, {})
         batch = MlflowBatch(events, self.run.run_dir, self._params, self._axes, self._stamps)
         if self._bulk is not None:
             self._ticket = self._bulk.write(run_id, batch.metrics)
             batch.metrics = []
-        entities = require("mlflow.entities", "mlflow", PURPOSE)
-        for request in batch.requests(entities):
-            client.log_batch(run_id, **request)
-        for artifact_file, text in batch.texts.items():
-            client.log_text(run_id, text, artifact_file)
-        for local, artifact_dir in batch.files:
-            client.log_artifact(run_id, str(local), artifact_dir)
-        self._params.update(batch.params)
-        self._axes.update(batch.axes)
-        self._stamps.update(batch.stamps)
+        requests = list(batch.requests(require("mlflow.entities", "mlflow", PURPOSE)))
+
+        def send() -> None:
+            for request in requests:
+                client.log_batch(run_id, **request)
+            for artifact_file, text in batch.texts.items():
+                client.log_text(run_id, text, artifact_file)
+            for local, artifact_dir in batch.files:
+                client.log_artifact(run_id, str(local), artifact_dir)
+
+        if self._flight is None:
+            send()
+            self._stored(batch, (self._params, self._axes, self._stamps))
+        else:  # the next batch is built on this one's params and stamps; `rewind` goes back to what was acknowledged
+            self._ticket = self._flight.submit(send, lambda: self._stored(batch, self._acked))
+            self._stored_books(batch, (self._params, self._axes, self._stamps))
+
+    def _stored_books(self, batch: MlflowBatch, books: tuple[dict[str, str], dict[str, tuple[int, float]], dict[str, tuple[int, int]]]) -> None:
+        params, axes, stamps = books
+        params.update(batch.params)
+        axes.update(batch.axes)
+        stamps.update(batch.stamps)
+
+    def _stored(self, batch: MlflowBatch, books: tuple[dict[str, str], dict[str, tuple[int, float]], dict[str, tuple[int, int]]]) -> None:
+        """Records a batch MLflow acknowledged: into `books` (what the run
+        holds), the last time, the report's counts and renames."""
+        self._stored_books(batch, books)
         self._last_ms = max(self._last_ms or 0, batch.last_ms)
         for (category, reason), n in batch.counts.items():
             self.run.report.count(category, reason, n, section=self.name)
@@ -188,6 +226,8 @@ class MlflowBackend(RemoteBackend):
         """Ends the MLflow run with FINISHED / FAILED / KILLED. Skipped when
         no run was ever created, or when a resumed session delivered nothing
         and the run already ended with this status."""
+        if self._flight is not None:
+            self._flight.drain()  # if a batch failed, the delivery goes back to its cursor and ends the run later
         if self._bulk is not None:
             self.store_now()  # if it fails, the status waits; `durable_position` tries the rows again
             self._bulk.release()
@@ -203,17 +243,32 @@ class MlflowBackend(RemoteBackend):
     def position(self) -> int | None:
         """With the bulk SQLite writer: the ticket of this run's last batch
         (a count of the writer's, for this process only; `resume`
-        has nothing to skip, the store ignores a row it holds)."""
-        return self._ticket if self._bulk is not None else None
+        has nothing to skip, the store ignores a row it holds); with several
+        batches in flight, the ticket of the last one sent."""
+        return self._ticket if self._bulk is not None or self._flight is not None else None
 
     def store_now(self) -> None:
         if self._bulk is not None:
             self._bulk.commit(force=True)
+        if self._flight is not None:
+            self._flight.drain()
 
     def durable_position(self) -> int | None:
         """The writer's last stored ticket, committing its staged rows of
-        every run first when they are due (see rltrack.trackers.mlflow.sqlite)."""
+        every run first when they are due (see rltrack.trackers.mlflow.sqlite);
+        with batches in flight, the last ticket acknowledged after all before it."""
+        if self._flight is not None:
+            return self._flight.collect()
         return self._bulk.commit() if self._bulk is not None else None
+
+    def rewind(self) -> bool:
+        """A batch in flight failed: forget the batches sent after the last
+        one acknowledged in order (the delivery sends them again from its cursor)."""
+        if self._flight is None or not self._flight.rewind():
+            return False
+        self._params, self._axes, self._stamps = (dict(book) for book in self._acked)  # type: ignore[assignment]
+        self._ticket = self._flight.sent
+        return True
 
     # ---- the MLflow run ------------------------------------------------------------
 
@@ -308,7 +363,8 @@ _CLIENTS_LOCK = threading.Lock()
 
 def _shared_client(tracking_uri: str) -> Any:
     """One `MlflowClient` per store for every run the agent delivers: the
-    store (and a SQLite file's schema migration) is set up once, by one thread.
+    store (and a SQLite file's schema migration) is set up once, by one thread
+    of one process at a time (`made_once`).
     A SQLite store file deleted and created anew at the same path (the run
     root removed and a run started again while the agent was still up) is
     set up again, see `_forget_store`."""
@@ -318,9 +374,29 @@ def _shared_client(tracking_uri: str) -> Any:
             return held[1]
         if held is not None:
             _forget_store(tracking_uri)
-        client = require("mlflow", "mlflow", PURPOSE).MlflowClient(tracking_uri)  # creates the store's file
+        client = made_once(sqlite_path(tracking_uri), lambda: _made(tracking_uri))
         _CLIENTS[tracking_uri] = (store_file(tracking_uri), client)
         return client
+
+
+def _made(tracking_uri: str) -> Any:
+    """A client of the store, opened (a SQLite file created, its schema made
+    or checked). A SQLite store whose making was cut short and that holds
+    nothing yet is deleted and made again (see rltrack.trackers.mlflow.store)."""
+    mlflow = require("mlflow", "mlflow", PURPOSE)
+    try:
+        client = mlflow.MlflowClient(tracking_uri)
+        client.search_experiments(max_results=1)
+        return client
+    except Exception as exc:
+        database = sqlite_path(tracking_uri)
+        if database is None or not unused(database, exc):
+            raise
+    database.unlink()
+    _forget_store(tracking_uri)
+    client = mlflow.MlflowClient(tracking_uri)
+    client.search_experiments(max_results=1)
+    return client
 
 
 def _forget_store(tracking_uri: str) -> None:
