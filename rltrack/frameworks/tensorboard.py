@@ -60,6 +60,7 @@ from rltrack.frameworks.tensorboard_tags import (
     HPARAMS_PREFIX,
     HPARAMS_SESSION_START,
     HPARAMS_TEXT_TAGS,
+    LOGDIR_TAILS,
     PERIOD_AXIS,
     PREFIXES,
     SECONDS_AXIS,
@@ -117,6 +118,17 @@ def route(tag: str, mode: str = "both") -> Route:
     canonical_namespace, _, canonical_leaf = canonical.partition("/")
     keys = (canonical_leaf,) if mode == "canonical" else (leaf, canonical_leaf)
     return Route(canonical_namespace, tuple(dict.fromkeys(keys)), axis)
+
+
+def run_name(logdir: str | os.PathLike[str]) -> str:
+    """The name of the run a writer's log directory stands for: its folder
+    (CleanRL's `runs/<run_name>`), the experiment's for DI-engine's
+    `<exp_name>/log/serial`."""
+    parts = os.path.normpath(os.path.abspath(os.fspath(logdir))).split(os.sep)
+    for tail in LOGDIR_TAILS:
+        if len(parts) > len(tail) + 1 and tuple(parts[-len(tail):]) == tail:
+            return parts[-len(tail) - 1]
+    return parts[-1] or "tensorboard"
 
 
 def stored_name(tag: str, mode: str = "both") -> str:
@@ -421,18 +433,25 @@ class Translator:
     def _new_route(self, logdir: str, tag: str) -> Route:
         if logdir == self.root:
             return route(tag, self.names)
-        relative = os.path.relpath(logdir, self.root).replace(os.sep, "/")
-        parent = os.path.dirname(logdir)
+        name, parent = os.path.basename(logdir), os.path.dirname(logdir)
         main = tag.replace("/", "_") + "_"
-        name = os.path.basename(logdir)
-        if parent == self.root and name.startswith(main) and len(name) > len(main):  # torch's add_scalars
-            return route(f"{tag}/{name[len(main):]}", self.names)
-        if relative.startswith(tag + "/") and "/" not in relative[len(tag) + 1 :]:  # tensorboardX's add_scalars
-            return route(f"{tag}/{relative[len(tag) + 1:]}", self.names)
-        axis = route(tag, self.names).axis
+        if name.startswith(main) and len(name) > len(main):  # torch's add_scalars: <writer>/<main>_<key>
+            return self._written_in(parent, f"{tag}/{name[len(main):]}")
+        if parent.endswith(os.sep + os.path.normpath(tag)):  # tensorboardX's add_scalars: <writer>/<main>/<key>
+            return self._written_in(parent[: -len(os.path.normpath(tag)) - 1], f"{tag}/{name}")
         if logdir in self._hparams_dirs:  # add_hparams' metrics: their own tags
-            return Route("", (tag,), axis)
-        return Route(relative.replace("/", "_") if not relative.startswith("..") else name, (tag,), axis)
+            return Route("", (tag,), route(tag).axis)
+        return self._written_in(logdir, tag)
+
+    def _written_in(self, writer_dir: str, tag: str) -> Route:
+        """The route of a tag of the writer in `writer_dir`: the first log
+        directory's by the tag's prefix; another's in a namespace named after
+        that directory (relative to the first), the tag as the key."""
+        if writer_dir == self.root:
+            return route(tag, self.names)
+        relative = os.path.relpath(writer_dir, self.root)
+        namespace = os.path.basename(writer_dir) if relative.startswith("..") else relative.replace(os.sep, "_")
+        return Route(namespace, (tag,), route(tag).axis)
 
     def _put(self, logdir: str, tag: str, kind: str, value: Any, step: int, wall_time: float) -> None:
         found = self._route(logdir, tag)
