@@ -100,9 +100,10 @@ class _Attachment:
         close_at_exit(self)
 
     def close(self, status: str = "finished") -> None:
-        """Called at the process's end (rltrack.training.exits)."""
+        """Called at the process's end (rltrack.training.exits), once."""
+        closed_before_exit(self)
         logger = self.logger
-        if logger is not None:
+        if logger is not None and not logger.closed:
             logger.emit_deferred(self._flush)
             logger.close(status=status)
 
