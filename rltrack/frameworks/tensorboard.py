@@ -330,6 +330,7 @@ class Translator:
         self._pending: dict[tuple[str, str], tuple[str, int, float, float]] = {}  # (logdir, stage) -> a `_iter` half: key, step, value, time
         self._last_step: dict[tuple[str, str], int] = {}
         self._hparams_dirs: set[str] = set()
+        self._logdirs: dict[Any, str] = {}  # a logdir as given -> normalised
         self._out: list[Event] = []
 
     # ---- input
@@ -337,16 +338,20 @@ class Translator:
     def add(self, proto: Any, logdir: str | os.PathLike[str]) -> list[Event]:
         """Takes one `Event` proto written in `logdir`; returns the events
         completed by it (values may wait for the rest of their block: `flush`)."""
-        summary = getattr(proto, "summary", None)
-        if summary is None or not proto.HasField("summary"):
+        if not proto.HasField("summary"):
             return self._take()
-        where = os.path.normpath(os.fspath(logdir))
-        if self.root is None:
-            self.root = where
-        step, wall_time = int(proto.step), float(proto.wall_time)
-        for value in summary.value:
+        where = self._logdirs.get(logdir)
+        if where is None:
+            where = self._logdirs[logdir] = os.path.normpath(os.fspath(logdir))
+            if self.root is None:
+                self.root = where
+        step, wall_time = proto.step, proto.wall_time
+        for value in proto.summary.value:
             try:
-                self._value(where, value, step, wall_time)
+                if value.WhichOneof("value") == "simple_value" and not value.tag.startswith(HPARAMS_PREFIX):  # the common case first
+                    self._scalar(where, value.tag, value.simple_value, step, wall_time)
+                else:
+                    self._value(where, value, step, wall_time)
             except Exception as exc:  # noqa: BLE001 - one odd value must not stop the others
                 self.report.count("dropped", f"{value.tag}: {type(exc).__name__}: {exc}", section=SECTION)
         return self._take()
@@ -389,7 +394,7 @@ class Translator:
             self._put(logdir, tag.removesuffix(TEXT_SUFFIX), "text", text, step, wall_time)
             return
         if which == "simple_value":
-            self._scalar(logdir, tag, float(value.simple_value), step, wall_time)
+            self._scalar(logdir, tag, value.simple_value, step, wall_time)
         elif which == "tensor" and (number := _tensor_number(value.tensor)) is not None:
             self._scalar(logdir, tag, number, step, wall_time)
         else:
@@ -480,7 +485,7 @@ class Translator:
             self._emit(slot, opened)
             opened = None
         if opened is None:
-            opened = self._open[slot] = _Open(wall_time, dict(steps))
+            opened = self._open[slot] = _Open(wall_time, steps)  # `steps`: made for this value
         for key in found.keys:
             opened.data[key] = value
 
@@ -489,7 +494,7 @@ class Translator:
         """Whether a value at `steps` belongs to the open event: same steps and a
         new key; a value at train_iter only joins its block at that iteration,
         and a block at train_iter only takes on the env steps of its first twin."""
-        if any(key in opened.data for key in keys):
+        if not opened.data.keys().isdisjoint(keys):
             return False
         if steps == opened.steps:
             return True
