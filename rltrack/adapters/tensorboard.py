@@ -12,8 +12,9 @@ writer module not imported yet is patched when it is imported (an import
 hook on `sys.meta_path`, so attaching imports neither package).
 
 The hooked `add_event` first does what it did (the event files stay exactly
-as they would be without rltrack), then hands the `Event` proto to the
-logger as deferred work (`Logger.emit_deferred`: a deque append) and returns.
+as they would be without rltrack), then appends the `Event` proto to the
+attachment's inbox (a deque) and returns; the first proto since the inbox was
+last emptied queues its emptying on the logger (`Logger.emit_deferred`).
 The translation into rltrack events (rltrack.frameworks.tensorboard) runs on
 the pipeline thread. A writer's `close()` lets the translation hand over the
 values it holds back (a block's last values, a twin's half); so does the end
@@ -35,6 +36,7 @@ import importlib.abc
 import os
 import sys
 import threading
+from collections import deque
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Union
@@ -50,8 +52,11 @@ if TYPE_CHECKING:
     from rltrack.core.events import Event
     from rltrack.training.logger import Logger
 
-#: The modules defining the writer classes whose `add_event` is hooked.
-WRITER_MODULES = ("tensorboard.summary.writer.event_file_writer", "tensorboardX.event_file_writer")
+#: The modules defining the writer classes whose `add_event` is hooked -> whether
+#: that class drops events after `close()` (tensorboardX's; TensorBoard's raises).
+WRITER_MODULES = {"tensorboard.summary.writer.event_file_writer": False, "tensorboardX.event_file_writer": True}
+#: Protos kept for a logger closed by its owner while still attached, at most.
+MAX_WAITING = 100_000
 WRITER_CLASS = "EventFileWriter"
 
 Target = Union["Logger", Callable[[str], "Logger"]]
@@ -66,19 +71,29 @@ class _Attachment:
         self.logger: Logger | None = None if self.open_logger is not None else target  # type: ignore[assignment]
         self._lock = threading.Lock()
         self._translator: Translator | None = None
+        #: (writer, proto) handed over and not yet translated; `_scheduled`: an emptying is queued on the logger.
+        self._inbox: deque[tuple[Any, Any]] = deque()
+        self._scheduled = False
         if self.logger is not None:
             self._close_at_exit(self.logger)
 
     # ---- the training thread's side
 
     def take(self, writer: Any, event: Any) -> None:
-        """One `Event` proto a writer wrote: handed over, nothing else."""
+        """One `Event` proto a writer wrote: into the inbox; the first one since
+        the pipeline thread last emptied it schedules the next emptying."""
         logger = self.logger
         if logger is None:
             if not event.HasField("summary"):  # the file's version line: no run for a writer that writes nothing
                 return
             logger = self._open(writer)
-        logger.emit_deferred(partial(self._translate, writer, event))
+        inbox = self._inbox
+        inbox.append((writer, event))
+        if not self._scheduled:
+            self._scheduled = True
+            logger.emit_deferred(self._drain)
+        elif len(inbox) > MAX_WAITING and logger.closed:  # closed by its owner, this attachment left on: nobody empties it
+            inbox.clear()
 
     def writer_closed(self) -> None:
         if self.logger is not None:
@@ -124,12 +139,24 @@ class _Attachment:
             )
         return self._translator
 
-    def _translate(self, writer: Any, event: Any) -> list[Event]:
+    def _drain(self) -> list[Event]:
+        """Translates what the inbox holds (cleared first: a proto handed over
+        meanwhile schedules another emptying)."""
+        self._scheduled = False
         assert self.logger is not None
-        return self._translator_of(self.logger).add(event, writer.get_logdir())
+        translator = self._translator_of(self.logger)
+        inbox = self._inbox
+        events: list[Event] = []
+        while inbox:
+            writer, proto = inbox.popleft()
+            events += translator.add(proto, writer.get_logdir())
+        return events
 
     def _flush(self) -> list[Event]:
-        return [] if self._translator is None else self._translator.flush()
+        """The inbox, then the values the translation holds back."""
+        if self.logger is None:
+            return []
+        return self._drain() + self._translator_of(self.logger).flush()
 
 
 def _save_image(run_dir: Path, namespace: str, key: str, step: int, png: bytes) -> dict[str, Any]:
@@ -154,9 +181,9 @@ def attach(target: Target) -> None:
         if _ATTACHMENT is not None:
             _ATTACHMENT.release()
         _ATTACHMENT = _Attachment(target)
-        for module in WRITER_MODULES:
+        for module, drops_after_close in WRITER_MODULES.items():
             if module in sys.modules:
-                _patch(getattr(sys.modules[module], WRITER_CLASS))
+                _patch(getattr(sys.modules[module], WRITER_CLASS), drops_after_close)
         if _FINDER not in sys.meta_path:
             sys.meta_path.insert(0, _FINDER)
 
@@ -180,7 +207,7 @@ def detach() -> None:
 _PATCH_LOCK = threading.RLock()
 
 
-def _patch(cls: type) -> None:
+def _patch(cls: type, drops_after_close: bool) -> None:
     """Hooks `add_event` and `close` of one writer class, once."""
     if cls in _ORIGINALS:
         return
@@ -189,7 +216,13 @@ def _patch(cls: type) -> None:
     def hooked_add_event(self: Any, event: Any) -> None:
         add_event(self, event)
         attachment = _ATTACHMENT
-        if attachment is not None and not getattr(self, "_closed", False):  # tensorboardX drops events after close
+        if attachment is not None:
+            attachment.take(self, event)
+
+    def hooked_add_event_unless_closed(self: Any, event: Any) -> None:
+        add_event(self, event)
+        attachment = _ATTACHMENT
+        if attachment is not None and not self._closed:
             attachment.take(self, event)
 
     def hooked_close(self: Any) -> None:
@@ -198,10 +231,11 @@ def _patch(cls: type) -> None:
         if attachment is not None:
             attachment.writer_closed()
 
-    hooked_add_event.__wrapped__ = add_event  # type: ignore[attr-defined]
+    hooked = hooked_add_event_unless_closed if drops_after_close else hooked_add_event
+    hooked.__wrapped__ = add_event  # type: ignore[attr-defined]
     hooked_close.__wrapped__ = close  # type: ignore[attr-defined]
     _ORIGINALS[cls] = (add_event, close)
-    cls.add_event, cls.close = hooked_add_event, hooked_close  # type: ignore[attr-defined]
+    cls.add_event, cls.close = hooked, hooked_close  # type: ignore[attr-defined]
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
@@ -227,7 +261,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
             exec_module(module)
             with _PATCH_LOCK:
                 if _ATTACHMENT is not None:
-                    _patch(getattr(module, WRITER_CLASS))
+                    _patch(getattr(module, WRITER_CLASS), WRITER_MODULES[name])
 
         loader.exec_module = exec_and_patch  # type: ignore[method-assign]
         return spec
