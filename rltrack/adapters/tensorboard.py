@@ -67,6 +67,7 @@ class _Attachment:
     value in the lazy mode) and the translation feeding it."""
 
     def __init__(self, target: Target) -> None:
+        self.target = target
         self.open_logger: Callable[[str], Logger] | None = target if callable(target) and not hasattr(target, "emit_deferred") else None
         self.logger: Logger | None = None if self.open_logger is not None else target  # type: ignore[assignment]
         self._lock = threading.Lock()
@@ -175,12 +176,13 @@ def attach(target: Target) -> None:
     """Sends the values of every TensorBoard writer in this process (torch's,
     tensorboardX's, TensorBoard's own) to `target`: a `Logger`, or a function
     `logdir -> Logger` called when the first value is written. Harmless to
-    call again (the new target replaces the old one)."""
+    call again: the same target again changes nothing, another one replaces it."""
     global _ATTACHMENT
     with _PATCH_LOCK:
-        if _ATTACHMENT is not None:
-            _ATTACHMENT.release()
-        _ATTACHMENT = _Attachment(target)
+        if _ATTACHMENT is None or _ATTACHMENT.target is not target:
+            if _ATTACHMENT is not None:
+                _ATTACHMENT.release()
+            _ATTACHMENT = _Attachment(target)
         for module, drops_after_close in WRITER_MODULES.items():
             if module in sys.modules:
                 _patch(getattr(sys.modules[module], WRITER_CLASS), drops_after_close)

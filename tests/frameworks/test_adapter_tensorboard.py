@@ -109,6 +109,7 @@ def test_attach_twice_then_detach_restores_the_classes(tmp_path: Path, memory_lo
     other = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "other"}, "backends": {"use": ["memory"]}})
     tensorboard.attach(other)
     tensorboard.attach(memory_logger)  # the second target replaces the first; the class is patched once
+    tensorboard.attach(memory_logger)  # the same again: nothing changes
     assert ImportedByName.add_event.__wrapped__ is ORIGINAL_ADD_EVENT
     writer = SummaryWriter(str(tmp_path / "w"))
     writer.add_scalar("charts/SPS", 100.0, 1)
