@@ -84,7 +84,7 @@ def event_files(logdir: Path) -> dict[str, Any]:
 
 def ended(run_dir: Path) -> str:
     """The run's final status, once the agent has written it."""
-    return str(wait_until(lambda: meta(run_dir).get("status") not in (None, "running") and meta(run_dir)["status"], 120, f"{run_dir} to end"))
+    return str(wait_until(lambda: meta(run_dir).get("status") not in (None, "running") and meta(run_dir)["status"], 600, f"{run_dir} to end"))
 
 
 @pytest.mark.slow
@@ -100,11 +100,11 @@ def test_a_cleanrl_shaped_script_reaches_every_tracker_and_its_files_stay_unchan
     assert event_files(home / "runs" / RUN_NAME) == event_files(plain / "runs" / RUN_NAME)
     (run_dir,) = run_dirs(home)
     assert run_dir.name == RUN_NAME  # named after the writer's log directory
+    synced = sync_run(run_dir, home)  # what the agent has not delivered yet
+    assert synced.returncode == 0, synced.stderr
     assert ended(run_dir) == "finished"
     info = meta(run_dir)["info"]
     assert info["command"] == [PYTHON, "script.py"] and info["logdir"] == f"runs/{RUN_NAME}"
-    synced = sync_run(run_dir, home)  # what the agent has not delivered yet
-    assert synced.returncode == 0, synced.stderr
     # MLflow: every value once, at its env step; the hyperparameters as parameters
     import mlflow
 
@@ -134,7 +134,6 @@ def test_a_cleanrl_shaped_script_reaches_every_tracker_and_its_files_stay_unchan
 @pytest.mark.parametrize(
     ("tail", "code", "status"),
     [
-        ("", 0, "finished"),
         ("sys.exit(3)", 3, "failed"),
         ("raise ValueError('diverged')", 1, "failed"),
         ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + signal.SIGKILL, "crashed"),
