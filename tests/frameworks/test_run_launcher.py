@@ -100,7 +100,10 @@ def test_a_cleanrl_shaped_script_reaches_every_tracker_and_its_files_stay_unchan
     assert event_files(home / "runs" / RUN_NAME) == event_files(plain / "runs" / RUN_NAME)
     (run_dir,) = run_dirs(home)
     assert run_dir.name == RUN_NAME  # named after the writer's log directory
-    synced = sync_run(run_dir, home)  # what the agent has not delivered yet
+    for _ in range(3):  # what the agent has not delivered yet; on a saturated machine W&B's core may need another sync
+        synced = sync_run(run_dir, home)
+        if synced.returncode == 0:
+            break
     assert synced.returncode == 0, synced.stderr
     assert ended(run_dir) == "finished"
     info = meta(run_dir)["info"]
