@@ -7,6 +7,7 @@
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
     rltrack pull URI [DIR]                                the runs agents mirrored to storage (run.storage) -> run directories
     rltrack deliver URI [--share K/N] [--once]            the trackers of run.delivery = "from-storage" runs, fed from storage
+    rltrack run [--config F] [--name N] -- python x.py    a script's TensorBoard writers into the trackers
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
     rltrack report RUN... [--task T] [--where Q] -o p.html  one run as a page, or several compared on one
 
@@ -285,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
 
     add_runs_commands(commands)  # runs ls/show/rm/archive/index, export: each sets a handler
     add_figure_commands(commands)  # plot, report
-    args = parser.parse_args(dash_values(sys.argv[1:] if argv is None else argv))
+    from rltrack.cli.run_command import add_command as add_run_command
+
+    add_run_command(commands)  # run: sets a handler
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv if argv[:1] == ["run"] else dash_values(argv))  # a command's own arguments are left as given
     if hasattr(args, "handler"):
         from rltrack.runs.index import RootError
 
