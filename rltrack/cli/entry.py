@@ -193,7 +193,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         description="One line per group of runs (groups by hyperparameters), the mean over the group's runs with a "
         "shaded 95% t-interval; runs are aligned on a common x grid by linear interpolation (no extrapolation).",
     )
-    plot_cmd.add_argument("patterns", nargs="+", metavar="RUN_PATTERN", help="a run directory, or a regex searched in the run ids under --root")
+    plot_cmd.add_argument("patterns", nargs="+", metavar="RUN_PATTERN", help="a run directory, or a regex searched in the run ids and folder paths under --root")
     plot_cmd.add_argument("--metric", required=True, help="the metric's key, e.g. collector/reward_mean (canonical names work across frameworks)")
     plot_cmd.add_argument("--x", metavar="AXIS", help="x axis: a step axis such as env_steps or train_iter, or 'time' (default: each run's primary step)")
     plot_cmd.add_argument("--group-by", metavar="KEYS", help="comma-separated hyperparameters (or source, task, host) defining groups "
@@ -207,7 +207,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         "report", help="a self-contained HTML page: one run (config, summary, plots, timings, checkpoints), or several "
         "compared (groups, mean over seeds with a band, the hyperparameters that differ, a summary table)"
     )
-    report_cmd.add_argument("runs", nargs="*", metavar="RUN", help="a run directory, or a regex searched in the run ids under --root")
+    report_cmd.add_argument("runs", nargs="*", metavar="RUN", help="a run directory, or a regex searched in the run ids and folder paths under --root")
     report_cmd.add_argument("--task", help="the runs of a task (glob patterns such as 'cartpole*' work)")
     report_cmd.add_argument("--where", metavar="EXPR", help="the runs a query selects, as `rltrack runs ls --where`")
     report_cmd.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
