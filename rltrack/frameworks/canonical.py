@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, Mapping
 
-from rltrack.frameworks import acme, sb3, spinup, tune
+from rltrack.frameworks import acme, sb3, spinup, tensorboard_tags, tune
 
 NAME_MODES = ("both", "canonical", "native")
 
@@ -27,6 +27,9 @@ FRAMEWORK_VOCABULARIES: dict[str, Mapping[str, str]] = {
     "rllib": tune.CANONICAL,
     "acme": acme.CANONICAL,
     "spinup": spinup.CANONICAL,
+    "cleanrl": tensorboard_tags.CLEANRL,
+    "rsl_rl": tensorboard_tags.RSL_RL,
+    "skrl": tensorboard_tags.SKRL,
 }
 
 

@@ -1,0 +1,115 @@
+"""What the tags of the frameworks that write TensorBoard files mean, as data.
+
+CleanRL, rsl_rl, skrl, DI-engine/LightZero (and SB3's own TensorBoard
+format) log through a TensorBoard writer; a tag's prefix says which
+framework wrote it, which rltrack namespace its value belongs to and what the
+writer's `global_step` counts there (env steps in CleanRL and skrl, learner
+iterations in rsl_rl, both in DI-engine's twin tags). This module is that
+table and the canonical (DI-engine) names of the tags; the translation of a
+writer's events (rltrack.frameworks.tensorboard) reads it, and so does the
+shared vocabulary (rltrack.frameworks.canonical). It is data only: it
+imports nothing beyond the other knowledge modules.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rltrack.frameworks import sb3
+from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS
+
+#: The axis of a writer's `global_step` where no tag says what it counts.
+UNKNOWN_AXIS = "step"
+#: The axis of DI-engine's `<stage>_sec/<key>` throughput tables: the table's number in the file.
+PERIOD_AXIS = "period"
+
+#: `<prefix>/<key>` tag prefix -> (rltrack namespace, the axis its `global_step` counts).
+PREFIXES: dict[str, tuple[str, str]] = {
+    # CleanRL (every script): `global_step` counts env steps over all envs
+    "charts": ("collector", STEP_AXIS),
+    "losses": ("learner", STEP_AXIS),
+    "debug": ("debug", STEP_AXIS),
+    # rsl_rl (rsl_rl.utils.logger): the learning iteration `it`
+    "Train": ("collector", ITER_AXIS),
+    "Episode": ("collector", ITER_AXIS),
+    "Loss": ("learner", ITER_AXIS),
+    "Policy": ("learner", ITER_AXIS),
+    "Rnd": ("learner", ITER_AXIS),
+    "Perf": ("time", ITER_AXIS),
+    # SB3's TensorBoard format: `num_timesteps`
+    "rollout": ("collector", STEP_AXIS),
+    "eval": ("evaluator", STEP_AXIS),
+    "time": ("time", STEP_AXIS),
+}
+
+#: skrl's `<Group> / <key>` tags (spaces around the slash) -> (namespace, axis: skrl's `timestep`).
+SPACED_PREFIXES: dict[str, tuple[str, str]] = {
+    "Reward": ("collector", STEP_AXIS),
+    "Episode": ("collector", STEP_AXIS),
+    "Loss": ("learner", STEP_AXIS),
+    "Policy": ("learner", STEP_AXIS),
+    "Learning": ("learner", STEP_AXIS),
+    "Stats": ("time", STEP_AXIS),
+}
+SPACED_SEPARATOR = " / "
+
+#: rsl_rl writes `Train/mean_reward/time` against whole seconds of training, not iterations.
+SECONDS_SUFFIX = "/time"
+SECONDS_AXIS = "seconds"
+
+#: DI-engine/LightZero: every value twice, `<stage>_iter/<key>` (train_iter) and
+#: `<stage>_step/<key>` (env steps), and a buffer's throughput as `<stage>_sec/<key>`.
+TWIN_TAG = re.compile(r"^(?P<stage>[A-Za-z][A-Za-z0-9]*)_(?P<axis>iter|step|sec)/(?P<key>.+)$")
+TWIN_AXES = {"iter": ITER_AXIS, "step": STEP_AXIS, "sec": PERIOD_AXIS}
+
+#: Native tag -> canonical flat key, per framework (shown in the vocabulary table).
+CLEANRL: dict[str, str] = {
+    "charts/episodic_return": "collector/reward_mean",  # one episode's return per value, as Acme's episode_return
+    "charts/episode_reward": "collector/reward_mean",  # cleanrl 0.4 on PyPI
+    "charts/episodic_length": "collector/avg_envstep_per_episode",
+    "charts/SPS": "collector/avg_envstep_per_sec",
+    "charts/learning_rate": "learner/cur_lr_avg",
+    "losses/value_loss": "learner/value_loss_avg",
+    "losses/policy_loss": "learner/policy_loss_avg",
+    "losses/entropy": "learner/entropy_avg",
+    "losses/approx_kl": "learner/approx_kl_avg",
+    "losses/clipfrac": "learner/clipfrac_avg",
+    "losses/explained_variance": "learner/explained_variance_avg",
+    "losses/td_loss": "learner/total_loss_avg",  # DQN
+    "losses/q_values": "learner/q_value_avg",  # DQN
+    "losses/qf_loss": "learner/critic_loss_avg",  # SAC, TD3, DDPG
+    "losses/actor_loss": "learner/policy_loss_avg",  # SAC, TD3, DDPG
+    "losses/alpha": "learner/alpha_avg",  # SAC
+    "losses/alpha_loss": "learner/alpha_loss_avg",  # SAC
+}
+RSL_RL: dict[str, str] = {
+    "Train/mean_reward": "collector/reward_mean",
+    "Train/mean_episode_length": "collector/avg_envstep_per_episode",
+    "Loss/value": "learner/value_loss_avg",
+    "Loss/surrogate": "learner/policy_loss_avg",
+    "Loss/entropy": "learner/entropy_avg",
+    "Loss/learning_rate": "learner/cur_lr_avg",
+    "Perf/total_fps": "collector/avg_envstep_per_sec",
+}
+SKRL: dict[str, str] = {
+    "Reward / Total reward (mean)": "collector/reward_mean",
+    "Reward / Total reward (max)": "collector/reward_max",
+    "Reward / Total reward (min)": "collector/reward_min",
+    "Episode / Total timesteps (mean)": "collector/avg_envstep_per_episode",
+    "Loss / Policy loss": "learner/policy_loss_avg",
+    "Loss / Value loss": "learner/value_loss_avg",
+    "Loss / Entropy loss": "learner/entropy_loss_avg",
+    "Loss / Critic loss": "learner/critic_loss_avg",
+    "Learning / Learning rate": "learner/cur_lr_avg",
+}
+
+#: Every native tag with a canonical name, SB3's TensorBoard tags included.
+CANONICAL: dict[str, str] = {**sb3.CANONICAL, **CLEANRL, **RSL_RL, **SKRL}
+
+#: The tags of CleanRL's hyperparameter table (`add_text("hyperparameters", ...)`) as written.
+HPARAMS_TEXT_TAGS = frozenset({"hyperparameters/text_summary", "hyperparameters"})
+#: The suffix torch's and tensorboardX's `add_text` put after the tag.
+TEXT_SUFFIX = "/text_summary"
+#: The HParams plugin's tags; only the session start holds the values.
+HPARAMS_PREFIX = "_hparams_/"
+HPARAMS_SESSION_START = "_hparams_/session_start_info"
