@@ -5,6 +5,7 @@
     rltrack agent                                         run the agent in the foreground (containers, debugging)
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
+    rltrack import tensorboard PATH [--root DIR]          folders of TensorBoard event files -> run directories
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
     rltrack report RUN... [--task T] [--where Q] -o p.html  one run as a page, or several compared on one
 
@@ -153,21 +154,22 @@ def sync(run_dir: Path, to: list[str] | None, config: Path | None, force: bool, 
     return 0 if complete else 1
 
 
-def import_neptune(path: Path, root: Path) -> int:
+def import_runs(what: str, path: Path, root: Path) -> int:
+    """`rltrack import neptune|tensorboard PATH`: the run directories made, one a line."""
     try:
-        from rltrack.importers.neptune import import_folder
+        module = importlib.import_module(f"rltrack.importers.{what}")
     except ImportError as exc:
-        print(f"rltrack import neptune: not available in this installation ({exc})", file=sys.stderr)
+        print(f"rltrack import {what}: not available in this installation ({exc})", file=sys.stderr)
         return 2
     try:
-        run_dirs = import_folder(path, root)
+        run_dirs = module.import_folder(path, root)
     except (OSError, ValueError) as exc:
-        print(f"rltrack import neptune: {exc}", file=sys.stderr)
+        print(f"rltrack import {what}: {exc}", file=sys.stderr)
         return 2
     for run_dir in run_dirs:
         print(run_dir)
     if run_dirs:
-        print("deliver with: rltrack sync <run dir> --to mlflow (or wandb)", file=sys.stderr)
+        print("deliver with: rltrack sync <run dir> --to mlflow (or wandb, trackio, neptune)", file=sys.stderr)
     return 0
 
 
@@ -238,7 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     status_cmd.add_argument("--json", action="store_true", help="as JSON")
     commands.add_parser("agent", help="run the delivery agent in the foreground (it exits after a quiet period)")
     import_cmd = commands.add_parser("import", help="turn another tool's saved runs into rltrack run directories")
-    import_cmd.add_argument("format", choices=["neptune"], help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders")
+    import_cmd.add_argument(
+        "format", choices=["neptune", "tensorboard"],
+        help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders; tensorboard: folders of event files "
+        "(CleanRL's runs/<run_name>, Tianshou's log/, DI-engine experiments), each found under PATH one run",
+    )
     import_cmd.add_argument("path", type=Path)
     import_cmd.add_argument("--root", type=Path, default=Path("runs"), help="where to create the run directories (default: runs)")
     from rltrack.cli.runs_command import add_commands as add_runs_commands
@@ -258,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sync":
         return sync(args.run_dir, args.to, args.config, args.force, args.timeout)
     if args.command == "import":
-        return import_neptune(args.path, args.root)
+        return import_runs(args.format, args.path, args.root)
     if args.command == "status":
         return status(args.json)
     if args.command == "agent":

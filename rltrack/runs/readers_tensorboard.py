@@ -6,9 +6,14 @@ CleanRL writes `runs/<run_name>/events.out.tfevents.*`, Tianshou
 folders: any directory holding event files is a run (DI-engine's experiment
 folders, which have a `total_config.py` beside `log/serial`, are read by
 rltrack.runs.readers_foreign's DI-engine reader first). The folders below it
-that hold event files belong to it: they are what `add_scalars` writes (one
-writer per `<main_tag>/<tag>` or `<main_tag>_<tag>` folder, scalar tag
-`<main_tag>`), so their values are read as `<main_tag>/<tag>`.
+that hold event files belong to it (what `add_scalars` writes, one writer per
+tag, or a second writer of the same process).
+
+The values are what rltrack.frameworks.tensorboard's `Translator` makes of the
+files' events, the same translation a live writer gets from
+rltrack.adapters.tensorboard and `rltrack import tensorboard` writes into a run
+directory: a CleanRL folder read here and a CleanRL run made with rltrack show
+the same names, steps and hyperparameters.
 
 Task: the folder's name without CleanRL's `__<seed>__<unix time>` tail (so
 CleanRL's seeds of one script and environment are one task); host: the event
@@ -24,7 +29,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
-from rltrack.runs.records import RunInfo, Sample, with_canonical
+from rltrack.core.events import Event
+from rltrack.frameworks.tensorboard import Translator
+from rltrack.runs.records import RunInfo, Sample, event_samples, scalar_hparams
 
 EVENT_FILE_PREFIX = "events.out.tfevents."
 UNKNOWN = "unknown"
@@ -51,42 +58,25 @@ def _scalars_folders(path: Path) -> list[str]:
     return folders
 
 
-def read_events(path: Path) -> Iterator[tuple[str, Any]]:
-    """Every Event proto of the run at `path`, as (folder, event): folder "" for the
-    run's own files, else the `add_scalars` sub-directory's name; a torn last record is left out."""
+def read_protos(path: Path) -> Iterator[tuple[Path, Any]]:
+    """Every Event proto of the run at `path` with the folder it was written in (the
+    run's own first, then the folders below it); a torn last record is left out."""
     from tensorboard.backend.event_processing.event_file_loader import (
         EventFileLoader,
     )
 
-    for folder in ["", *_scalars_folders(path)]:
-        for file in event_files(path / folder):
-            for event in EventFileLoader(str(file)).Load():
-                yield folder, event
+    for folder in [path, *(path / sub for sub in _scalars_folders(path))]:
+        for file in event_files(folder):
+            for proto in EventFileLoader(str(file)).Load():
+                yield folder, proto
 
 
-def scalar_of(value: Any) -> float | None:
-    """The number in one Summary.Value: `simple_value`, or a scalar tensor (TensorBoard's
-    `new_style` scalars, a one-element array); None for histograms, images, text."""
-    if value.WhichOneof("value") == "simple_value":
-        return float(value.simple_value)
-    if value.WhichOneof("value") == "tensor" and value.metadata.plugin_data.plugin_name == "scalars":
-        from tensorboard.util import tensor_util
-
-        array = tensor_util.make_ndarray(value.tensor)
-        return float(array.reshape(-1)[0]) if array.size == 1 else None
-    return None
-
-
-def scalars_tag(folder: str, tag: str) -> str:
-    """The tag of a value: `add_scalars(main_tag, {tag: v})` writes `main_tag` into a
-    writer of its own, in the folder `<main_tag>/<tag>` (tensorboardX) or
-    `<main_tag with / as _>_<tag>` (torch); that value is `<main_tag>/<tag>`."""
-    if not folder:
-        return tag
-    for prefix in (tag + "/", tag.replace("/", "_") + "_"):
-        if folder.startswith(prefix) and len(folder) > len(prefix):
-            return f"{tag}/{folder[len(prefix):]}"
-    return f"{tag}/{folder}"
+def translated(path: Path, translator: Translator | None = None) -> Iterator[Event]:
+    """The rltrack events of the run at `path`, as rltrack.frameworks.tensorboard translates them."""
+    translator = translator or Translator(root=path)
+    for folder, proto in read_protos(path):
+        yield from translator.add(proto, folder)
+    yield from translator.flush()
 
 
 def tfevents_host(file: Path) -> str:
@@ -107,26 +97,18 @@ class TensorBoardFormat:
 
     def info(self, path: Path) -> RunInfo:
         files = event_files(path)
-        start = next((event.wall_time for _, event in read_events(path) if event.wall_time), None)
+        start = next((proto.wall_time for _, proto in read_protos(path) if proto.wall_time), None)
         if start is None:  # files with no event yet
             start = min(f.stat().st_mtime for f in files)
+        hparams: dict[str, Any] = {}
+        for event in translated(path):
+            if event.kind == "hparams":
+                hparams.update(event.data)
         task = _CLEANRL_TAIL.sub("", path.name) or path.name
-        return RunInfo(path, self.name, self.name, task, tfevents_host(files[0]), "", start, UNKNOWN)
+        return RunInfo(path, self.name, self.name, task, tfevents_host(files[0]), "", start, UNKNOWN, hparams, scalar_hparams(hparams))
 
     def samples(self, path: Path) -> list[Sample]:
-        samples: list[Sample] = []
-        for folder, event in read_events(path):
-            if not event.HasField("summary"):
-                continue
-            for value in event.summary.value:
-                number = scalar_of(value)
-                if number is None:
-                    continue
-                namespace, _, key = scalars_tag(folder, value.tag).partition("/")
-                if not key:
-                    namespace, key = "", namespace
-                samples.append(Sample(namespace, key, number, {"step": int(event.step)}, float(event.wall_time)))
-        return list(with_canonical(samples))
+        return event_samples(translated(path))
 
     def signature_files(self, path: Path) -> list[Path]:
         return [*event_files(path), *(f for folder in _scalars_folders(path) for f in event_files(path / folder))]

@@ -1,5 +1,7 @@
 """`rltrack runs ls/show/plot/report` over folders of event files written without rltrack,
-and every foreign run addressed by its folder under the root as well as by its id.
+every foreign run addressed by its folder under the root as well as by its id, and
+`rltrack import tensorboard` making them run directories that `rltrack sync` delivers
+to MLflow, W&B, trackio and Neptune exactly once.
 
 The folders are written by the real writers the frameworks use: torch's
 `SummaryWriter` making the calls CleanRL's scripts make (its episodic return
@@ -7,7 +9,7 @@ a one-element array, `add_text("hyperparameters", ...)`), tensorboardX's
 `add_scalars` (a sub-directory per tag), a Tianshou-style nested `log/` tree,
 and DI-engine's real run (tests/helpers/fixtures) under its experiment name.
 What the commands print is compared with what TensorBoard's own
-`EventAccumulator` reads from the same files."""
+`EventAccumulator` reads from the same files (tests/helpers/tracker_scalars.py)."""
 
 from __future__ import annotations
 
@@ -22,11 +24,21 @@ pytest.importorskip("pandas")
 torch_tensorboard = pytest.importorskip("torch.utils.tensorboard", reason="torch's SummaryWriter writes the CleanRL-style folder")
 tensorboardX = pytest.importorskip("tensorboardX")
 
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
-from tensorboard.util.tensor_util import make_ndarray  # noqa: E402
-
+import rltrack  # noqa: E402
 import rltrack.runs as runs  # noqa: E402
+import wandb_reader  # noqa: E402
 from rltrack.cli.entry import main  # noqa: E402
+from rltrack.frameworks.tensorboard import stored_name  # noqa: E402
+from rltrack.runs.readers_tensorboard import translated  # noqa: E402
+from reliability_helpers import mlflow_run, neptune_floats, sync_run  # noqa: E402
+from tracker_scalars import (  # noqa: E402
+    at_iterations,
+    event_file_scalars,
+    expected_in_trackers,
+    mlflow_scalars,
+    trackio_scalars,
+    wandb_scalars,
+)
 
 FIXTURES = Path(__file__).parents[1] / "helpers" / "fixtures"
 CLEANRL_RUN = "CartPole-v1__ppo__1__1764244800"
@@ -61,20 +73,6 @@ def root(tmp_path: Path) -> Path:
     return root
 
 
-def accumulated(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar of the folder and its `add_scalars` sub-folders, as TensorBoard reads them."""
-    series: dict[str, list[tuple[int, float]]] = {}
-    for folder in [run_dir, *sorted({p.parent for p in run_dir.rglob("events.out.tfevents.*")} - {run_dir})]:
-        accumulator = EventAccumulator(str(folder), size_guidance={"scalars": 0, "tensors": 0})
-        accumulator.Reload()
-        for tag in accumulator.Tags()["scalars"]:  # add_scalars: tensorboardX's folder <run>/<main tag>/<tag>
-            series[tag if folder == run_dir else f"{tag}/{folder.name}"] = [(e.step, e.value) for e in accumulator.Scalars(tag)]
-        for tag in accumulator.Tags()["tensors"]:  # torch's scalars of a one-element array
-            if tag != "hyperparameters/text_summary":
-                series[tag] = [(e.step, float(make_ndarray(e.tensor_proto).reshape(-1)[0])) for e in accumulator.Tensors(tag)]
-    return series
-
-
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -94,18 +92,23 @@ def test_ls_lists_every_folder_of_event_files_with_its_writer(root, capsys) -> N
 
 @pytest.mark.parametrize("folder", [f"cleanrl/{CLEANRL_RUN}", "log/CartPole-v1/ppo/0"])
 def test_every_scalar_of_the_event_files_is_read_at_its_step(root, folder) -> None:
+    """Under the names the translation gives them (`charts/x` -> `collector/x`), at the writer's step, once."""
     run = runs.load(folder, root=root)
-    expected = accumulated(root / folder)
+    expected = event_file_scalars(root / folder)
     assert "charts/episodic_return" in expected or "test/returns/std" in expected
     for tag, points in expected.items():
-        assert [(s, pytest.approx(v)) for s, v in run.metrics[tag]] == points, tag
-    native = {tag for tag in run.metrics if tag in expected}
-    assert native == set(expected)
+        assert [(s, pytest.approx(v)) for s, v in run.metrics[stored_name(tag)]] == points, tag
+    native = {stored_name(tag) for tag in expected}
+    assert sum(len(points) for tag, points in run.metrics.items() if tag in native) == sum(map(len, expected.values()))
 
 
-def test_the_cleanrl_episodic_return_is_a_scalar_not_dropped(root) -> None:
+def test_cleanrl_return_hyperparameters_and_steps(root) -> None:
+    """The episodic return (a one-element array) is a scalar at env steps, with its canonical twin;
+    the hyperparameter table's values are typed."""
     run = runs.load(f"cleanrl/{CLEANRL_RUN}", root=root)
-    assert run.metrics["charts/episodic_return"] == CLEANRL_RETURNS
+    assert run.metrics["collector/episodic_return"] == run.metrics["collector/reward_mean"] == CLEANRL_RETURNS
+    assert {s.steps.get("env_steps") for s in run.samples if s.key == "episodic_return"} == {s for s, _ in CLEANRL_RETURNS}
+    assert run.hparams == {"learning_rate": 0.00025, "num_steps": 128} and isinstance(run.hparams["num_steps"], int)
 
 
 def test_show_and_export_address_foreign_runs_by_their_folder(root, capsys, tmp_path) -> None:
@@ -131,7 +134,7 @@ def test_plot_and_report_select_runs_by_a_pattern_over_folder_names(root, tmp_pa
     code, out, err = run_cli(capsys, "plot", "--root", str(root), "--metric", "collector/reward_mean", "cartpole_dqn", "-o", str(png))
     assert code == 0, err
     assert out.splitlines()[-1] == str(png) and "1 run(s)" in out
-    code, out, err = run_cli(capsys, "plot", "--root", str(root), "--metric", "charts/episodic_return", "^cleanrl/", "-o", str(png))
+    code, out, err = run_cli(capsys, "plot", "--root", str(root), "--metric", "collector/episodic_return", "^cleanrl/", "-o", str(png))
     assert code == 0, err
     assert f"{len(CLEANRL_RETURNS)} points" in out
     page = tmp_path / "report.html"
@@ -145,5 +148,81 @@ def test_a_torn_last_record_is_left_out_and_the_rest_read(root) -> None:
     events = next(folder.glob("events.out.tfevents.*"))
     events.write_bytes(events.read_bytes()[:-7])
     run = runs.load(f"cleanrl/{CLEANRL_RUN}", root=root)
-    assert run.metrics["charts/episodic_return"] == CLEANRL_RETURNS
-    assert run.metrics["losses/value_loss"] == [(s, pytest.approx(1.0 / s)) for s, _ in CLEANRL_RETURNS[:-1]]
+    assert run.metrics["collector/episodic_return"] == CLEANRL_RETURNS
+    assert run.metrics["learner/value_loss"] == [(s, pytest.approx(1.0 / s)) for s, _ in CLEANRL_RETURNS[:-1]]
+
+
+# ---- rltrack import tensorboard, then rltrack sync ----------------------------------
+
+
+def without_run(events: list) -> list[tuple]:
+    """The events' contents; hyperparameters have no step of their own (the pipeline puts the run's current one)."""
+    return [(e.kind, e.namespace, e.steps if e.kind != "hparams" else None, e.data, e.time, e.source) for e in events]
+
+
+@pytest.fixture
+def imported(root, tmp_path, capsys) -> dict[str, Path]:
+    """The three foreign runs imported into a runs root of their own, by the command line."""
+    code, out, err = run_cli(capsys, "import", "tensorboard", str(root), "--root", str(tmp_path / "runs"))
+    assert code == 0, err
+    run_dirs = [Path(line) for line in out.splitlines()]
+    return {json.loads((d / "meta.json").read_text())["info"]["tensorboard"]["imported_from"]: d for d in run_dirs}
+
+
+def test_an_imported_run_holds_the_translations_events_and_importing_again_creates_nothing(root, imported, tmp_path, capsys) -> None:
+    folders = {f"cleanrl/{CLEANRL_RUN}": root / "cleanrl" / CLEANRL_RUN, "log/CartPole-v1/ppo/0": root / "log/CartPole-v1/ppo/0",
+               "cartpole_dqn_seed0": root / "cartpole_dqn_seed0" / "log" / "serial"}  # fmt: skip
+    assert set(imported) == {str(folder.resolve()) for folder in folders.values()}
+    for folder in folders.values():
+        run_dir = imported[str(folder.resolve())]
+        journal = [e for e in rltrack.read_journal(run_dir)]
+        assert without_run(journal) == without_run(list(translated(folder)))  # the events `attach` gives a live writer
+    cleanrl = imported[str(folders[f"cleanrl/{CLEANRL_RUN}"].resolve())]
+    assert cleanrl.name == CLEANRL_RUN and json.loads((cleanrl / "meta.json").read_text())["status"] == "finished"
+    dingine = json.loads((imported[str(folders["cartpole_dqn_seed0"].resolve())] / "meta.json").read_text())
+    assert dingine["status"] == runs.load("cartpole_dqn_seed0", root=root).status
+    code, out, err = run_cli(capsys, "import", "tensorboard", str(root), "--root", str(tmp_path / "runs"))
+    assert code == 0 and out == "" and err.count("already imported") == 3
+    code, _, err = run_cli(capsys, "import", "tensorboard", str(tmp_path / "runs" / CLEANRL_RUN / "ckpt"), "--root", str(tmp_path / "x"))
+    assert code == 2 and "no TensorBoard event files" in err
+
+
+@pytest.mark.slow  # a wandb-core per sync, Neptune's client: about 40 s
+def test_imported_runs_sync_into_every_tracker_exactly_once(root, imported, tmp_path) -> None:
+    config = tmp_path / "sync.toml"
+    config.write_text(
+        f'[backends.mlflow]\ntracking_uri = "sqlite:///{tmp_path / "mlflow.db"}"\nexperiment = "imported"\n'
+        f'[backends.trackio]\nproject = "imported"\ndir = "{tmp_path / "trackio"}"\n'
+    )
+    home = tmp_path / "home"
+    home.mkdir()
+    for folder in (root / "cleanrl" / CLEANRL_RUN, root / "cartpole_dqn_seed0" / "log" / "serial"):
+        run_dir = imported[str(folder.resolve())]
+        done = sync_run(run_dir, home, "--to", "mlflow", "trackio", "wandb", "neptune", "--config", str(config))
+        assert done.returncode == 0, done.stderr
+        expected = expected_in_trackers(event_file_scalars(folder))
+        stores = {
+            "mlflow": mlflow_scalars(run_dir),
+            "wandb": wandb_scalars(run_dir, "env_steps", "train_iter"),
+            "neptune": {name: sorted(neptune_floats(run_dir, name)) for name in expected},
+        }
+        trackio = trackio_scalars(tmp_path / "trackio", "imported")
+        for name, points in expected.items():
+            for tracker, held in stores.items():
+                assert held[name] == points, (tracker, name)
+            assert sorted(p for p in trackio[name] if p in points) == points  # both runs share the project's rows
+        if folder.parts[-2:] == ("log", "serial"):  # DI-engine: one value with both axes
+            by_iteration = wandb_scalars(run_dir, "train_iter")
+            for name, points in at_iterations(event_file_scalars(folder)).items():
+                assert by_iteration[name] == points, name
+                assert sorted(v for _, v in stores["mlflow"][name]) == sorted(v for _, v in points), name
+        else:  # CleanRL's hyperparameters, typed in W&B's config, as MLflow params
+            (wandb_file,) = wandb_reader.run_files(run_dir)
+            assert {k: v for k, v in wandb_reader.config(wandb_file).items() if k != "_wandb"} == {"learning_rate": 0.00025, "num_steps": 128}
+            client, run_id = mlflow_run(run_dir)
+            assert client.get_run(run_id).data.params == {"learning_rate": "0.00025", "num_steps": "128"}
+        before = (mlflow_scalars(run_dir), [p.stat().st_size for p in wandb_reader.run_files(run_dir)])
+        again = sync_run(run_dir, home, "--to", "mlflow", "trackio", "wandb", "neptune", "--config", str(config))
+        assert again.returncode == 0, again.stderr
+        assert (mlflow_scalars(run_dir), [p.stat().st_size for p in wandb_reader.run_files(run_dir)]) == before
+    assert trackio_scalars(tmp_path / "trackio", "imported") == trackio  # the second syncs sent nothing
