@@ -6,6 +6,7 @@
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
     rltrack import tensorboard PATH [--root DIR]          folders of TensorBoard event files -> run directories
+    rltrack run [--config F] [--name N] -- python x.py    a script's TensorBoard writers into the trackers
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
     rltrack report RUN... [--task T] [--where Q] -o p.html  one run as a page, or several compared on one
 
@@ -252,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
 
     add_runs_commands(commands)  # runs ls/show/rm/archive/index, export: each sets a handler
     add_figure_commands(commands)  # plot, report
-    args = parser.parse_args(dash_values(sys.argv[1:] if argv is None else argv))
+    from rltrack.cli.run_command import add_command as add_run_command
+
+    add_run_command(commands)  # run: sets a handler
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv if argv[:1] == ["run"] else dash_values(argv))  # a command's own arguments are left as given
     if hasattr(args, "handler"):
         from rltrack.runs.index import RootError
 

@@ -179,8 +179,10 @@ def _from_array_protocol(value: Any) -> Any:
 def _as_number(value: Any) -> Any:
     """int/float/None for anything that is one number, else `_NOT_A_NUMBER`.
 
-    Only 0-d arrays and tensors count as numbers: an array of shape (1,) is
-    still an array and goes to a histogram, whatever its length."""
+    An array or tensor of one element counts as that number, whatever its
+    shape (`np.array([2.0])`, `torch.tensor([[7]])`), as TensorBoard's
+    `add_scalar` takes it (CleanRL logs each episode's return so); Python
+    lists and tuples of one number stay histograms."""
     if value is None or type(value) in (int, float):
         return value
     if isinstance(value, bool):
@@ -188,7 +190,7 @@ def _as_number(value: Any) -> Any:
     if isinstance(value, (int, float)):  # subclasses, e.g. numpy.float64
         return float(value) if isinstance(value, float) else int(value)
     item = getattr(value, "item", None)
-    if item is None or _size(value) != 1 or getattr(value, "ndim", 0) != 0:
+    if item is None or _size(value) != 1:
         return _NOT_A_NUMBER
     try:
         number = item()

@@ -92,8 +92,6 @@ def test_arrays_tensors_and_number_lists_become_histograms():
         "actions": np.arange(6),
         "q": matrix,
         "grads": torch.from_numpy(matrix.copy()).requires_grad_(),
-        "one": np.array([2.0]),  # shape (1,) is an array, not a number
-        "one_t": torch.tensor([7]),
         "list": [1, 2.5, np.float32(3)],
         "nested": ((1, 2), [3]),
         "tf_like": ArrayLike([0.5, 1.5]),
@@ -107,21 +105,29 @@ def test_arrays_tensors_and_number_lists_become_histograms():
         "actions": [0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
         "q": matrix.ravel().tolist(),
         "grads": matrix.ravel().tolist(),
-        "one": [2.0],
-        "one_t": [7.0],
         "list": [1.0, 2.5, 3.0],
         "nested": [1.0, 2.0, 3.0],
         "tf_like": [0.5, 1.5],
     }
     assert all(type(v) is float for values in hist.data.values() for v in values)
-    assert report.total("routed") == 8
+    assert report.total("routed") == 6
     assert report.as_dict()["counts"]["core.routed"] == {
-        "ndarray -> histogram": 3,
+        "ndarray -> histogram": 2,
         "ArrayLike -> histogram": 1,  # the report names the type the user passed
-        "Tensor -> histogram": 2,
+        "Tensor -> histogram": 1,
         "list -> histogram": 1,
         "tuple -> histogram": 1,
     }
+
+
+def test_one_element_arrays_and_tensors_are_scalars_as_tensorboard_takes_them():
+    """CleanRL hands `add_scalar` each episode's return as a one-element array:
+    TensorBoard writes it as a scalar, and so does rltrack for every adapter."""
+    data = {"ret": np.array([2.5]), "len": np.array([[7]]), "t": torch.tensor([1.5]), "t0": torch.tensor(3), "pair": np.array([1.0, 2.0]), "lst": [4.0]}
+    by_kind, report = norm(data)
+    assert by_kind["scalars"].data == {"ret": 2.5, "len": 7, "t": 1.5, "t0": 3}
+    assert by_kind["histogram"].data == {"pair": [1.0, 2.0], "lst": [4.0]}
+    assert report.as_dict()["counts"]["core.converted"] == {"ndarray -> float": 1, "ndarray -> int": 1, "Tensor -> float": 1, "Tensor -> int": 1}
 
 
 def test_array_protocol_0d_is_a_number():
@@ -296,7 +302,7 @@ def test_end_to_end_routes_and_report(tmp_path):
     logger = rltrack.make_logger({"run": {"root": str(tmp_path), "name": "v"}, "backends": {"use": ["memory"]}})
     for i in range(3):
         logger.write(
-            {"loss": torch.tensor(float(i)), "acts": np.arange(i + 1), "msg": f"it {i}", "bad": object(), 2: np.int32(i)},
+            {"loss": torch.tensor(float(i)), "acts": np.arange(i + 2), "msg": f"it {i}", "bad": object(), 2: np.int32(i)},
             step=i,
             namespace="learner",
         )
@@ -304,7 +310,7 @@ def test_end_to_end_routes_and_report(tmp_path):
     memory = logger.backends["memory"]
     assert memory.metrics == {"learner/loss": [0.0, 1.0, 2.0], "learner/2": [0, 1, 2]}
     assert [e.kind for e in memory.events] == ["scalars", "histogram", "text"] * 3
-    assert [e.data for e in memory.events if e.kind == "histogram"] == [{"acts": [float(x) for x in range(i + 1)]} for i in range(3)]
+    assert [e.data for e in memory.events if e.kind == "histogram"] == [{"acts": [float(x) for x in range(i + 2)]} for i in range(3)]
     assert [e.data for e in memory.events if e.kind == "text"] == [{"msg": f"it {i}"} for i in range(3)]
     journal = list(rltrack.read_journal(logger.run_dir))
     assert [e.to_dict() for e in journal] == [e.to_dict() for e in memory.events]
