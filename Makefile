@@ -31,8 +31,9 @@ endef
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/test.txt
 	$(call install,$(VENV),requirements/constraints.txt,requirements/test.txt)
 
-$(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt
+$(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt requirements/test-oldest-nodeps.txt
 	$(call install,$(OLDEST_VENV),requirements/constraints-oldest.txt,requirements/test-oldest.txt)
+	$(OLDEST_VENV)/bin/python -m pip install -q -c requirements/constraints-oldest.txt --no-deps --ignore-requires-python -r requirements/test-oldest-nodeps.txt
 
 demo: $(VENV)/.installed
 	$(PY) examples/sb3_ppo_cartpole.py
