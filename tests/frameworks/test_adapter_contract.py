@@ -234,7 +234,50 @@ raise RuntimeError("training failed")
         return Path(self.spinup.rltrack.run_dir)
 
 
-CASES = [SB3, Tune, Acme, SpinningUp]
+class TensorBoard(Case):
+    """torch's `SummaryWriter` under `attach`, as CleanRL uses it: `charts/` tags, the hyperparameter
+    table as text (torch's `add_hparams` writes a bool as the number 1.0, checking `int` first: the
+    event file itself no longer says it was a bool)."""
+
+    name, module, namespace, axis = "tensorboard", "torch.utils.tensorboard", "collector", "env_steps"
+    CRASH = """
+import json, sys, rltrack
+from torch.utils.tensorboard import SummaryWriter
+from rltrack.adapters.tensorboard import attach
+config = json.loads(sys.argv[1])
+attach(rltrack.make_logger(config))
+writer = SummaryWriter(config["run"]["root"] + "/../tb")
+writer.add_scalar("charts/contract_a", 1.0, 1)
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        from rltrack.adapters.tensorboard import attach
+
+        self.logger = rltrack.make_logger(config)
+        attach(self.logger)
+        self.writer = SummaryWriter(config["run"]["root"] + "/../tb")
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        for key, value in values.items():
+            self.writer.add_scalar(f"charts/{key}", value, step)
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        table = "\n".join(f"|{key}|{value}|" for key, value in hparams.items())
+        self.writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{table}")
+
+    def close(self) -> Path:
+        from rltrack.adapters.tensorboard import detach
+
+        self.writer.close()
+        detach()
+        self.logger.close()
+        return self.logger.run_dir
+
+
+CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard]
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)
