@@ -41,6 +41,7 @@ from tracker_scalars import (
     trackio_scalars,
     wandb_scalars,
 )
+from waiting import wait_until
 
 pytestmark = pytest.mark.slow
 #: Values that measure time differ between two runs of one seed; only their tags and steps are compared.
@@ -136,6 +137,12 @@ def train(case: Case, workdir: Path, home: Path, launcher: list[str]) -> subproc
                           timeout=1800, cwd=workdir, check=False)  # fmt: skip
 
 
+def delivered(run_dir: Path, home: Path) -> None:
+    """Waits for the agent to end its delivery of the run, then syncs what it left (nothing twice):
+    `rltrack sync` refuses (exit 2) while the agent holds the run's cursors."""
+    wait_until(lambda: sync_run(run_dir, home).returncode == 0, 900, f"`rltrack sync {run_dir}` to run with no agent delivering it", every=1.0)
+
+
 def write_config(directory: Path) -> Path:
     config = directory / "rltrack.toml"
     config.write_text(
@@ -155,8 +162,7 @@ def test_every_scalar_reaches_every_tracker_once_and_the_event_files_stay_the_sa
     launched = train(case, tmp_path / "launched", home, [PYTHON, "-m", "rltrack.cli", "run", "--config", str(config), "--"])
     assert launched.returncode == 0, launched.stderr[-3000:]
     (run_dir,) = [p.parent for p in (tmp_path / "rl").glob("*/meta.json")]
-    synced = sync_run(run_dir, home)  # what the agent had not delivered when the launcher returned; nothing twice
-    assert synced.returncode == 0, synced.stderr[-3000:]
+    delivered(run_dir, home)
     assert meta(run_dir)["status"] == "finished"
 
     events = event_file_scalars(case.event_folder(tmp_path / "launched"))
@@ -174,3 +180,57 @@ def test_every_scalar_reaches_every_tracker_once_and_the_event_files_stay_the_sa
         tag: points for tag, points in without.items() if not TIMING_TAG.search(tag)
     }
 
+
+
+ATTACHED = """
+\"\"\"A user's two lines: attach rltrack to every TensorBoard writer, then run CleanRL's script as it is.\"\"\"
+import runpy, sys
+import rltrack
+from rltrack.adapters.tensorboard import attach
+attach(rltrack.make_logger(sys.argv[1]))
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def cleanrl() -> Case:
+    case = CleanRLDQN()
+    for module in case.modules:
+        pytest.importorskip(module, reason=f"{case.name} needs {module} (installed in the oldest environment, see the Makefile)")
+    return case
+
+
+def test_cleanrl_with_attach_in_the_users_code(tmp_path: Path) -> None:
+    case = cleanrl()
+    home = tmp_path / "home"
+    home.mkdir()
+    config = write_config(tmp_path)
+    done = train(case, tmp_path / "attached", home, [PYTHON, "-c", ATTACHED, str(config)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = [p.parent for p in (tmp_path / "rl").glob("*/meta.json")]
+    delivered(run_dir, home)
+    assert meta(run_dir)["status"] == "finished"
+    expected = expected_in_trackers(event_file_scalars(case.event_folder(tmp_path / "attached")))
+    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "env_steps")}
+    for name, points in expected.items():
+        for tracker, held in stores.items():
+            assert held.get(name) == points, (tracker, name)
+
+
+def test_a_cleanrl_script_that_raises_ends_its_run_failed(tmp_path: Path) -> None:
+    """dqn.py with an environment gymnasium does not know: the writer has written the
+    hyperparameters when `gym.make` raises; the launcher exits with the script's code."""
+    case = cleanrl()
+    home = tmp_path / "home"
+    home.mkdir()
+    config = write_config(tmp_path)
+    command = [PYTHON, "-m", "rltrack.cli", "run", "--config", str(config), "--", PYTHON, *case.command(seed=1), "--env-id", "NoSuchEnv-v0"]
+    (tmp_path / "work").mkdir()
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(home), timeout=600, cwd=tmp_path / "work", check=False)
+    assert done.returncode == 1 and "NoSuchEnv" in done.stderr, done.stderr[-3000:]
+    (run_dir,) = [p.parent for p in (tmp_path / "rl").glob("*/meta.json")]
+    delivered(run_dir, home)
+    assert meta(run_dir)["status"] == "failed"
+    client, run_id = mlflow_run(run_dir)
+    assert client.get_run(run_id).info.status == "FAILED"
+    assert client.get_run(run_id).data.params["env_id"] == "NoSuchEnv-v0"
