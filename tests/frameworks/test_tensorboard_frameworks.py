@@ -188,7 +188,7 @@ import runpy, sys
 import rltrack
 from rltrack.adapters.tensorboard import attach
 attach(rltrack.make_logger(sys.argv[1]))
-sys.argv = sys.argv[2:]
+sys.argv = sys.argv[3:]  # after the config: the interpreter `train` puts before every command, then CleanRL's command line
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
