@@ -19,7 +19,17 @@ from pathlib import Path
 import trackio_reader
 import wandb_reader
 
-Series = dict[str, list[tuple[int, float]]]
+Series = dict[str, list[tuple[int, float | str]]]
+
+
+def _value(value: float) -> float | str:
+    """NaN as the text "nan", so that two series holding NaN at one step compare equal."""
+    return "nan" if value != value else value
+
+
+def _sorted(points: list[tuple[int, float | str]]) -> list[tuple[int, float | str]]:
+    """By step, then value (one order for every store, NaN's text included)."""
+    return sorted(points, key=lambda point: (point[0], repr(point[1])))
 
 
 def event_file_scalars(folder: Path) -> Series:
@@ -33,11 +43,11 @@ def event_file_scalars(folder: Path) -> Series:
         accumulator.Reload()
         for tag in accumulator.Tags()["scalars"]:
             name = tag if where == folder else f"{tag}/{where.name}"
-            series.setdefault(name, []).extend((e.step, e.value) for e in accumulator.Scalars(tag))
+            series.setdefault(name, []).extend((e.step, _value(e.value)) for e in accumulator.Scalars(tag))
         for tag in accumulator.Tags()["tensors"]:
             numbers = [(e.step, make_ndarray(e.tensor_proto)) for e in accumulator.Tensors(tag)]
             if all(array.size == 1 and array.dtype.kind in "fiu" for _, array in numbers):
-                series.setdefault(tag, []).extend((step, float(array.reshape(-1)[0])) for step, array in numbers)
+                series.setdefault(tag, []).extend((step, _value(float(array.reshape(-1)[0]))) for step, array in numbers)
     return series
 
 
@@ -46,7 +56,7 @@ def mlflow_scalars(run_dir: Path) -> Series:
 
     client, run_id = mlflow_run(run_dir)
     keys = client.get_run(run_id).data.metrics
-    return {key: sorted((m.step, m.value) for m in client.get_metric_history(run_id, key)) for key in keys}
+    return {key: _sorted([(m.step, _value(m.value)) for m in client.get_metric_history(run_id, key)]) for key in keys}
 
 
 def wandb_scalars(run_dir: Path, *axes: str) -> Series:
@@ -56,8 +66,8 @@ def wandb_scalars(run_dir: Path, *axes: str) -> Series:
             axis = next((a for a in axes if a in row), None)
             for key, value in row.items():
                 if axis is not None and not key.startswith("_") and key not in axes and isinstance(value, (int, float)):
-                    series.setdefault(key, []).append((row[axis], value))
-    return {key: sorted(points) for key, points in series.items()}
+                    series.setdefault(key, []).append((row[axis], _value(value)))
+    return {key: _sorted(points) for key, points in series.items()}
 
 
 def trackio_scalars(directory: Path, project: str) -> Series:
@@ -67,8 +77,8 @@ def trackio_scalars(directory: Path, project: str) -> Series:
         for row in held["logs"][run]:
             for key, value in row.items():
                 if key not in ("step", "timestamp") and isinstance(value, (int, float)):
-                    series.setdefault(key, []).append((row["step"], value))
-    return {key: sorted(points) for key, points in series.items()}
+                    series.setdefault(key, []).append((row["step"], _value(value)))
+    return {key: _sorted(points) for key, points in series.items()}
 
 
 def expected_in_trackers(series: Series) -> Series:
@@ -82,7 +92,7 @@ def expected_in_trackers(series: Series) -> Series:
     for tag, points in series.items():
         if not _ITERATION_TAG.match(tag):
             expected.setdefault(stored_name(tag), []).extend(points)
-    return {name: sorted(points) for name, points in expected.items()}
+    return {name: _sorted(points) for name, points in expected.items()}
 
 
 def at_iterations(series: Series) -> Series:
@@ -91,7 +101,7 @@ def at_iterations(series: Series) -> Series:
     `total_envstep_count`, also gets its block's env steps as its primary step)."""
     from rltrack.frameworks.tensorboard import stored_name
 
-    return {stored_name(tag): sorted(points) for tag, points in series.items() if _ITERATION_TAG.match(tag)}
+    return {stored_name(tag): _sorted(points) for tag, points in series.items() if _ITERATION_TAG.match(tag)}
 
 
 _ITERATION_TAG = re.compile(r"^[A-Za-z][A-Za-z0-9]*_iter/")
