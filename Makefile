@@ -53,8 +53,9 @@ endef
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/test.txt $(WHEEL)
 	$(call install,$(VENV),requirements/constraints.txt,requirements/test.txt)
 
-$(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt $(WHEEL)
+$(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt requirements/test-oldest-nodeps.txt $(WHEEL)
 	$(call install,$(OLDEST_VENV),requirements/constraints-oldest.txt,requirements/test-oldest.txt)
+	$(OLDEST_VENV)/bin/python -m pip install -q -c requirements/constraints-oldest.txt --no-deps --ignore-requires-python -r requirements/test-oldest-nodeps.txt || (rm -f $@; exit 1)
 
 demo: $(VENV)/.installed
 	$(call installed,$(PY))

@@ -5,6 +5,7 @@
     rltrack agent                                         run the agent in the foreground (containers, debugging)
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
+    rltrack import tensorboard PATH [--root DIR]          folders of TensorBoard event files -> run directories
     rltrack pull URI [DIR]                                the runs agents mirrored to storage (run.storage) -> run directories
     rltrack deliver URI [--share K/N] [--once]            the trackers of run.delivery = "from-storage" runs, fed from storage
     rltrack run [--config F] [--name N] -- python x.py    a script's TensorBoard writers into the trackers
@@ -157,21 +158,22 @@ def sync(run_dir: Path, to: list[str] | None, config: Path | None, force: bool, 
     return 0 if complete else 1
 
 
-def import_neptune(path: Path, root: Path) -> int:
+def import_runs(what: str, path: Path, root: Path) -> int:
+    """`rltrack import neptune|tensorboard PATH`: the run directories made, one a line."""
     try:
-        from rltrack.importers.neptune import import_folder
+        module = importlib.import_module(f"rltrack.importers.{what}")
     except ImportError as exc:
-        print(f"rltrack import neptune: not available in this installation ({exc})", file=sys.stderr)
+        print(f"rltrack import {what}: not available in this installation ({exc})", file=sys.stderr)
         return 2
     try:
-        run_dirs = import_folder(path, root)
+        run_dirs = module.import_folder(path, root)
     except (OSError, ValueError) as exc:
-        print(f"rltrack import neptune: {exc}", file=sys.stderr)
+        print(f"rltrack import {what}: {exc}", file=sys.stderr)
         return 2
     for run_dir in run_dirs:
         print(run_dir)
     if run_dirs:
-        print("deliver with: rltrack sync <run dir> --to mlflow (or wandb)", file=sys.stderr)
+        print("deliver with: rltrack sync <run dir> --to mlflow (or wandb, trackio, neptune)", file=sys.stderr)
     return 0
 
 
@@ -225,7 +227,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         description="One line per group of runs (groups by hyperparameters), the mean over the group's runs with a "
         "shaded 95% t-interval; runs are aligned on a common x grid by linear interpolation (no extrapolation).",
     )
-    plot_cmd.add_argument("patterns", nargs="+", metavar="RUN_PATTERN", help="a run directory, or a regex searched in the run ids under --root")
+    plot_cmd.add_argument("patterns", nargs="+", metavar="RUN_PATTERN", help="a run directory, or a regex searched in the run ids and folder paths under --root")
     plot_cmd.add_argument("--metric", required=True, help="the metric's key, e.g. collector/reward_mean (canonical names work across frameworks)")
     plot_cmd.add_argument("--x", metavar="AXIS", help="x axis: a step axis such as env_steps or train_iter, or 'time' (default: each run's primary step)")
     plot_cmd.add_argument("--group-by", metavar="KEYS", help="comma-separated hyperparameters (or source, task, host) defining groups "
@@ -239,7 +241,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         "report", help="a self-contained HTML page: one run (config, summary, plots, timings, checkpoints), or several "
         "compared (groups, mean over seeds with a band, the hyperparameters that differ, a summary table)"
     )
-    report_cmd.add_argument("runs", nargs="*", metavar="RUN", help="a run directory, or a regex searched in the run ids under --root")
+    report_cmd.add_argument("runs", nargs="*", metavar="RUN", help="a run directory, or a regex searched in the run ids and folder paths under --root")
     report_cmd.add_argument("--task", help="the runs of a task (glob patterns such as 'cartpole*' work)")
     report_cmd.add_argument("--where", metavar="EXPR", help="the runs a query selects, as `rltrack runs ls --where`")
     report_cmd.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
@@ -270,7 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     status_cmd.add_argument("--json", action="store_true", help="as JSON")
     commands.add_parser("agent", help="run the delivery agent in the foreground (it exits after a quiet period)")
     import_cmd = commands.add_parser("import", help="turn another tool's saved runs into rltrack run directories")
-    import_cmd.add_argument("format", choices=["neptune"], help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders")
+    import_cmd.add_argument(
+        "format", choices=["neptune", "tensorboard"],
+        help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders; tensorboard: folders of event files "
+        "(CleanRL's runs/<run_name>, Tianshou's log/, DI-engine experiments), each found under PATH one run",
+    )
     import_cmd.add_argument("path", type=Path)
     import_cmd.add_argument("--root", type=local_root_argument, default=Path("runs"), help="where to create the run directories (default: runs)")
     deliver_cmd = commands.add_parser("deliver", help='deliver the runs under a storage URI to their trackers (run.delivery = "from-storage")')
@@ -302,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sync":
         return sync(args.run_dir, args.to, args.config, args.force, args.timeout)
     if args.command == "import":
-        return import_neptune(args.path, args.root)
+        return import_runs(args.format, args.path, args.root)
     if args.command == "pull":
         return pull_runs(args.uri, args.dir)
     if args.command == "deliver":

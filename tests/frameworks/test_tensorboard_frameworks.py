@@ -1,3 +1,227 @@
+"""Real frameworks that write TensorBoard, from PyPI, into every tracker with no change to their code.
+
+Each case trains a few thousand steps of the framework's own code:
+CleanRL 1.2.0's `dqn.py` (the script as installed), DI-engine 0.5.3's serial DQN
+on CartPole (its own config and `serial_pipeline`), skrl's PPO and rsl_rl's
+`OnPolicyRunner` on a gymnasium CartPole. Each runs twice, with the same seed:
+once plainly, once under `rltrack run --config ... -- python ...` with MLflow
+(SQLite store), W&B (offline) and trackio. Then:
+
+* every scalar of the launched run's event files (TensorBoard's own
+  `EventAccumulator`, tests/helpers/tracker_scalars.py) is in MLflow
+  (MlflowClient), W&B's run file (tests/helpers/wandb_reader.py) and trackio
+  (tests/helpers/trackio_reader.py) at the same step with the same value,
+  exactly once; DI-engine's twins are one value with both axes;
+* the event files hold the same tags at the same steps as the plain run's, and the
+  same values except those measuring time (throughputs, durations);
+* the run is `finished`; CleanRL's hyperparameters are MLflow params and W&B config, typed.
+
+CleanRL's and DI-engine's pins need the oldest environment (`make test-oldest`),
+skrl and rsl_rl run beside the main lock: each case skips, saying why, where its
+framework is not installed. All are `slow` (tens of seconds to minutes each).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import wandb_reader
+from reliability_helpers import PYTHON, child_env, meta, mlflow_run, sync_run
+from tracker_scalars import (
+    Series,
+    at_iterations,
+    event_file_scalars,
+    expected_in_trackers,
+    mlflow_scalars,
+    trackio_scalars,
+    wandb_scalars,
+)
+from waiting import wait_until
+
+from rltrack.trackers.mlflow.batch import mlflow_key
+
+pytestmark = pytest.mark.slow
+#: Values that measure time differ between two runs of one seed; only their tags and steps are compared.
+TIMING_TAG = re.compile(r"time|_sec|SPS|fps", re.IGNORECASE)
+PROJECT = "frameworks"
+
+
+class Case:
+    name: ClassVar[str]
+    modules: ClassVar[tuple[str, ...]]
+
+    def command(self, seed: int) -> list[str]:
+        """The training command, run in a directory of its own."""
+        raise NotImplementedError
+
+    def event_folder(self, workdir: Path) -> Path:
+        """The folder of event files the command wrote under `workdir`."""
+        raise NotImplementedError
+
+    def check(self, run_dir: Path, events: Series) -> None:
+        """What else the framework's run must show in the trackers."""
+
+
+class CleanRLDQN(Case):
+    name, modules = "cleanrl-dqn", ("cleanrl.dqn", "gymnasium", "stable_baselines3")
+
+    def command(self, seed: int) -> list[str]:
+        spec = importlib.util.find_spec("cleanrl.dqn")
+        assert spec is not None and spec.origin
+        return [spec.origin, "--seed", str(seed), "--cuda", "False", "--total-timesteps", "3000", "--learning-starts", "500",
+                "--train-frequency", "10", "--target-network-frequency", "100"]  # fmt: skip
+
+    def event_folder(self, workdir: Path) -> Path:
+        (folder,) = (workdir / "runs").iterdir()  # CleanRL's runs/<env>__<script>__<seed>__<time>
+        return folder
+
+    def check(self, run_dir: Path, events: Series) -> None:
+        client, run_id = mlflow_run(run_dir)
+        params = client.get_run(run_id).data.params
+        assert params["total_timesteps"] == "3000" and params["env_id"] == "CartPole-v1"
+        (wandb_file,) = wandb_reader.run_files(run_dir)
+        config = wandb_reader.config(wandb_file)
+        assert config["total_timesteps"] == 3000 and config["torch_deterministic"] is True and config["learning_rate"] == 0.00025
+        assert run_dir.name.startswith("CartPole-v1__dqn__1__")  # named after CleanRL's run_name
+        assert len(events["charts/episodic_return"]) > 10  # one-element arrays, every one of them a scalar
+
+
+DI_SCRIPT = """
+\"\"\"DI-engine's serial DQN on CartPole, its own config, fewer environments and steps.\"\"\"
+import sys
+from copy import deepcopy
+from ding.entry import serial_pipeline
+from dizoo.classic_control.cartpole.config.cartpole_dqn_config import main_config, create_config
+main_config, create_config = deepcopy(main_config), deepcopy(create_config)
+main_config.exp_name = "cartpole_dqn_seed0"
+main_config.env.collector_env_num = main_config.env.evaluator_env_num = main_config.env.n_evaluator_episode = 2
+main_config.policy.eval.evaluator.eval_freq = 200
+create_config.env_manager.type = "base"
+serial_pipeline([main_config, create_config], seed=int(sys.argv[1]), max_env_step=600)
+"""
+
+
+class DIEngineDQN(Case):
+    name, modules = "di-engine-dqn", ("ding", "dizoo", "gym")
+
+    def command(self, seed: int) -> list[str]:
+        return ["-c", DI_SCRIPT, str(seed)]
+
+    def event_folder(self, workdir: Path) -> Path:
+        return workdir / "cartpole_dqn_seed0" / "log" / "serial"
+
+    def check(self, run_dir: Path, events: Series) -> None:
+        by_iteration = wandb_scalars(run_dir, "train_iter")
+        for name, points in at_iterations(events).items():  # the `_iter` halves: the same values' other axis
+            assert by_iteration[name] == points, name
+        mlflow = mlflow_scalars(run_dir)
+        assert "collector_iter/reward_mean" not in mlflow and "collector_step/reward_mean" not in mlflow  # one value, not two
+
+
+SKRL_SCRIPT = """
+\"\"\"skrl's own PPO on gymnasium's CartPole-v1: its SequentialTrainer, its TensorBoard writer.\"\"\"
+import sys
+import gymnasium as gym
+from skrl.agents.torch.ppo import PPO
+from skrl.envs.wrappers.torch import wrap_env
+from skrl.memories.torch import RandomMemory
+from skrl.trainers.torch import SequentialTrainer
+from skrl.utils import set_seed
+from skrl.utils.model_instantiators.torch import categorical_model, deterministic_model
+
+set_seed(int(sys.argv[1]), deterministic=True)
+env = wrap_env(gym.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync"), wrapper="gymnasium")
+net = [{"name": "net", "input": "OBSERVATIONS", "layers": [32, 32], "activations": "tanh"}]
+spaces = {"observation_space": env.observation_space, "action_space": env.action_space}
+models = {"policy": categorical_model(**spaces, network=net, output="ACTIONS"), "value": deterministic_model(**spaces, network=net, output="ONE")}
+cfg = {"rollouts": 64, "learning_epochs": 2, "mini_batches": 2,
+       "experiment": {"directory": "skrl_runs", "experiment_name": "cartpole_ppo", "write_interval": 64, "checkpoint_interval": 0}}
+agent = PPO(models=models, memory=RandomMemory(memory_size=64, num_envs=env.num_envs), **spaces, cfg=cfg)
+SequentialTrainer(env=env, agents=agent, cfg={"timesteps": 1024, "headless": True, "disable_progressbar": True}).train()
+"""
+
+
+class SkrlPPO(Case):
+    """skrl writes `Reward / Total reward (mean)`-style tags at its timestep (MLflow takes no parentheses:
+    those keys arrive under rltrack.trackers.mlflow's `mlflow_key`)."""
+
+    name, modules = "skrl-ppo", ("skrl", "gymnasium")
+
+    def command(self, seed: int) -> list[str]:
+        return ["-c", SKRL_SCRIPT, str(seed)]
+
+    def event_folder(self, workdir: Path) -> Path:
+        return workdir / "skrl_runs" / "cartpole_ppo"
+
+    def check(self, run_dir: Path, events: Series) -> None:
+        assert len(events["Reward / Total reward (mean)"]) == 1024 // 64  # one row per write interval
+
+
+CASES = [CleanRLDQN, DIEngineDQN, SkrlPPO]
+
+
+@pytest.fixture(params=CASES, ids=lambda case: case.name)
+def case(request: pytest.FixtureRequest) -> Case:
+    for module in request.param.modules:
+        pytest.importorskip(module, reason=f"{request.param.name} needs {module} (installed in the oldest environment, see the Makefile)")
+    return request.param()
+
+
+def train(case: Case, workdir: Path, home: Path, launcher: list[str]) -> subprocess.CompletedProcess[str]:
+    workdir.mkdir(parents=True)
+    return subprocess.run([*launcher, PYTHON, *case.command(seed=1)], capture_output=True, text=True, env=child_env(home),
+                          timeout=1800, cwd=workdir, check=False)  # fmt: skip
+
+
+def delivered(run_dir: Path, home: Path) -> None:
+    """Waits for the agent to end its delivery of the run, then syncs what it left (nothing twice):
+    `rltrack sync` refuses (exit 2) while the agent holds the run's cursors."""
+    wait_until(lambda: sync_run(run_dir, home).returncode == 0, 900, f"`rltrack sync {run_dir}` to run with no agent delivering it", every=1.0)
+
+
+def write_config(directory: Path) -> Path:
+    config = directory / "rltrack.toml"
+    config.write_text(
+        f'[run]\nroot = "{directory / "rl"}"\n\n[backends]\nuse = ["mlflow", "wandb", "trackio"]\n\n'
+        f'[backends.mlflow]\ntracking_uri = "sqlite:///{directory / "mlflow.db"}"\nexperiment = "{PROJECT}"\n\n'
+        f'[backends.trackio]\nproject = "{PROJECT}"\ndir = "{directory / "trackio"}"\n'
+    )
+    return config
+
+
+def test_every_scalar_reaches_every_tracker_once_and_the_event_files_stay_the_same(case: Case, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    plain = train(case, tmp_path / "plain", home, [])
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    config = write_config(tmp_path)
+    launched = train(case, tmp_path / "launched", home, [PYTHON, "-m", "rltrack.cli", "run", "--config", str(config), "--"])
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    (run_dir,) = [p.parent for p in (tmp_path / "rl").glob("*/meta.json")]
+    delivered(run_dir, home)
+    assert meta(run_dir)["status"] == "finished"
+
+    events = event_file_scalars(case.event_folder(tmp_path / "launched"))
+    expected = expected_in_trackers(events)
+    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "env_steps", "train_iter"),
+              "trackio": trackio_scalars(tmp_path / "trackio", PROJECT)}  # fmt: skip
+    for name, points in expected.items():
+        for tracker, held in stores.items():
+            key = mlflow_key(name) if tracker == "mlflow" else name
+            assert held.get(key) == points, (tracker, name, held.get(key, [])[:5], points[:5])
+    case.check(run_dir, events)
+
+    without = event_file_scalars(case.event_folder(tmp_path / "plain"))
+    assert {tag: [s for s, _ in points] for tag, points in events.items()} == {tag: [s for s, _ in points] for tag, points in without.items()}
+    assert {tag: points for tag, points in events.items() if not TIMING_TAG.search(tag)} == {
+        tag: points for tag, points in without.items() if not TIMING_TAG.search(tag)
+    }
+
 
 
 ATTACHED = """
@@ -6,35 +230,39 @@ import runpy, sys
 import rltrack
 from rltrack.adapters.tensorboard import attach
 attach(rltrack.make_logger(sys.argv[1]))
-sys.argv = sys.argv[2:]
+sys.argv = sys.argv[3:]  # after the config: the interpreter `train` puts before every command, then CleanRL's command line
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def test_cleanrl_with_attach_in_the_users_code(tmp_path: Path) -> None:
+def cleanrl() -> Case:
     case = CleanRLDQN()
     for module in case.modules:
         pytest.importorskip(module, reason=f"{case.name} needs {module} (installed in the oldest environment, see the Makefile)")
+    return case
+
+
+def test_cleanrl_with_attach_in_the_users_code(tmp_path: Path) -> None:
+    case = cleanrl()
     home = tmp_path / "home"
     home.mkdir()
     config = write_config(tmp_path)
     done = train(case, tmp_path / "attached", home, [PYTHON, "-c", ATTACHED, str(config)])
     assert done.returncode == 0, done.stderr[-3000:]
     (run_dir,) = [p.parent for p in (tmp_path / "rl").glob("*/meta.json")]
-    assert sync_run(run_dir, home).returncode == 0
+    delivered(run_dir, home)
     assert meta(run_dir)["status"] == "finished"
     expected = expected_in_trackers(event_file_scalars(case.event_folder(tmp_path / "attached")))
+    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "env_steps")}
     for name, points in expected.items():
-        assert mlflow_scalars(run_dir).get(name) == points, name
-        assert wandb_scalars(run_dir, "env_steps").get(name) == points, name
+        for tracker, held in stores.items():
+            assert held.get(name) == points, (tracker, name)
 
 
 def test_a_cleanrl_script_that_raises_ends_its_run_failed(tmp_path: Path) -> None:
     """dqn.py with an environment gymnasium does not know: the writer has written the
     hyperparameters when `gym.make` raises; the launcher exits with the script's code."""
-    case = CleanRLDQN()
-    for module in case.modules:
-        pytest.importorskip(module, reason=f"{case.name} needs {module} (installed in the oldest environment, see the Makefile)")
+    case = cleanrl()
     home = tmp_path / "home"
     home.mkdir()
     config = write_config(tmp_path)
@@ -43,7 +271,8 @@ def test_a_cleanrl_script_that_raises_ends_its_run_failed(tmp_path: Path) -> Non
     done = subprocess.run(command, capture_output=True, text=True, env=child_env(home), timeout=600, cwd=tmp_path / "work", check=False)
     assert done.returncode == 1 and "NoSuchEnv" in done.stderr, done.stderr[-3000:]
     (run_dir,) = [p.parent for p in (tmp_path / "rl").glob("*/meta.json")]
+    delivered(run_dir, home)
     assert meta(run_dir)["status"] == "failed"
-    client, run_id = mlflow_run(run_dir) if sync_run(run_dir, home).returncode == 0 else (None, None)
-    assert client is not None and client.get_run(run_id).info.status == "FAILED"
+    client, run_id = mlflow_run(run_dir)
+    assert client.get_run(run_id).info.status == "FAILED"
     assert client.get_run(run_id).data.params["env_id"] == "NoSuchEnv-v0"
