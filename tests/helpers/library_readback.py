@@ -41,7 +41,7 @@ def assert_once_everywhere(run_dir: Path, logged: list[Logged]) -> None:
     expected: dict[str, Counter[tuple[str, int, Any]]] = {}
     for name, axis, step, value in logged:
         expected.setdefault(name, Counter())[(axis, int(step), _key(float(value)))] += 1
-    table = pd.read_csv(run_dir / "progress.csv")
+    table = pd.read_csv(run_dir / "progress.csv", float_precision="round_trip")  # pandas < 3 parses floats inexactly by default
     client = MlflowClient(tracker_state(run_dir, "mlflow")["tracking_uri"])
     run_id = tracker_state(run_dir, "mlflow")["run_id"]
     (wandb_file,) = wandb_reader.run_files(run_dir)
