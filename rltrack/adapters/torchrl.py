@@ -33,7 +33,7 @@ What each call becomes:
 * `log_histogram(name, data, step=)`: a `histogram` event of the values;
 * `log_hparams(cfg)`: a dict or an OmegaConf/Hydra config (resolved to a
   container, as TorchRL's loggers do), as `hparams`;
-* `flush()` waits for the run directory, `close()`/`shutdown()` ends the run.
+* `flush()` waits for the run directory, `close()` (TorchRL 0.14's `shutdown()`) ends the run.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ class RLTrackLogger(_loggers.Logger):
         self._sections = sections
         self.step_axis = step_axis
         self._routes: dict[str, list[tuple[str, str]]] = {}
+        self._closed = False
         super().__init__(exp_name=exp_name, log_dir=None if log_dir is None else str(log_dir))
 
     def _create_experiment(self) -> Any:
@@ -129,15 +130,19 @@ class RLTrackLogger(_loggers.Logger):
     def flush(self, timeout: float | None = None) -> None:
         self.experiment.flush(timeout)
 
-    def shutdown(self, timeout: float | None = None) -> None:
-        """Ends the run (a `Logger` given to the constructor is only flushed)."""
-        if self._service_shutdown:
+    def close(self, timeout: float | None = None) -> None:
+        """Ends the run (a `Logger` given to the constructor is only flushed);
+        TorchRL 0.14's `shutdown` is the same, TorchRL 0.12 has neither."""
+        if self._closed:
             return
+        self._closed = True
         if self._given is None:
             self.experiment.close()
         else:
             self.experiment.flush(timeout)
         self._service_shutdown = True
+
+    shutdown = close
 
     def __repr__(self) -> str:
         return f"RLTrackLogger(exp_name={self.exp_name!r}, run_dir={str(self.experiment.run_dir)!r})"

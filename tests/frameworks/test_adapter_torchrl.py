@@ -107,7 +107,8 @@ def test_videos_histograms_hparams_and_metrics_as_torchrl_hands_them_over(tmp_pa
     logger.log_histogram("weights", torch.tensor([1.0, 2.0, 2.0]), step=7)
     logger.log_metrics({"a": torch.tensor(1.5), "b": 2}, step=8)
     logger.log_hparams({"gamma": 0.99})
-    assert logger.state_dict()["exp_name"] == "media"
+    if hasattr(torchrl.record.loggers.Logger, "state_dict"):  # TorchRL >= 0.14 checkpoints its loggers
+        assert logger.state_dict()["exp_name"] == "media"
     assert "media" in repr(logger)
     logger.close()
     events = list(read_journal(logger.run_dir))
