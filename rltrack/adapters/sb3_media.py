@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from rltrack.frameworks.sb3 import NAMESPACES
 from rltrack.core.optional import require
-from rltrack.sinks.rundir import safe_filename
+from rltrack.sinks.rundir import media_file
 
 if TYPE_CHECKING:
     from rltrack.training.logger import Logger
@@ -74,13 +74,7 @@ def encode(logger: Logger, key: str, value: Any, steps: dict[str, int]) -> Encod
 
 def _media_path(logger: Logger, key: str, step: int, suffix: str = ".png") -> tuple[Path, str]:
     prefix, _, leaf = key.partition("/") if "/" in key else ("", "", key)
-    folder = Path("media") / safe_filename(NAMESPACES.get(prefix, prefix) or "main")
-    stem = f"{safe_filename(leaf)}_{step}"
-    (logger.run_dir / folder).mkdir(parents=True, exist_ok=True)
-    name, n = f"{stem}{suffix}", 1
-    while (logger.run_dir / folder / name).exists():
-        name, n = f"{stem}_{n}{suffix}", n + 1
-    return logger.run_dir / folder / name, (folder / name).as_posix()
+    return media_file(logger.run_dir, NAMESPACES.get(prefix, prefix), leaf, step, suffix)
 
 
 def _image_value(logger: Logger, key: str, image: Any, dataformats: str, step: int) -> dict[str, Any]:

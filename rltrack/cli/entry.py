@@ -5,6 +5,8 @@
     rltrack agent                                         run the agent in the foreground (containers, debugging)
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
+    rltrack import tensorboard PATH [--root DIR]          folders of TensorBoard event files -> run directories
+    rltrack run [--config F] [--name N] -- python x.py    a script's TensorBoard writers into the trackers
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
     rltrack report RUN... [--task T] [--where Q] -o p.html  one run as a page, or several compared on one
 
@@ -153,21 +155,22 @@ def sync(run_dir: Path, to: list[str] | None, config: Path | None, force: bool, 
     return 0 if complete else 1
 
 
-def import_neptune(path: Path, root: Path) -> int:
+def import_runs(what: str, path: Path, root: Path) -> int:
+    """`rltrack import neptune|tensorboard PATH`: the run directories made, one a line."""
     try:
-        from rltrack.importers.neptune import import_folder
+        module = importlib.import_module(f"rltrack.importers.{what}")
     except ImportError as exc:
-        print(f"rltrack import neptune: not available in this installation ({exc})", file=sys.stderr)
+        print(f"rltrack import {what}: not available in this installation ({exc})", file=sys.stderr)
         return 2
     try:
-        run_dirs = import_folder(path, root)
+        run_dirs = module.import_folder(path, root)
     except (OSError, ValueError) as exc:
-        print(f"rltrack import neptune: {exc}", file=sys.stderr)
+        print(f"rltrack import {what}: {exc}", file=sys.stderr)
         return 2
     for run_dir in run_dirs:
         print(run_dir)
     if run_dirs:
-        print("deliver with: rltrack sync <run dir> --to mlflow (or wandb)", file=sys.stderr)
+        print("deliver with: rltrack sync <run dir> --to mlflow (or wandb, trackio, neptune)", file=sys.stderr)
     return 0
 
 
@@ -193,7 +196,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         description="One line per group of runs (groups by hyperparameters), the mean over the group's runs with a "
         "shaded 95% t-interval; runs are aligned on a common x grid by linear interpolation (no extrapolation).",
     )
-    plot_cmd.add_argument("patterns", nargs="+", metavar="RUN_PATTERN", help="a run directory, or a regex searched in the run ids under --root")
+    plot_cmd.add_argument("patterns", nargs="+", metavar="RUN_PATTERN", help="a run directory, or a regex searched in the run ids and folder paths under --root")
     plot_cmd.add_argument("--metric", required=True, help="the metric's key, e.g. collector/reward_mean (canonical names work across frameworks)")
     plot_cmd.add_argument("--x", metavar="AXIS", help="x axis: a step axis such as env_steps or train_iter, or 'time' (default: each run's primary step)")
     plot_cmd.add_argument("--group-by", metavar="KEYS", help="comma-separated hyperparameters (or source, task, host) defining groups "
@@ -207,7 +210,7 @@ def add_figure_commands(commands: argparse._SubParsersAction) -> None:  # type: 
         "report", help="a self-contained HTML page: one run (config, summary, plots, timings, checkpoints), or several "
         "compared (groups, mean over seeds with a band, the hyperparameters that differ, a summary table)"
     )
-    report_cmd.add_argument("runs", nargs="*", metavar="RUN", help="a run directory, or a regex searched in the run ids under --root")
+    report_cmd.add_argument("runs", nargs="*", metavar="RUN", help="a run directory, or a regex searched in the run ids and folder paths under --root")
     report_cmd.add_argument("--task", help="the runs of a task (glob patterns such as 'cartpole*' work)")
     report_cmd.add_argument("--where", metavar="EXPR", help="the runs a query selects, as `rltrack runs ls --where`")
     report_cmd.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
@@ -238,7 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     status_cmd.add_argument("--json", action="store_true", help="as JSON")
     commands.add_parser("agent", help="run the delivery agent in the foreground (it exits after a quiet period)")
     import_cmd = commands.add_parser("import", help="turn another tool's saved runs into rltrack run directories")
-    import_cmd.add_argument("format", choices=["neptune"], help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders")
+    import_cmd.add_argument(
+        "format", choices=["neptune", "tensorboard"],
+        help="neptune: Neptune 1.x .neptune/offline and .neptune/async folders; tensorboard: folders of event files "
+        "(CleanRL's runs/<run_name>, Tianshou's log/, DI-engine experiments), each found under PATH one run",
+    )
     import_cmd.add_argument("path", type=Path)
     import_cmd.add_argument("--root", type=Path, default=Path("runs"), help="where to create the run directories (default: runs)")
     from rltrack.cli.runs_command import add_commands as add_runs_commands
@@ -246,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
 
     add_runs_commands(commands)  # runs ls/show/rm/archive/index, export: each sets a handler
     add_figure_commands(commands)  # plot, report
-    args = parser.parse_args(dash_values(sys.argv[1:] if argv is None else argv))
+    from rltrack.cli.run_command import add_command as add_run_command
+
+    add_run_command(commands)  # run: sets a handler
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv if argv[:1] == ["run"] else dash_values(argv))  # a command's own arguments are left as given
     if hasattr(args, "handler"):
         from rltrack.runs.index import RootError
 
@@ -258,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sync":
         return sync(args.run_dir, args.to, args.config, args.force, args.timeout)
     if args.command == "import":
-        return import_neptune(args.path, args.root)
+        return import_runs(args.format, args.path, args.root)
     if args.command == "status":
         return status(args.json)
     if args.command == "agent":

@@ -20,8 +20,9 @@ from rltrack.runs.run import Run, open_run
 
 def select_runs(patterns: Sequence[str], root: Path) -> tuple[list[Run], list[str]]:
     """The runs `patterns` name, each once, in order: a pattern is a run directory, or a
-    regular expression searched in the ids of the live (not archived) runs indexed under
-    `root`. Also returns the patterns that matched nothing."""
+    regular expression searched in the ids and in the folder paths (relative to `root`)
+    of the live (not archived) runs indexed under `root`. Also returns the patterns
+    that matched nothing."""
     runs: dict[Path, Run] = {}
     unmatched = []
     indexed = None
@@ -37,7 +38,7 @@ def select_runs(patterns: Sequence[str], root: Path) -> tuple[list[Run], list[st
                 ) from None
             if indexed is None:
                 indexed = query(root, archived=False)
-            paths = [root / path for run_id, path in zip(indexed["id"], indexed["path"]) if regex.search(run_id)]
+            paths = [root / path for run_id, path in zip(indexed["id"], indexed["path"]) if regex.search(run_id) or regex.search(path)]
         if not paths:
             unmatched.append(pattern)
         for path in paths:

@@ -48,7 +48,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     ls.set_defaults(handler=cmd_ls)
 
     show = sub.add_parser("show", help="one run: config, hyperparameters, metrics summary, files, delivery status")
-    show.add_argument("run", help="a run directory or run id (or its unique beginning)")
+    show.add_argument("run", help="a run directory, a run folder under --root, or a run id (or its unique beginning)")
     _root(show)
     _json(show)
     show.set_defaults(handler=cmd_show)
@@ -68,7 +68,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     index.set_defaults(handler=cmd_index)
 
     export = commands.add_parser("export", help="write runs' values as tidy tables (csv or parquet)")
-    export.add_argument("runs", nargs="+", metavar="RUN", help="run directories or run ids")
+    export.add_argument("runs", nargs="+", metavar="RUN", help="run directories, run folders under --root, or run ids")
     _root(export)
     export.add_argument("--format", choices=["csv", "parquet"], default="csv", help="file format (default csv)")
     export.add_argument("-o", "--out", type=Path, default=Path("."), help="directory for the files (default: .)")

@@ -60,6 +60,7 @@ from rltrack.frameworks.tensorboard_tags import (
     HPARAMS_PREFIX,
     HPARAMS_SESSION_START,
     HPARAMS_TEXT_TAGS,
+    LOGDIR_TAILS,
     PERIOD_AXIS,
     PREFIXES,
     SECONDS_AXIS,
@@ -117,6 +118,17 @@ def route(tag: str, mode: str = "both") -> Route:
     canonical_namespace, _, canonical_leaf = canonical.partition("/")
     keys = (canonical_leaf,) if mode == "canonical" else (leaf, canonical_leaf)
     return Route(canonical_namespace, tuple(dict.fromkeys(keys)), axis)
+
+
+def run_name(logdir: str | os.PathLike[str]) -> str:
+    """The name of the run a writer's log directory stands for: its folder
+    (CleanRL's `runs/<run_name>`), the experiment's for DI-engine's
+    `<exp_name>/log/serial`."""
+    parts = os.path.normpath(os.path.abspath(os.fspath(logdir))).split(os.sep)
+    for tail in LOGDIR_TAILS:
+        if len(parts) > len(tail) + 1 and tuple(parts[-len(tail):]) == tail:
+            return parts[-len(tail) - 1]
+    return parts[-1] or "tensorboard"
 
 
 def stored_name(tag: str, mode: str = "both") -> str:
@@ -240,25 +252,37 @@ def _tensor_number(tensor: Any) -> float | None:
     return None
 
 
-def histogram_values(histo: Any) -> list[float]:
-    """Values standing for a `HistogramProto`: each bucket's count at its centre
-    (clamped to the recorded min and max), at most `MAX_HISTOGRAM_VALUES`."""
-    limits, counts = list(histo.bucket_limit), list(histo.bucket)
-    total = sum(counts)
+def histogram_values(value: Any) -> list[float]:
+    """Values standing for a histogram summary, a `HistogramProto` (`histo`)
+    or the histograms plugin's tensor of (left, right, count) rows (as
+    TensorBoard's `EventFileLoader` hands it over): each bucket's count of
+    values at its centre, at most `MAX_HISTOGRAM_VALUES` in all."""
+    if value.WhichOneof("value") == "histo":
+        histo = value.histo
+        lefts = [histo.min, *histo.bucket_limit[:-1]]
+        buckets = [(max(left, histo.min), min(right, histo.max), count) for left, right, count in zip(lefts, histo.bucket_limit, histo.bucket)]
+    else:
+        tensor = value.tensor
+        code = _TENSOR_FORMATS.get(tensor.dtype, "d")
+        content = tensor.tensor_content
+        flat = struct.unpack(f"<{len(content) // struct.calcsize(code)}{code}", content) if content else (*tensor.double_val, *tensor.float_val)
+        buckets = [(flat[i], flat[i + 1], flat[i + 2]) for i in range(0, len(flat) - 2, 3)]
+    total = sum(count for _, _, count in buckets)
     if not total:
         return []
     scale = min(1.0, MAX_HISTOGRAM_VALUES / total)
-    low, high = histo.min, histo.max
     values: list[float] = []
-    left = low
-    for limit, count in zip(limits, counts):
-        right = min(limit, high)
-        n = round(count * scale)
-        if n:
-            centre = (max(left, low) + right) / 2 if math.isfinite(right) else high
-            values.extend([min(max(centre, low), high)] * n)
-        left = limit
+    for left, right, count in buckets:
+        values.extend([(left + right) / 2] * round(count * scale))
     return values
+
+
+def image_png(value: Any) -> bytes:
+    """The (first) encoded image of an image summary: `image`, or the images
+    plugin's tensor (width, height, then the images) as `EventFileLoader` gives it."""
+    if value.WhichOneof("value") == "image":
+        return bytes(value.image.encoded_image_string)
+    return bytes(value.tensor.string_val[2])
 
 
 # ---- the translator --------------------------------------------------------------
@@ -302,10 +326,11 @@ class Translator:
         self.save_image = save_image
         self.source = source
         self._routes: dict[tuple[str, str], Route] = {}
-        self._open: dict[tuple[str, str], _Open] = {}
-        self._pending: dict[str, tuple[str, str, int, float, float]] = {}  # logdir -> a `_iter` half: stage, key, step, value, time
+        self._open: dict[tuple[str, str, bool], _Open] = {}  # (namespace, kind, a throughput table) -> its open event
+        self._pending: dict[tuple[str, str], tuple[str, int, float, float]] = {}  # (logdir, stage) -> a `_iter` half: key, step, value, time
         self._last_step: dict[tuple[str, str], int] = {}
         self._hparams_dirs: set[str] = set()
+        self._logdirs: dict[Any, str] = {}  # a logdir as given -> normalised
         self._out: list[Event] = []
 
     # ---- input
@@ -313,16 +338,20 @@ class Translator:
     def add(self, proto: Any, logdir: str | os.PathLike[str]) -> list[Event]:
         """Takes one `Event` proto written in `logdir`; returns the events
         completed by it (values may wait for the rest of their block: `flush`)."""
-        summary = getattr(proto, "summary", None)
-        if summary is None or not proto.HasField("summary"):
+        if not proto.HasField("summary"):
             return self._take()
-        where = os.path.normpath(os.fspath(logdir))
-        if self.root is None:
-            self.root = where
-        step, wall_time = int(proto.step), float(proto.wall_time)
-        for value in summary.value:
+        where = self._logdirs.get(logdir)
+        if where is None:
+            where = self._logdirs[logdir] = os.path.normpath(os.fspath(logdir))
+            if self.root is None:
+                self.root = where
+        step, wall_time = proto.step, proto.wall_time
+        for value in proto.summary.value:
             try:
-                self._value(where, value, step, wall_time)
+                if value.WhichOneof("value") == "simple_value" and not value.tag.startswith(HPARAMS_PREFIX):  # the common case first
+                    self._scalar(where, value.tag, value.simple_value, step, wall_time)
+                else:
+                    self._value(where, value, step, wall_time)
             except Exception as exc:  # noqa: BLE001 - one odd value must not stop the others
                 self.report.count("dropped", f"{value.tag}: {type(exc).__name__}: {exc}", section=SECTION)
         return self._take()
@@ -330,11 +359,10 @@ class Translator:
     def flush(self) -> list[Event]:
         """Every value still held: a twin half waiting for its other half, the
         open events. Call it at the end (a writer's close, the run's end)."""
-        for logdir in list(self._pending):
-            self._orphan(logdir)
-        for (namespace, kind), opened in list(self._open.items()):
-            self._emit(namespace, kind, opened)
-        self._open.clear()
+        for held in list(self._pending):
+            self._orphan(held)
+        for slot, opened in list(self._open.items()):
+            self._emit(slot, opened)
         return self._take()
 
     def _take(self) -> list[Event]:
@@ -350,6 +378,12 @@ class Translator:
             if tag == HPARAMS_SESSION_START:
                 self._hparams(session_hparams(value.metadata.plugin_data.content), wall_time)
             return
+        if which == "histo" or plugin == "histograms":
+            self._put(logdir, tag, "histogram", histogram_values(value), step, wall_time)
+            return
+        if which == "image" or plugin == "images":
+            self._image(logdir, tag, image_png(value), step, wall_time)
+            return
         if plugin == "text" or (which == "tensor" and value.tensor.string_val and plugin != "scalars"):
             text = b"\n".join(value.tensor.string_val).decode("utf-8", "replace")
             if tag in HPARAMS_TEXT_TAGS:
@@ -360,13 +394,9 @@ class Translator:
             self._put(logdir, tag.removesuffix(TEXT_SUFFIX), "text", text, step, wall_time)
             return
         if which == "simple_value":
-            self._scalar(logdir, tag, float(value.simple_value), step, wall_time)
+            self._scalar(logdir, tag, value.simple_value, step, wall_time)
         elif which == "tensor" and (number := _tensor_number(value.tensor)) is not None:
             self._scalar(logdir, tag, number, step, wall_time)
-        elif which == "histo":
-            self._put(logdir, tag, "histogram", histogram_values(value.histo), step, wall_time)
-        elif which == "image":
-            self._image(logdir, tag, value.image.encoded_image_string, step, wall_time)
         else:
             self.report.count("dropped", f"{plugin or which or 'empty'} summaries (no rltrack kind)", section=SECTION)
 
@@ -385,24 +415,27 @@ class Translator:
     def _scalar(self, logdir: str, tag: str, number: float, step: int, wall_time: float) -> None:
         self._count_back(logdir, tag, step)
         found = self._route(logdir, tag)
-        pending = self._pending.get(logdir)
-        if pending is not None and not (found.twin == "step" and pending[:2] == (found.namespace, found.keys[0])):
-            self._orphan(logdir)  # DI-engine writes `_step/k` right after `_iter/k`: anything else means no twin
+        held = (logdir, found.namespace)
+        pending = self._pending.get(held)
+        if pending is not None and found.twin is not None and not (found.twin == "step" and pending[0] == found.keys[0]):
+            self._orphan(held)  # DI-engine writes a stage's `_step/k` right after its `_iter/k`: another half means no twin
             pending = None
+        elif found.twin is None:
+            pending = None  # a buffer's `_sec/` table, from its own thread, between the halves
         if found.twin == "iter":
-            self._pending[logdir] = (found.namespace, found.keys[0], step, number, wall_time)
+            self._pending[held] = (found.keys[0], step, number, wall_time)
             return
         steps = {found.axis: step}
         if pending is not None:  # the `_step` half: one value, both axes, env steps first
-            del self._pending[logdir]
-            steps = {STEP_AXIS: step, ITER_AXIS: pending[2]}
-            wall_time = pending[4]
+            del self._pending[held]
+            steps = {STEP_AXIS: step, ITER_AXIS: pending[1]}
+            wall_time = pending[3]
         self._put_routed(found, "scalars", number, steps, wall_time)
 
-    def _orphan(self, logdir: str) -> None:
+    def _orphan(self, held: tuple[str, str]) -> None:
         """A `_iter` value without its `_step` twin: at its block's iteration."""
-        namespace, key, step, number, wall_time = self._pending.pop(logdir)
-        self._put_routed(Route(namespace, (key,), ITER_AXIS), "scalars", number, {ITER_AXIS: step}, wall_time)
+        key, step, number, wall_time = self._pending.pop(held)
+        self._put_routed(Route(held[1], (key,), ITER_AXIS), "scalars", number, {ITER_AXIS: step}, wall_time)
 
     def _count_back(self, logdir: str, tag: str, step: int) -> None:
         last = self._last_step.get((logdir, tag))
@@ -421,31 +454,38 @@ class Translator:
     def _new_route(self, logdir: str, tag: str) -> Route:
         if logdir == self.root:
             return route(tag, self.names)
-        relative = os.path.relpath(logdir, self.root).replace(os.sep, "/")
-        parent = os.path.dirname(logdir)
+        name, parent = os.path.basename(logdir), os.path.dirname(logdir)
         main = tag.replace("/", "_") + "_"
-        name = os.path.basename(logdir)
-        if parent == self.root and name.startswith(main) and len(name) > len(main):  # torch's add_scalars
-            return route(f"{tag}/{name[len(main):]}", self.names)
-        if relative.startswith(tag + "/") and "/" not in relative[len(tag) + 1 :]:  # tensorboardX's add_scalars
-            return route(f"{tag}/{relative[len(tag) + 1:]}", self.names)
-        axis = route(tag, self.names).axis
+        if name.startswith(main) and len(name) > len(main):  # torch's add_scalars: <writer>/<main>_<key>
+            return self._written_in(parent, f"{tag}/{name[len(main):]}")
+        if parent.endswith(os.sep + os.path.normpath(tag)):  # tensorboardX's add_scalars: <writer>/<main>/<key>
+            return self._written_in(parent[: -len(os.path.normpath(tag)) - 1], f"{tag}/{name}")
         if logdir in self._hparams_dirs:  # add_hparams' metrics: their own tags
-            return Route("", (tag,), axis)
-        return Route(relative.replace("/", "_") if not relative.startswith("..") else name, (tag,), axis)
+            return Route("", (tag,), route(tag).axis)
+        return self._written_in(logdir, tag)
+
+    def _written_in(self, writer_dir: str, tag: str) -> Route:
+        """The route of a tag of the writer in `writer_dir`: the first log
+        directory's by the tag's prefix; another's in a namespace named after
+        that directory (relative to the first), the tag as the key."""
+        if writer_dir == self.root:
+            return route(tag, self.names)
+        relative = os.path.relpath(writer_dir, self.root)
+        namespace = os.path.basename(writer_dir) if relative.startswith("..") else relative.replace(os.sep, "_")
+        return Route(namespace, (tag,), route(tag).axis)
 
     def _put(self, logdir: str, tag: str, kind: str, value: Any, step: int, wall_time: float) -> None:
         found = self._route(logdir, tag)
         self._put_routed(found, kind, value, {found.axis: step}, wall_time)
 
     def _put_routed(self, found: Route, kind: str, value: Any, steps: dict[str, int], wall_time: float) -> None:
-        slot = (found.namespace, kind)
+        slot = (found.namespace, kind, PERIOD_AXIS in steps)  # a buffer's throughput tables, from its own thread, apart
         opened = self._open.get(slot)
         if opened is not None and not self._joins(opened, steps, found.keys):
-            self._emit(found.namespace, kind, opened)
+            self._emit(slot, opened)
             opened = None
         if opened is None:
-            opened = self._open[slot] = _Open(wall_time, dict(steps))
+            opened = self._open[slot] = _Open(wall_time, steps)  # `steps`: made for this value
         for key in found.keys:
             opened.data[key] = value
 
@@ -454,7 +494,7 @@ class Translator:
         """Whether a value at `steps` belongs to the open event: same steps and a
         new key; a value at train_iter only joins its block at that iteration,
         and a block at train_iter only takes on the env steps of its first twin."""
-        if any(key in opened.data for key in keys):
+        if not opened.data.keys().isdisjoint(keys):
             return False
         if steps == opened.steps:
             return True
@@ -467,6 +507,7 @@ class Translator:
             return True
         return False
 
-    def _emit(self, namespace: str, kind: str, opened: _Open) -> None:
-        del self._open[namespace, kind]
+    def _emit(self, slot: tuple[str, str, bool], opened: _Open) -> None:
+        del self._open[slot]
+        namespace, kind, _ = slot
         self._out.append(Event(opened.time, opened.data, kind, namespace, opened.steps, self.source, run=self.run))

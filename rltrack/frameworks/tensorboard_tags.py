@@ -113,3 +113,7 @@ TEXT_SUFFIX = "/text_summary"
 #: The HParams plugin's tags; only the session start holds the values.
 HPARAMS_PREFIX = "_hparams_/"
 HPARAMS_SESSION_START = "_hparams_/session_start_info"
+
+#: Log directory endings below the folder that names the run: DI-engine and
+#: LightZero write `./<exp_name>/log/serial`.
+LOGDIR_TAILS: tuple[tuple[str, ...], ...] = (("log", "serial"),)

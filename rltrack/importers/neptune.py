@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from rltrack.importers.imported import imported_runs
 from rltrack.trackers.neptune.queue import operations
 from rltrack.training.config import make_logger
 from rltrack.core.events import Event
@@ -102,7 +103,7 @@ def import_folder(path: Path, root: Path) -> list[Path]:
     containers = find_containers(path)
     if not containers:
         raise ValueError(f"{path}: no Neptune operation files (data-*.log) found; point at a .neptune folder or one of its run folders")
-    done = _imported(root)
+    done = imported_runs(root, "neptune", "container_id")
     created = []
     for container in containers:
         if container.type != "run":
@@ -347,13 +348,3 @@ def _read_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _imported(root: Path) -> dict[str, Path]:
-    """Neptune container id -> run directory, for runs already imported into `root`."""
-    done = {}
-    for meta in root.glob("*/meta.json") if root.is_dir() else []:
-        uid = _read_json(meta).get("info", {}).get("neptune", {}).get("container_id")
-        if uid:
-            done[uid] = meta.parent
-    return done

@@ -263,24 +263,26 @@ def _rows(db: sqlite3.Connection, sql: str, params: tuple[Any, ...]) -> Iterator
 
 
 def resolve(root: str | Path, id_or_path: str | Path) -> Path:
-    """A run directory: `id_or_path` itself when it is a directory, else the run whose
-    id is `id_or_path` (or begins with it, if only one does) in the index of `root`."""
+    """A run directory: `id_or_path` itself when it is a directory, else the run under
+    `root` whose folder path (relative to `root`, e.g. `cartpole_dqn_seed0` or
+    `cleanrl/CartPole-v1__ppo__1__1764244800`) or id is `id_or_path`, or whose id
+    begins with it, if only one does."""
     candidate = Path(id_or_path)
     if candidate.is_dir():
         return candidate
     root = Path(root)
     text = str(id_or_path)
     with closing(connect(root)) as db:
-        matches = _id_matches(db, text)
+        matches = _matches(db, text)
         if len(matches) != 1:  # perhaps a run the index does not know yet
             _refresh(db, root)
-            matches = _id_matches(db, text)
+            matches = _matches(db, text)
     if len(matches) == 1:
         return root / matches[0][0]
     if not matches:
         raise LookupError(
-            f"no run {text!r}: it is not a directory, and no run id under {root} begins with it; "
-            f"list the ids with `rltrack runs ls --root {root}`"
+            f"no run {text!r}: it is not a directory, and no run folder under {root} is {text!r} nor does a run id begin with it; "
+            f"list the ids and folders with `rltrack runs ls --root {root} --columns path`"
         )
     raise LookupError(f"{text!r} is the beginning of several run ids under {root}; give more of the id (see `rltrack runs ls --root {root}`)")
 
@@ -290,9 +292,11 @@ def load(path_or_id: str | Path, root: str | Path | None = None) -> Run:
     return open_run(resolve(Path(root) if root is not None else Path("runs"), path_or_id))
 
 
-def _id_matches(db: sqlite3.Connection, text: str) -> list[tuple[str]]:
-    """Paths of the run whose id is `text`, else of those whose id begins with it."""
-    exact = db.execute("SELECT path FROM runs WHERE id = ?", (text,)).fetchall()
+def _matches(db: sqlite3.Connection, text: str) -> list[tuple[str]]:
+    """Paths of the run whose folder (relative to the root) or id is `text`, else of
+    those whose id begins with it."""
+    folder = Path(text).as_posix()
+    exact = db.execute("SELECT path FROM runs WHERE path = ? OR id = ?", (folder, text)).fetchall()
     return exact or db.execute("SELECT path FROM runs WHERE substr(id, 1, ?) = ? ORDER BY id LIMIT 11", (len(text), text)).fetchall()
 
 

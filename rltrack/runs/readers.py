@@ -19,13 +19,13 @@ import os
 from pathlib import Path
 from typing import Iterator, Protocol
 
-from rltrack.core.events import NUMERIC_KINDS, Event
+from rltrack.core.events import Event
 from rltrack.journal import read_journal
 from rltrack.runs.records import (
     RunInfo,
     Sample,
-    as_number,
     config_literal,
+    event_samples,
     scalar_hparams,
 )
 
@@ -77,15 +77,7 @@ class RLTrackFormat:
         )
 
     def samples(self, path: Path) -> list[Sample]:
-        out: list[Sample] = []
-        for event in _events(path):
-            if event.kind not in NUMERIC_KINDS:
-                continue
-            for key, raw in event.data.items():
-                value = as_number(raw) if not isinstance(raw, float) else raw
-                if value is not None:
-                    out.append(Sample(event.namespace, key, value, event.steps, event.time, event.kind))
-        return out
+        return event_samples(_events(path))
 
     def signature_files(self, path: Path) -> list[Path]:
         journals = sorted(name for name in os.listdir(path) if name.startswith("journal") and name.endswith(".jsonl"))

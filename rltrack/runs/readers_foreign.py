@@ -4,6 +4,7 @@
     tune       a Ray Tune trial: `result.json` (one result per line) + `params.json`
     spinup     SpinningUp: `progress.txt` (tab-separated) + `config.json`
     di-engine  DI-engine / LightZero: `log/serial/events.out.tfevents.*` + `total_config.py`
+    tensorboard  any other folder of event files (CleanRL, Tianshou, skrl, rsl_rl): rltrack.runs.readers_tensorboard
 
 Values keep their native names (namespace = the part before the first `/`)
 and get canonical twins through the shared vocabulary (`with_canonical`), so
@@ -40,6 +41,7 @@ from rltrack.runs.records import (
     with_canonical,
 )
 from rltrack.core.values import flatten
+from rltrack.runs.readers_tensorboard import TensorBoardFormat, tfevents_host
 
 UNKNOWN = "unknown"
 
@@ -262,7 +264,7 @@ class DIEngineFormat:
             start = accumulator.FirstEventTimestamp()
         except ValueError:  # an empty event file
             start = _earliest_mtime(files)
-        return RunInfo(path, self.name, self.name, _task(path, config), _tfevents_host(files[0]), "", start, self._status(path), config,
+        return RunInfo(path, self.name, self.name, _task(path, config), tfevents_host(files[0]), "", start, self._status(path), config,
                        scalar_hparams(config))  # fmt: skip
 
     @staticmethod
@@ -342,13 +344,6 @@ def _learner_log_ended(path: Path) -> bool:
     return last is not None and bool(tables) and int(tables[-1]) < int(last[1])
 
 
-def _tfevents_host(path: Path) -> str:
-    """The host in `events.out.tfevents.<time>.<host>[.<pid>.<n>]` (TensorBoardX, torch, TensorFlow)."""
-    parts = path.name.split(".")[4:]
-    while parts and parts[-1].isdigit():
-        parts.pop()
-    return ".".join(parts) or UNKNOWN
-
-
-#: Tried after rltrack's own format; Tune before SB3 (a Tune trial dir holds a progress.csv too).
-FOREIGN_FORMATS = (TuneFormat(), SpinupFormat(), DIEngineFormat(), SB3Format())
+#: Tried after rltrack's own format; Tune before SB3 (a Tune trial dir holds a progress.csv too);
+#: any folder of event files last (a DI-engine experiment or an SB3 folder may hold some too).
+FOREIGN_FORMATS = (TuneFormat(), SpinupFormat(), DIEngineFormat(), SB3Format(), TensorBoardFormat())

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from rltrack.core.events import NUMERIC_KINDS, Event
 from rltrack.core.values import flatten
 from rltrack.frameworks.hparams import is_setting
 
@@ -155,3 +156,16 @@ def with_canonical(samples: Iterable[Sample]) -> Iterator[Sample]:
         if canonical is not None and canonical != sample.tag:
             namespace, _, key = canonical.partition("/")
             yield Sample(namespace, key, sample.value, sample.steps, sample.time, sample.kind)
+
+
+def event_samples(events: Iterable[Event]) -> list[Sample]:
+    """The numeric values of rltrack events (scalars, timings), one `Sample` each."""
+    out: list[Sample] = []
+    for event in events:
+        if event.kind not in NUMERIC_KINDS:
+            continue
+        for key, raw in event.data.items():
+            value = as_number(raw) if not isinstance(raw, float) else raw
+            if value is not None:
+                out.append(Sample(event.namespace, key, value, event.steps, event.time, event.kind))
+    return out

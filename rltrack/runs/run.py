@@ -92,7 +92,7 @@ class Run:
 
     @property
     def writer(self) -> str:
-        """What wrote the directory: "rltrack", or a foreign format (sb3, tune, spinup, di-engine)."""
+        """What wrote the directory: "rltrack", or a foreign format (sb3, tune, spinup, di-engine, tensorboard)."""
         return self.info.writer
 
     @property
@@ -196,6 +196,6 @@ def open_run(path: Path) -> Run:
         raise ValueError(
             f"{path} is not a run directory: it has no meta.json (rltrack), progress.csv (SB3), "
             "result.json + params.json (Tune), progress.txt + config.json (SpinningUp) "
-            "or total_config.py + log/serial/events.out.tfevents.* (DI-engine)"
+            "total_config.py + log/serial/events.out.tfevents.* (DI-engine) or events.out.tfevents.* (any TensorBoard writer)"
         )
     return Run(path, run_format)

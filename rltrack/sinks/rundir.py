@@ -56,6 +56,20 @@ def safe_filename(name: str) -> str:
     return cleaned or "_"
 
 
+def media_file(run_dir: Path, namespace: str, key: str, step: int, suffix: str = ".png") -> tuple[Path, str]:
+    """A new file for one image or video of a run: `media/<namespace>/<key>_<step><suffix>`
+    (`_1`, `_2`, ... when taken; namespace "" is `main`), its folder made;
+    returns its path and its path relative to the run directory (what the
+    event's data holds)."""
+    folder = Path("media") / safe_filename(namespace or "main")
+    stem = f"{safe_filename(key)}_{step}"
+    (run_dir / folder).mkdir(parents=True, exist_ok=True)
+    name, n = f"{stem}{suffix}", 1
+    while (run_dir / folder / name).exists():
+        name, n = f"{stem}_{n}{suffix}", n + 1
+    return run_dir / folder / name, (folder / name).as_posix()
+
+
 def create_run_dir(root: Path, name: str) -> Path:
     """`root/name`, or `root/name_yymmdd_HHMMSS` (then `..._2`, ...) if taken."""
     root.mkdir(parents=True, exist_ok=True)

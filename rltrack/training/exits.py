@@ -112,9 +112,21 @@ def _close_before_atexit() -> None:
             pass
 
 
+#: A `SystemExit` the program ends with, noted by `ended_by` (the excepthook never sees one).
+_ENDED_BY: BaseException | None = None
+
+
+def ended_by(exc: BaseException) -> None:
+    """Notes the exception the program is ending with where no excepthook sees
+    it (`sys.exit(3)` under `rltrack run`): loggers closed at exit take their
+    status from it (`failed` for a non-zero code)."""
+    global _ENDED_BY
+    _ENDED_BY = exc
+
+
 @atexit.register
 def _close_open_loggers() -> None:
     """Loggers left open at interpreter exit are drained and closed."""
-    status = exit_status(_WATCHER.exc if _WATCHER else None)
+    status = exit_status(_WATCHER.exc if _WATCHER and _WATCHER.exc else _ENDED_BY)
     for logger in list(_OPEN_LOGGERS):
         logger.close(status=status)

@@ -226,6 +226,11 @@ class Logger:
         if len(queue) == MAX_BATCH:  # == : once per burst, as the thread only sleeps on an empty queue
             self._wake.set()
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called: records given now are dropped."""
+        return self._closed
+
     def _accepting(self) -> bool:
         """False once closed: no thread takes records any more, so they are dropped
         (with one warning) instead of piling up in memory for the rest of the process."""

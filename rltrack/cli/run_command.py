@@ -1,0 +1,110 @@
+"""`rltrack run [--config FILE] [--name NAME] -- python script.py ARGS`: a script's
+TensorBoard writers into every tracker, with no change to its code.
+
+The launcher starts the command with `rltrack/cli/launch_site` first on
+`PYTHONPATH` (after it, whatever `PYTHONPATH` held), so that every Python
+process below it attaches rltrack to its TensorBoard writers at start-up
+(rltrack.cli.run_child says how the runs of a launch relate), with
+`RLTRACK_CONFIG` set to `--config`. It forwards SIGTERM and SIGHUP to the
+command, and SIGINT too unless the terminal sent it to both already (the
+launcher is in the terminal's foreground process group), waits for it,
+and exits with its exit code (128 + N when signal N ended it, as shells say).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rltrack.cli.run_child import ENV_COMMAND, ENV_LAUNCH, ENV_NAME
+from rltrack.training.config import ConfigError, load_config
+
+#: The directory whose `sitecustomize` attaches rltrack in every Python process of the command.
+SITE_DIR = Path(__file__).resolve().parent / "launch_site"
+FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+def add_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    run = commands.add_parser(
+        "run",
+        help="run a command with rltrack attached to every TensorBoard writer of its Python processes",
+        description="rltrack run [--config FILE] [--name NAME] -- python script.py ARGS",
+    )
+    run.add_argument("--config", type=Path, metavar="FILE", help="rltrack config (TOML/YAML): trackers, filters, run root (default: RLTRACK_CONFIG, else local files under ./runs)")
+    run.add_argument("--name", help="the run's name (default: the config's run.name, else the first writer's log directory)")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
+    run.set_defaults(handler=lambda args: launch(args.command, args.config, args.name))
+
+
+def launch(command: list[str], config: Path | None, name: str | None) -> int:
+    """Runs `command` attached; returns its exit code."""
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        print("rltrack run: no command given; e.g. rltrack run --config rltrack.toml -- python train.py --seed 1", file=sys.stderr)
+        return 2
+    if config is not None and not config.is_file():
+        print(f"rltrack run: --config {str(config)!r} is no file; give the path of a .toml/.yaml config", file=sys.stderr)
+        return 2
+    env = child_environment(command, config, name)
+    try:
+        load_config(env.get("RLTRACK_CONFIG") or None)  # a mistake in the config shows now, not in the script
+    except ConfigError as exc:
+        print(f"rltrack run: {exc}", file=sys.stderr)
+        return 2
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        print(f"rltrack run: cannot start {command[0]!r}: {exc}", file=sys.stderr)
+        return 127
+    previous = {sig: signal.signal(sig, _forwarder(child)) for sig in FORWARDED}
+    try:
+        code = child.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - code if code < 0 else code
+
+
+def child_environment(command: list[str], config: Path | None, name: str | None) -> dict[str, str]:
+    """The command's environment: the site directory first on PYTHONPATH, what
+    the processes below need to open their runs."""
+    env = dict(os.environ)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != SITE_DIR]
+    env["PYTHONPATH"] = os.pathsep.join([str(SITE_DIR), *paths])
+    env[ENV_COMMAND] = json.dumps(command)
+    env[ENV_NAME] = name or ""
+    env[ENV_LAUNCH] = f"{socket.gethostname()}-{os.getpid()}-{time.time():.0f}"
+    if config is not None:
+        env["RLTRACK_CONFIG"] = str(config.resolve())
+    return env
+
+
+def _forwarder(child: subprocess.Popen[Any]) -> Any:
+    def forward(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT and _terminal_sent_it():
+            return  # the terminal's Ctrl-C reached the command too: once is enough
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    return forward
+
+
+def _terminal_sent_it() -> bool:
+    """Whether this process is in its terminal's foreground process group, which
+    Ctrl-C signals as a whole (the command included)."""
+    try:
+        with open("/dev/tty") as tty:
+            return os.tcgetpgrp(tty.fileno()) == os.getpgrp()
+    except OSError:
+        return False

@@ -1,0 +1,306 @@
+"""The contract every adapter keeps, run against each through one interface (as
+Lightning's tests_pytorch/loggers/test_all.py does for its loggers): each case
+drives the real framework's own logging call (SB3's `Logger.record/dump`,
+Tune's `LoggerCallback` hooks on a real `Trial`, Acme's `Logger.write`,
+SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`), and
+the run's journal and meta.json are read back:
+
+* every value arrives once, in the order it was logged, under the namespace
+  the adapter's docs give it;
+* at the step the framework means (SB3's `num_timesteps` as `env_steps`,
+  Tune's `training_iteration` as `train_iter`, Acme's `steps_key`,
+  SpinningUp's `Epoch`, a TensorBoard writer's `global_step` of a `charts/`
+  tag as `env_steps`);
+* hyperparameters, where the framework has them, keep their types (an int
+  stays an int, a bool a bool);
+* a run closed normally is `finished`; a process in which training raises
+  ends its run `failed` (a child process each: the status comes from the
+  process's exit hooks, as in a user's script).
+
+Adding an adapter is one `Case` subclass in `CASES`: how to open a session
+with the framework (`open`), log one record at a step (`log`), give
+hyperparameters (`hparams`, or `HPARAMS = False` when the framework has none)
+and close it (`close`), plus a `CRASH` script that logs a value through the
+framework and raises.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+import rltrack
+from rltrack.core.events import Event
+
+REPO = Path(__file__).resolve().parents[2]
+#: `import acme` imports `launchpad`, which has no wheels for Python 3.11: its marked stand-in (tests/helpers/standins).
+STANDINS = REPO / "tests" / "helpers" / "standins"
+if importlib.util.find_spec("launchpad") is None:
+    sys.path.insert(0, str(STANDINS))
+#: The records every case logs: (step, {key: value}); two keys with no canonical twin, steps that grow unevenly.
+RECORDS = [(10, {"contract_a": 1.5, "contract_b": -1.0}), (25, {"contract_a": 2.5, "contract_b": -2.0}), (40, {"contract_a": 0.5, "contract_b": -3.0})]
+HPARAMS = {"lr": 0.0003, "batch_size": 64, "use_gae": True, "env_id": "CartPole-v1"}
+
+
+def config(root: Path, name: str) -> dict[str, Any]:
+    return {"run": {"root": str(root), "name": name}, "backends": {"use": ["memory"]}}
+
+
+class Case:
+    """One adapter: what the contract needs to drive it and where its values land."""
+
+    name: ClassVar[str]
+    module: ClassVar[str]  # the framework, skipped (with this reason) where it is not installed
+    namespace: ClassVar[str]  # where RECORDS' keys land
+    axis: ClassVar[str]  # the step axis the framework's step is on
+    HPARAMS: ClassVar[bool] = True
+    #: A script run as `python -c CRASH CONFIG_JSON`: logs one value through the framework, then raises.
+    CRASH: ClassVar[str]
+
+    def open(self, config: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        raise NotImplementedError
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> Path:
+        """Ends the session normally; returns the run directory."""
+        raise NotImplementedError
+
+
+class SB3(Case):
+    name, module, namespace, axis = "sb3", "stable_baselines3", "learner", "env_steps"
+    CRASH = """
+import json, sys, rltrack
+from stable_baselines3.common.logger import Logger
+from rltrack.adapters.sb3 import add_writer
+sb3 = Logger(None, [])
+add_writer(sb3, rltrack.make_logger(json.loads(sys.argv[1])))
+sb3.record("train/contract_a", 1.0)
+sb3.dump(1)
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from stable_baselines3.common.logger import Logger
+
+        from rltrack.adapters.sb3 import add_writer
+
+        self.logger = rltrack.make_logger(config)
+        self.sb3 = Logger(None, [])
+        add_writer(self.sb3, self.logger)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        for key, value in values.items():
+            self.sb3.record(f"train/{key}", value)
+        self.sb3.dump(step)
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        from stable_baselines3.common.logger import HParam
+
+        self.sb3.record("hparams", HParam(hparams, {"train/contract_a": 0}), exclude=("stdout", "log", "json", "csv"))
+        self.sb3.dump(0)
+
+    def close(self) -> Path:
+        self.sb3.close()
+        self.logger.close()
+        return self.logger.run_dir
+
+
+class Tune(Case):
+    """Tune's callback hooks called by hand on a real `Trial` (no Ray session is needed for them)."""
+
+    name, module, namespace, axis = "tune", "ray.tune", "", "train_iter"
+    CRASH = """
+import json, sys
+from ray import tune
+from ray.train._internal.storage import StorageContext
+from ray.tune.experiment import Trial
+from rltrack.adapters.tune import RLTrackCallback
+config = json.loads(sys.argv[1])
+tune.register_trainable("contract", lambda config: None)
+storage = StorageContext(storage_path=config["run"]["root"] + "/ray", experiment_dir_name="contract", trial_dir_name="t0")
+trial = Trial("contract", config={"lr": 0.1}, trial_id="crash_00000", storage=storage, experiment_tag="0")
+callback = RLTrackCallback(config)
+callback.log_trial_start(trial)
+callback.log_trial_result(1, trial, {"training_iteration": 1, "contract_a": 1.0})
+callback.log_trial_end(trial, failed=True)  # what Tune calls when the trainable raised
+callback.on_experiment_end([trial])
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from ray import tune
+        from ray.train._internal.storage import StorageContext
+        from ray.tune.experiment import Trial
+
+        from rltrack.adapters.tune import RLTrackCallback
+
+        tune.register_trainable("contract", lambda config: None)
+        self.config = config
+        self.callback = RLTrackCallback(config)
+        storage = StorageContext(storage_path=config["run"]["root"] + "/ray", experiment_dir_name="contract", trial_dir_name="t0")
+        self.trial_hparams: dict[str, Any] = {}
+        self.storage = storage
+        self.trial: Any = None
+        self.Trial = Trial
+
+    def _started(self) -> Any:
+        if self.trial is None:  # Tune's hyperparameters are the trial's config, given when it starts
+            self.trial = self.Trial("contract", config=self.trial_hparams, trial_id="contract_00000", storage=self.storage, experiment_tag="0")
+            self.callback.log_trial_start(self.trial)
+        return self.trial
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self.callback.log_trial_result(step, self._started(), {"training_iteration": step, **values})
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self.trial_hparams = dict(hparams)
+        self._started()
+
+    def close(self) -> Path:
+        trial = self._started()
+        self.callback.log_trial_end(trial)
+        self.callback.on_experiment_end([trial])
+        return self.callback.run_dirs[trial.trial_id]
+
+
+class Acme(Case):
+    """Acme has no hyperparameter call of its own: its configs are plain Python objects."""
+
+    name, module, namespace, axis = "acme", "acme", "learner", "learner_steps"
+    HPARAMS = False
+    CRASH = """
+import json, sys
+from rltrack.adapters.acme import make_logger_factory
+factory = make_logger_factory(json.loads(sys.argv[1]))
+learner = factory("learner", "learner_steps", 0)
+learner.write({"learner_steps": 1, "contract_a": 1.0})
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.acme import make_logger_factory
+
+        self.factory = make_logger_factory(config)
+        self.acme_logger = self.factory("learner", "learner_steps", 0)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self.acme_logger.write({"learner_steps": step, **values})
+
+    def close(self) -> Path:
+        self.acme_logger.close()
+        self.factory.close()
+        return Path(self.factory.logger.run_dir)
+
+
+class SpinningUp(Case):
+    name, module, namespace, axis = "spinup", "rltrack.adapters.spinup", "learner", "epoch"
+    CRASH = """
+import json, sys
+from rltrack.adapters.spinup import EpochLogger
+config = json.loads(sys.argv[1])
+logger = EpochLogger(output_dir=config["run"]["root"] + "/spinup_out", rltrack_config=config)
+logger.log_tabular("Epoch", 1)
+logger.log_tabular("contract_a", 1.0)
+logger.dump_tabular()
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.spinup import EpochLogger
+
+        self.spinup = EpochLogger(output_dir=config["run"]["root"] + "/spinup_out", rltrack_config=config)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self.spinup.log_tabular("Epoch", step)
+        for key, value in values.items():
+            self.spinup.log_tabular(key, value)
+        self.spinup.dump_tabular()
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self.spinup.save_config(hparams)
+
+    def close(self) -> Path:
+        self.spinup.rltrack.close()
+        return Path(self.spinup.rltrack.run_dir)
+
+
+CASES = [SB3, Tune, Acme, SpinningUp]
+
+
+@pytest.fixture(params=CASES, ids=lambda case: case.name)
+def case(request: pytest.FixtureRequest) -> Case:
+    cls = request.param
+    pytest.importorskip(cls.module, reason=f"{cls.name}: {cls.module} is not installed in this environment")
+    return cls()
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for var in ("RLTRACK_CONFIG", "RLTRACK_BACKENDS"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def journal(run_dir: Path) -> list[Event]:
+    return list(rltrack.read_journal(run_dir))
+
+
+def logged(events: list[Event], namespace: str, key: str) -> list[tuple[dict[str, int], float]]:
+    return [(event.steps, event.data[key]) for event in events if event.kind == "scalars" and event.namespace == namespace and key in event.data]
+
+
+def test_values_arrive_once_in_order_at_the_frameworks_step(case: Case, tmp_path: Path) -> None:
+    case.open(config(tmp_path / "runs", case.name))
+    for step, values in RECORDS:
+        case.log(step, values)
+    events = journal(case.close())
+    for key in RECORDS[0][1]:
+        arrived = logged(events, case.namespace, key)
+        assert [value for _, value in arrived] == [values[key] for _, values in RECORDS], key
+        assert [steps.get(case.axis) for steps, _ in arrived] == [step for step, _ in RECORDS], (key, arrived)
+    assert {event.source for event in events if event.kind == "scalars"} <= {case.name, "rllib"}
+
+
+def test_hyperparameters_keep_their_types(case: Case, tmp_path: Path) -> None:
+    if not case.HPARAMS:
+        pytest.skip(f"{case.name} has no hyperparameter call of its own")
+    case.open(config(tmp_path / "runs", case.name))
+    case.hparams(HPARAMS)
+    case.log(*RECORDS[0])
+    events = journal(case.close())
+    merged: dict[str, Any] = {}
+    for event in events:
+        if event.kind == "hparams":
+            merged.update(event.data)
+    for key, value in HPARAMS.items():
+        assert merged.get(key) == value and type(merged.get(key)) is type(value), (key, merged.get(key))
+
+
+def test_a_run_closed_normally_is_finished(case: Case, tmp_path: Path) -> None:
+    case.open(config(tmp_path / "runs", case.name))
+    case.log(*RECORDS[0])
+    run_dir = case.close()
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "finished"
+
+
+@pytest.mark.slow  # a child process per adapter, importing its framework: about 30 s in all
+def test_a_process_where_training_raises_ends_its_run_failed(case: Case, tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    env = {"PYTHONPATH": ":".join([str(REPO), *([str(STANDINS)] if str(STANDINS) in sys.path else [])]), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", case.CRASH, json.dumps(config(root, case.name))], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300, check=False)  # fmt: skip
+    assert done.returncode != 0 or case.name == "tune", done.stderr
+    metas = [json.loads(meta.read_text()) for meta in root.rglob("meta.json")]
+    assert [meta["status"] for meta in metas] == ["failed"], (done.stderr[-2000:], metas)
+    (run_dir,) = [meta.parent for meta in root.rglob("meta.json")]
+    assert logged(journal(run_dir), case.namespace, "contract_a") and logged(journal(run_dir), case.namespace, "contract_a")[0][1] == 1.0
