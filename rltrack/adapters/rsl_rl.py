@@ -36,9 +36,11 @@ What the runner writes becomes (rltrack.frameworks.rsl_rl):
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from rltrack.core.events import Event
 from rltrack.core.optional import installed_version, require
 from rltrack.frameworks.canonical import names_mode
 from rltrack.frameworks.rsl_rl import SOURCE, config_hparams, tag_route
@@ -65,7 +67,8 @@ class RLTrackLogWriter(_log_writer.LogWriter):
         found = self._routes.get(tag)
         if found is None:
             found = self._routes[tag] = tag_route(tag, self._mode)
-        self.logger.write(dict.fromkeys(found.keys, scalar_value), step={found.axis: int(global_step)}, namespace=found.namespace)
+        logger = self.logger
+        logger.emit(Event(time.time(), dict.fromkeys(found.keys, scalar_value), "scalars", found.namespace, {found.axis: int(global_step)}, SOURCE, run=logger.name))
 
     def store_config(self, env_cfg: dict | object, train_cfg: dict) -> None:
         self.logger.log_hparams(config_hparams(env_cfg, train_cfg))

@@ -35,9 +35,11 @@ Tianshou's TensorBoard logger gives it.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from rltrack.core.events import Event
 from rltrack.core.optional import installed_version, require
 from rltrack.frameworks.canonical import by_namespace, names_mode, with_canonical_names
 from rltrack.frameworks.tianshou import CANONICAL, SAVE_KEYS, SAVE_SCOPE, SOURCE, step_axis
@@ -88,8 +90,13 @@ class RLTrackLogger(_base.BaseLogger):
     def write(self, step_type: str, step: int, data: dict[str, Any]) -> None:
         scope, axis = step_axis(step_type)
         flat = {f"{scope}/{key}": value for key, value in data.items()}
-        for namespace, values in by_namespace(with_canonical_names(flat, CANONICAL, self._mode)).items():
-            self.logger.write(values, step={axis: int(step)}, namespace=namespace)
+        self._emit(by_namespace(with_canonical_names(flat, CANONICAL, self._mode)), {axis: int(step)})
+
+    def _emit(self, grouped: dict[str, dict[str, Any]], steps: dict[str, int]) -> None:
+        """One `scalars` event per namespace of `grouped` ({namespace: {key: value}})."""
+        logger, now = self.logger, time.time()
+        for namespace, values in grouped.items():
+            logger.emit(Event(now, values, "scalars", namespace, dict(steps), SOURCE, run=logger.name))
 
     def save_data(
         self,
@@ -105,7 +112,7 @@ class RLTrackLogger(_base.BaseLogger):
         if path is not None and Path(path).is_file():
             self.logger.log_checkpoint(path, iteration=epoch)
         counters = {"epoch": epoch, "env_step": env_step, "gradient_step": update_step}
-        self.logger.write(counters, step={SAVE_KEYS[key]: int(value) for key, value in counters.items()}, namespace=SAVE_SCOPE)
+        self._emit({SAVE_SCOPE: counters}, {SAVE_KEYS[key]: int(value) for key, value in counters.items()})
 
     def restore_data(self) -> tuple[int, int, int]:
         """(epoch, env_step, gradient_step) of the run's last `save_data`;

@@ -93,9 +93,10 @@ class RLTrackLogger(_loggers.Logger):
         return Path(self.experiment.run_dir)
 
     def log_scalar(self, name: str, value: float, step: int | None = None) -> None:
-        steps = None if step is None else {self.step_axis: int(step)}
+        steps = {} if step is None else {self.step_axis: int(step)}
+        logger, now = self.experiment, time.time()
         for namespace, key in self._route(name):
-            self.experiment.write({key: value}, step=steps, namespace=namespace)
+            logger.emit(Event(now, {key: value}, "scalars", namespace, dict(steps), SOURCE, run=logger.name))
 
     def _route(self, name: str) -> list[tuple[str, str]]:
         """(namespace, key) of each name a TorchRL key is stored under, once per key."""
@@ -118,8 +119,9 @@ class RLTrackLogger(_loggers.Logger):
         logger.emit(Event(time.time(), {name: data}, "video", "", steps, SOURCE, run=logger.name))
 
     def log_histogram(self, name: str, data: Any, **kwargs: Any) -> None:
-        step = kwargs.get("step")
-        self.experiment.write({name: data}, step=None if step is None else {self.step_axis: int(step)}, kind="histogram")
+        step, logger = kwargs.get("step"), self.experiment
+        steps = {} if step is None else {self.step_axis: int(step)}
+        logger.emit(Event(time.time(), {name: data}, "histogram", "", steps, SOURCE, run=logger.name))
 
     def log_hparams(self, cfg: Any) -> None:
         if not isinstance(cfg, Mapping):
