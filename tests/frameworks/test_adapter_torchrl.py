@@ -135,3 +135,20 @@ def test_an_rltrack_logger_given_is_used_and_left_open(tmp_path):
     run.close()
     data = [(e.data, e.steps) for e in read_journal(run.run_dir) if e.kind == "scalars"]  # the canonical twin in namespace "learner"
     assert data == [({"loss": 0.5}, {"env_steps": 3}), ({"total_loss_avg": 0.5}, {"env_steps": 3}), ({"after": 1.0}, {"step": 4})]
+
+
+@pytest.mark.slow  # a child process importing TorchRL
+def test_runs_as_torchrl_process_service(tmp_path):
+    """`service_backend="process"` (TorchRL >= 0.14): TorchRL builds our logger in
+    a process of its own from the keyword arguments, and the calls reach the run."""
+    import inspect
+
+    if "service_backend" not in inspect.getsource(torchrl.record.loggers.Logger):
+        pytest.skip(f"TorchRL {torchrl.__version__} has no logger services")
+    logger = RLTrackLogger("service", config={"run": {"root": str(tmp_path / "runs")}, "backends": {"use": ["local"]}}, service_backend="process")
+    assert type(logger).__name__ == "ProcessLogger"
+    logger.log_scalar("loss_objective", 0.5, step=3)
+    logger.log_metrics({"r_training": torch.tensor(1.0)}, step=4)
+    logger.shutdown()
+    data = [(e.namespace, e.data, e.steps) for e in read_journal(tmp_path / "runs" / "service") if e.kind == "scalars"]
+    assert data == [("", {"loss_objective": 0.5}, {"env_steps": 3}), ("learner", {"policy_loss_avg": 0.5}, {"env_steps": 3}), ("", {"r_training": 1.0}, {"env_steps": 4})]
