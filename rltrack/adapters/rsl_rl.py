@@ -52,8 +52,14 @@ class RLTrackLogWriter(_log_writer.LogWriter):
     """rsl_rl's log writer into one rltrack run; see the module docstring."""
 
     def __init__(self, log_dir: str, config: str | Path | Mapping[str, Any] | None = None, **sections: Any) -> None:
-        from rltrack.training.config import load_config, make_logger
+        from rltrack.training.config import SECTIONS, ConfigError, load_config, make_logger
 
+        unknown = sorted(set(sections) - set(SECTIONS))
+        if unknown:
+            raise ConfigError(
+                f"rsl_rl's logger entry {{'class_name': '{__name__}:RLTrackLogWriter', ...}}: unknown key {unknown[0]!r}; "
+                f"allowed: config (a file path or dict), {', '.join(SECTIONS)} (sections inline)"
+            )
         run = dict(sections.pop("run", None) or {})
         if not load_config(config, run=run, **sections)["run"].get("name"):
             run["name"] = os.path.basename(os.path.normpath(log_dir))

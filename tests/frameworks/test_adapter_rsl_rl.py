@@ -142,3 +142,10 @@ def test_the_config_entry_names_the_writer_and_its_rltrack_config(tmp_path):
     assert named.logger.run_dir == tmp_path / "runs" / "2026_run"
     [hparams] = [e.data for e in read_journal(named.logger.run_dir) if e.kind == "hparams"]
     assert hparams["env_cfg"] == {"task": "t"} and hparams["train_cfg"]["logger"]["backends"] == {"use": ["local"]}
+
+
+def test_a_mistyped_key_of_the_entry_is_named_with_what_is_allowed(tmp_path):
+    from rltrack.training.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"rsl_rl's logger entry .*unknown key 'confg'; allowed: config \(a file path or dict\), run, filters, backends"):
+        _writer_built_by_rsl_rl({"class_name": WRITER, "confg": "rltrack.toml"}, tmp_path / "logs" / "x")
