@@ -7,6 +7,9 @@ for the values of its hooks and loss modules (`loss_objective`,
 `loss_critic`, `r_training`, `grad_norm_0`, ...): its `step` counts collected
 environment frames. Its `r_training`/`r_evaluation` are per-step reward
 means of a batch, not episode returns, so they get no `reward_mean` twin.
+Bare names that any code logs (`loss` of DQN, `entropy`, `lr`) get none
+either: the vocabulary also names the values of runs written without
+rltrack (rltrack.runs), where such a name says nothing of TorchRL.
 
 The adapter (rltrack.adapters.torchrl) reads it here.
 """
@@ -29,9 +32,6 @@ CANONICAL: dict[str, str] = {
     "loss_qvalue": "learner/critic_loss_avg",  # SAC, TD3, CQL
     "loss_entropy": "learner/entropy_loss_avg",  # PPO, A2C
     "loss_alpha": "learner/alpha_loss_avg",  # SAC
-    "loss": "learner/total_loss_avg",  # DQN
-    "entropy": "learner/entropy_avg",
     "kl_approx": "learner/approx_kl_avg",
     "clip_fraction": "learner/clipfrac_avg",
-    "lr": "learner/cur_lr_avg",
 }

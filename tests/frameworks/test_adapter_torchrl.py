@@ -129,12 +129,12 @@ def test_an_rltrack_logger_given_is_used_and_left_open(tmp_path):
 
     run = rltrack.make_logger(run={"root": str(tmp_path), "name": "mine"}, backends={"use": ["local"]})
     logger = RLTrackLogger(logger=run)
-    logger.log_scalar("loss", 0.5, step=3)
+    logger.log_scalar("loss_critic", 0.5, step=3)
     logger.close()
     run.write({"after": 1.0}, step=4)  # still open
     run.close()
     data = [(e.data, e.steps) for e in read_journal(run.run_dir) if e.kind == "scalars"]  # the canonical twin in namespace "learner"
-    assert data == [({"loss": 0.5}, {"env_steps": 3}), ({"total_loss_avg": 0.5}, {"env_steps": 3}), ({"after": 1.0}, {"step": 4})]
+    assert data == [({"loss_critic": 0.5}, {"env_steps": 3}), ({"value_loss_avg": 0.5}, {"env_steps": 3}), ({"after": 1.0}, {"step": 4})]
 
 
 @pytest.mark.slow  # a child process importing TorchRL
