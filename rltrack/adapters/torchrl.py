@@ -31,8 +31,8 @@ What each call becomes:
   W) as TorchRL's loggers take them, saved into the run directory as an
   animated PNG (a `video` event pointing at it);
 * `log_histogram(name, data, step=)`: a `histogram` event of the values;
-* `log_hparams(cfg)`: a dict or an OmegaConf/Hydra config (resolved to a
-  container, as TorchRL's loggers do), as `hparams`;
+* `log_hparams(cfg)`: a dict, an OmegaConf/Hydra config (resolved to a
+  container, as TorchRL's loggers do) or an `argparse.Namespace`, as `hparams`;
 * `flush()` waits for the run directory, `close()` (TorchRL 0.14's `shutdown()`) ends the run.
 """
 
@@ -124,9 +124,10 @@ class RLTrackLogger(_loggers.Logger):
         logger.emit(Event(time.time(), {name: data}, "histogram", "", steps, SOURCE, run=logger.name))
 
     def log_hparams(self, cfg: Any) -> None:
+        """A dict, an OmegaConf/Hydra config (resolved, as TorchRL's loggers do) or
+        an object of attributes (an `argparse.Namespace`)."""
         if not isinstance(cfg, Mapping):
-            omegaconf = require("omegaconf", "torchrl", "logging a Hydra config")
-            cfg = omegaconf.OmegaConf.to_container(cfg, resolve=True)
+            cfg = _resolved(cfg)
         self.experiment.log_hparams(dict(cfg))
 
     def flush(self, timeout: float | None = None) -> None:
@@ -148,6 +149,15 @@ class RLTrackLogger(_loggers.Logger):
 
     def __repr__(self) -> str:
         return f"RLTrackLogger(exp_name={self.exp_name!r}, run_dir={str(self.experiment.run_dir)!r})"
+
+
+def _resolved(cfg: Any) -> Any:
+    """An OmegaConf config as a container; another object as its attributes."""
+    if type(cfg).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf  # present wherever such a config exists
+
+        return OmegaConf.to_container(cfg, resolve=True)
+    return vars(cfg)
 
 
 __all__ = ["CANONICAL", "RLTrackLogger"]

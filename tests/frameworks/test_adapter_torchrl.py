@@ -6,6 +6,7 @@ base class, `log_metrics`, `state_dict`)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import warnings
 
@@ -100,13 +101,13 @@ def test_ppo_trainer_values_reach_every_tracker_once_at_collected_frames(tmp_pat
 def test_videos_histograms_hparams_and_metrics_as_torchrl_hands_them_over(tmp_path):
     """`log_video` frames (T, C, H, W) become an animated PNG in the run with a
     `video` event; `log_histogram` a histogram; `log_metrics` (TorchRL's base
-    class, tensors converted by TorchRL) one value per key; `state_dict` (TorchRL's checkpoint of a logger) works."""
+    class, tensors converted by TorchRL) one value per key; an `argparse.Namespace` as hyperparameters; `state_dict` (TorchRL's checkpoint of a logger) works."""
     logger = RLTrackLogger("media", str(tmp_path / "runs"), backends={"use": ["local"]})
     assert isinstance(logger, torchrl.record.loggers.Logger)
     logger.log_video("rollout", torch.randint(0, 255, (3, 3, 6, 5), dtype=torch.uint8), step=7, fps=4)
     logger.log_histogram("weights", torch.tensor([1.0, 2.0, 2.0]), step=7)
     logger.log_metrics({"a": torch.tensor(1.5), "b": 2}, step=8)
-    logger.log_hparams({"gamma": 0.99})
+    logger.log_hparams(argparse.Namespace(gamma=0.99))  # TorchRL examples parse their arguments so
     if hasattr(torchrl.record.loggers.Logger, "state_dict"):  # TorchRL >= 0.14 checkpoints its loggers
         assert logger.state_dict()["exp_name"] == "media"
     assert "media" in repr(logger)
