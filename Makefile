@@ -30,16 +30,17 @@ RUN_ENV = $(if $(WHEEL),PYTHONSAFEPATH=1,)
 
 .PHONY: demo test test-fast test-oldest test-reliability chromium bench docs dist clean
 
-# $(call install,venv,constraints,requirements): torch first, alone, as the CPU
+# $(call install,venv,constraints,requirements,no-deps packages): torch first, alone, as the CPU
 # build on this machine's disk (a range would take a CUDA build of several GB);
 # dm-acme last with --no-deps (it pins dm-launchpad, which has no wheels for
-# Python >= 3.11).
+# Python >= 3.11), and in the oldest environment tianshou and rsl-rl-lib too
+# (see requirements/constraints-oldest.txt).
 define install
 	python3 -m venv $(1)
 	$(1)/bin/python -m pip install -q --upgrade pip
 	$(1)/bin/python -m pip install -q -c $(2) torch
 	$(1)/bin/python -m pip install -q -c $(2) $(RLTRACK_REQ) -r $(3)
-	$(1)/bin/python -m pip install -q -c $(2) --no-deps dm-acme
+	$(1)/bin/python -m pip install -q -c $(2) --no-deps dm-acme $(4)
 	touch $(1)/.installed
 endef
 
@@ -54,7 +55,7 @@ $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/tes
 	$(call install,$(VENV),requirements/constraints.txt,requirements/test.txt)
 
 $(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt requirements/test-oldest-nodeps.txt $(WHEEL)
-	$(call install,$(OLDEST_VENV),requirements/constraints-oldest.txt,requirements/test-oldest.txt)
+	$(call install,$(OLDEST_VENV),requirements/constraints-oldest.txt,requirements/test-oldest.txt,tianshou rsl-rl-lib)
 	$(OLDEST_VENV)/bin/python -m pip install -q -c requirements/constraints-oldest.txt --no-deps --ignore-requires-python -r requirements/test-oldest-nodeps.txt || (rm -f $@; exit 1)
 
 demo: $(VENV)/.installed

@@ -65,7 +65,7 @@ def encode(logger: Logger, key: str, value: Any, steps: dict[str, int]) -> Encod
             return Encoded("image", _save_image(logger, key, _render_figure(value.figure, value.close), step))
         if kind_name == "Image":
             return Encoded("image", _image_value(logger, key, value.image, value.dataformats, step))
-        return Encoded("video", _save_video(logger, key, value.frames, value.fps, step))
+        return Encoded("video", save_video(logger, key, value.frames, value.fps, step))
     except Exception as exc:  # a logging call must never take training down
         reason = f"{key}: {kind_name} could not be encoded: {type(exc).__name__}: {exc}"
         logger.report.count("dropped", reason, section="sb3")
@@ -93,7 +93,9 @@ def _save_image(logger: Logger, key: str, hwc: Any, step: int) -> dict[str, Any]
     return {"path": relative, "format": "png", "width": width, "height": height, "channels": channels}
 
 
-def _save_video(logger: Logger, key: str, frames: Any, fps: float, step: int) -> dict[str, Any]:
+def save_video(logger: Logger, key: str, frames: Any, fps: float, step: int) -> dict[str, Any]:
+    """Saves TensorBoard-layout video frames ((N, T, C, H, W) or (T, C, H, W): SB3's
+    `Video`, TorchRL's `log_video`) as one animated PNG, the N videos side by side."""
     array = _numpy(frames)
     if array.ndim == 4:  # (T, C, H, W): one video
         array = array[None]

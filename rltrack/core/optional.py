@@ -28,3 +28,13 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
             f"{purpose} needs the package '{module.split('.')[0]}', which is not installed "
             f"({exc}). Install it with: pip install 'rltrack[{extra}]'"
         ) from None
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of a distribution (`"torchrl"`, `"rsl-rl-lib"`), None if it has none."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None

@@ -17,7 +17,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, Mapping
 
-from rltrack.frameworks import acme, sb3, spinup, tensorboard_tags, tune
+from rltrack.frameworks import acme, sb3, spinup, tensorboard_tags, tianshou, torchrl, tune
 
 NAME_MODES = ("both", "canonical", "native")
 
@@ -30,6 +30,8 @@ FRAMEWORK_VOCABULARIES: dict[str, Mapping[str, str]] = {
     "cleanrl": tensorboard_tags.CLEANRL,
     "rsl_rl": tensorboard_tags.RSL_RL,
     "skrl": tensorboard_tags.SKRL,
+    "torchrl": torchrl.CANONICAL,
+    "tianshou": tianshou.CANONICAL,
 }
 
 
@@ -54,6 +56,17 @@ def with_canonical_names(flat: Mapping[str, Any], mapping: Mapping[str, str], mo
         if canonical is not None:
             out[canonical] = value
     return out
+
+
+def by_namespace(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Flat `<namespace>/<key>` names grouped as {namespace: {key: value}}, the
+    namespace being the part before the first `/` ("" for a name without one):
+    `Event.tag` gives each value its flat name back."""
+    grouped: dict[str, dict[str, Any]] = {}
+    for name, value in flat.items():
+        namespace, _, key = name.partition("/") if "/" in name else ("", "", name)
+        grouped.setdefault(namespace, {})[key] = value
+    return grouped
 
 
 def vocabulary() -> dict[str, dict[str, list[str]]]:

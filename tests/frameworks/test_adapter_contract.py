@@ -2,7 +2,9 @@
 Lightning's tests_pytorch/loggers/test_all.py does for its loggers): each case
 drives the real framework's own logging call (SB3's `Logger.record/dump`,
 Tune's `LoggerCallback` hooks on a real `Trial`, Acme's `Logger.write`,
-SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`), and
+SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`,
+TorchRL's `Logger.log_scalar`, Tianshou's `BaseLogger.log_training_data`,
+rsl_rl's `LogWriter.add_scalar`), and
 the run's journal and meta.json are read back:
 
 * every value arrives once, in the order it was logged, under the namespace
@@ -277,7 +279,94 @@ raise RuntimeError("training failed")
         return self.logger.run_dir
 
 
-CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard]
+class TorchRL(Case):
+    """TorchRL's `Logger` interface as its trainers call it (`log_scalar(name, value, step=frames)`)."""
+
+    name, module, namespace, axis = "torchrl", "torchrl", "", "env_steps"
+    CRASH = """
+import json, sys
+from rltrack.adapters.torchrl import RLTrackLogger
+logger = RLTrackLogger("contract", config=json.loads(sys.argv[1]))
+logger.log_scalar("contract_a", 1.0, step=1)
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.torchrl import RLTrackLogger
+
+        self.logger = RLTrackLogger("contract", config=config)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        for key, value in values.items():
+            self.logger.log_scalar(key, value, step=step)
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self.logger.log_hparams(hparams)
+
+    def close(self) -> Path:
+        self.logger.close()
+        return self.logger.run_dir
+
+
+class Tianshou(Case):
+    """Tianshou's `BaseLogger.log_training_data` as its trainers call it; Tianshou
+    has no hyperparameter call of its own (its W&B logger takes them as `wandb.init`'s config)."""
+
+    name, module, namespace, axis = "tianshou", "tianshou", "training", "env_steps"
+    HPARAMS = False
+    CRASH = """
+import json, sys
+from rltrack.adapters.tianshou import RLTrackLogger
+logger = RLTrackLogger(json.loads(sys.argv[1]), training_interval=1)
+logger.log_training_data({"contract_a": 1.0}, 1)
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.tianshou import RLTrackLogger
+
+        self.logger = RLTrackLogger(config, training_interval=1)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self.logger.log_training_data(dict(values), step)
+
+    def close(self) -> Path:
+        self.logger.finalize()
+        return Path(self.logger.logger.run_dir)
+
+
+class RslRl(Case):
+    """rsl_rl's `LogWriter.add_scalar(tag, value, it)` as its runner calls it. Its
+    `store_config(env_cfg, train_cfg)` nests the hyperparameters under
+    `train_cfg`/`env_cfg` (as rsl_rl's W&B writer does), so their types are
+    checked in test_adapter_rsl_rl.py, not here."""
+
+    name, module, namespace, axis = "rsl_rl", "rsl_rl", "learner", "train_iter"
+    HPARAMS = False
+    CRASH = """
+import json, sys
+from rltrack.adapters.rsl_rl import RLTrackLogWriter
+config = json.loads(sys.argv[1])
+writer = RLTrackLogWriter(log_dir=config["run"]["root"] + "/logs/contract", config=config)
+writer.add_scalar("Loss/contract_a", 1.0, 1)
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.rsl_rl import RLTrackLogWriter
+
+        self.writer = RLTrackLogWriter(log_dir=config["run"]["root"] + "/logs/contract", config=config)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        for key, value in values.items():
+            self.writer.add_scalar(f"Loss/{key}", value, step)
+
+    def close(self) -> Path:
+        self.writer.stop()
+        return Path(self.writer.logger.run_dir)
+
+
+CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl]
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)

@@ -1,0 +1,56 @@
+"""What rltrack knows about rsl_rl's log writer (rsl-rl-lib 5.4+), as pure
+functions: which namespace, key(s) and step axis a tag its runner writes
+goes to, and what `store_config(env_cfg, train_cfg)` becomes as hyperparameters.
+
+rsl_rl's runner (`rsl_rl.utils.logger.Logger.log`) calls the writer's
+`add_scalar(tag, value, it)` once per value and learning iteration: `Loss/`,
+`Policy/`, `Perf/`, `Train/`, `Episode/` tags and the environment's own
+extras (Isaac Lab's `Episode_Reward/...`, `Metrics/...`), all against the
+iteration `it`, except `Train/mean_reward/time` and
+`Train/mean_episode_length/time`, written against whole seconds of
+training. The tags mean here what they mean in rsl_rl's TensorBoard files,
+so the table is the TensorBoard one (rltrack.frameworks.tensorboard_tags:
+`Loss/` -> learner, `Perf/` -> time, `Train/` and `Episode/` -> collector,
+with their canonical names); only the axis of an extra whose prefix no
+table knows is known here: it is the iteration too.
+
+The adapter (rltrack.adapters.rsl_rl) reads it here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rltrack.frameworks.stages import ITER_AXIS
+from rltrack.frameworks.tensorboard import Route, route
+from rltrack.frameworks.tensorboard_tags import UNKNOWN_AXIS
+
+SOURCE = "rsl_rl"
+
+
+def tag_route(tag: str, mode: str) -> Route:
+    """Where the values of one rsl_rl tag go (namespace, keys per `run.names`
+    `mode`, axis): the TensorBoard route, an unknown prefix's axis being the iteration."""
+    found = route(tag, mode)
+    return dataclasses.replace(found, axis=ITER_AXIS) if found.axis == UNKNOWN_AXIS else found
+
+
+def config_hparams(env_cfg: Any, train_cfg: Any) -> dict[str, Any]:
+    """`store_config(env_cfg, train_cfg)` as hyperparameters: `{"train_cfg":
+    ..., "env_cfg": ...}` as rsl_rl's W&B writer stores them; an env config
+    object becomes a dict through its `to_dict()` (Isaac Lab's configclass),
+    as a dataclass, or through its attributes."""
+    return {"train_cfg": train_cfg, "env_cfg": _as_dict(env_cfg)}
+
+
+def _as_dict(cfg: Any) -> Any:
+    if isinstance(cfg, dict) or cfg is None:
+        return cfg
+    to_dict = getattr(cfg, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        return dataclasses.asdict(cfg)
+    attributes = getattr(cfg, "__dict__", None)
+    return dict(attributes) if isinstance(attributes, dict) else repr(cfg)

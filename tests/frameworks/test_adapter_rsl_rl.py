@@ -1,0 +1,151 @@
+"""rsl_rl's log writer -> rltrack: `rltrack.adapters.rsl_rl.RLTrackLogWriter`,
+named in the runner config as Isaac Lab users name a writer, under rsl_rl's
+own `OnPolicyRunner` (PPO) on a small vectorised task written here against
+rsl_rl's `VecEnv` interface, read back from progress.csv, MLflow and W&B's
+run file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("rsl_rl", reason="rsl-rl-lib is not installed (requirements/test.txt)")
+import torch  # noqa: E402
+from library_readback import assert_once_everywhere, config  # noqa: E402
+from rsl_rl.env import VecEnv  # noqa: E402
+from rsl_rl.runners import OnPolicyRunner  # noqa: E402
+from rsl_rl.utils.logger import Logger  # noqa: E402
+from tensordict import TensorDict  # noqa: E402
+
+from rltrack.adapters.rsl_rl import RLTrackLogWriter  # noqa: E402
+from rltrack.journal import read_journal  # noqa: E402
+
+WRITER = "rltrack.adapters.rsl_rl:RLTrackLogWriter"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+class ReachTarget(VecEnv):
+    """A point that learns to move onto a target on a line: 8 environments,
+    episodes of 10 steps; `extras["log"]` carries a mean (`distance`, logged by
+    rsl_rl as `Episode/distance`) and an Isaac-Lab-style prefixed key
+    (`Metrics/final_error`)."""
+
+    def __init__(self) -> None:
+        self.num_envs, self.num_actions, self.max_episode_length = 8, 1, 10
+        self.device = "cpu"
+        self.cfg = {"task": "reach_target", "episode_length": self.max_episode_length}
+        self.generator = torch.Generator().manual_seed(0)
+        self.position = torch.zeros(self.num_envs)
+        self.target = torch.rand(self.num_envs, generator=self.generator) * 2 - 1
+        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
+
+    def get_observations(self) -> TensorDict:
+        return TensorDict({"policy": torch.stack([self.position, self.target], dim=1)}, batch_size=[self.num_envs])
+
+    def step(self, actions: torch.Tensor):
+        self.position = (self.position + 0.2 * actions[:, 0].clamp(-1, 1)).clamp(-2, 2)
+        distance = (self.position - self.target).abs()
+        rewards = -distance
+        self.episode_length_buf += 1
+        dones = self.episode_length_buf >= self.max_episode_length
+        extras = {"time_outs": dones.clone(), "log": {"distance": distance.mean(), "Metrics/final_error": distance[dones].mean() if dones.any() else 0.0}}
+        if dones.any():
+            self.position[dones] = 0.0
+            self.target[dones] = torch.rand(int(dones.sum()), generator=self.generator) * 2 - 1
+            self.episode_length_buf[dones] = 0
+        return self.get_observations(), rewards, dones.long(), extras
+
+
+def _train_cfg(logger: dict) -> dict:
+    return {
+        "num_steps_per_env": 10, "save_interval": 2, "obs_groups": {"actor": ["policy"], "critic": ["policy"]}, "run_name": "reach",
+        "algorithm": {"class_name": "PPO", "num_learning_epochs": 1, "num_mini_batches": 2, "learning_rate": 1e-3, "rnd_cfg": None},
+        "actor": {"class_name": "MLPModel", "hidden_dims": [16], "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
+        "critic": {"class_name": "MLPModel", "hidden_dims": [16]},
+        "logger": logger,
+    }  # fmt: skip
+
+
+class Recording(RLTrackLogWriter):
+    """Our writer, noting what rsl_rl's runner handed to `add_scalar`."""
+
+    def __init__(self, log_dir, **kwargs):
+        self.calls = []
+        super().__init__(log_dir, **kwargs)
+
+    def add_scalar(self, tag, scalar_value, global_step):
+        self.calls.append((tag, float(scalar_value), int(global_step)))
+        super().add_scalar(tag, scalar_value, global_step)
+
+
+def _stored(tag: str) -> list[str]:
+    """The flat names an rsl_rl tag is stored under: native, then its canonical twin."""
+    from rltrack.frameworks.rsl_rl import tag_route
+
+    found = tag_route(tag, "both")
+    return [f"{found.namespace}/{key}" for key in found.keys]
+
+
+@pytest.mark.slow
+def test_on_policy_runner_values_reach_every_tracker_once_at_iterations_and_seconds(tmp_path):
+    """Every value rsl_rl's runner wrote through the writer is in progress.csv,
+    MLflow and W&B once: at its iteration on `train_iter`, the `/time` tags
+    at whole seconds of training on `seconds`; `Loss/` in the learner
+    namespace, `Perf/` in time, `Episode/` in collector, with canonical twins;
+    `store_config` as hyperparameters, `save_model` as checkpoints, `stop` ends the run."""
+    log_dir = tmp_path / "logs" / "2026-11-27_12-00-00_reach"
+    runner = OnPolicyRunner(ReachTarget(), _train_cfg({"class_name": Recording, "config": config(tmp_path / "runs")}), log_dir=str(log_dir))
+    runner.learn(num_learning_iterations=4)
+    writer = runner.logger.writer
+    tags = {tag for tag, _, _ in writer.calls}
+    assert {"Loss/value", "Loss/surrogate", "Perf/total_fps", "Train/mean_reward", "Train/mean_reward/time", "Episode/distance", "Metrics/final_error"} <= tags
+    logged = [(name, "seconds" if tag.endswith("/time") else "train_iter", step, value) for tag, value, step in writer.calls for name in _stored(tag)]
+    run_dir = writer.logger.run_dir
+    assert run_dir.name == log_dir.name  # named after rsl_rl's log directory
+    assert_once_everywhere(run_dir, logged)
+    [hparams] = [e.data for e in read_journal(run_dir) if e.kind == "hparams"]
+    assert hparams["env_cfg"] == {"task": "reach_target", "episode_length": 10}
+    assert hparams["train_cfg"]["num_steps_per_env"] == 10 and hparams["train_cfg"]["algorithm"]["learning_rate"] == 1e-3
+    assert sorted(p.name for p in (run_dir / "ckpt").glob("iteration_*")) == ["iteration_0.pth.tar", "iteration_2.pth.tar", "iteration_3.pth.tar"]  # every save_interval, and the last
+    assert json.loads((run_dir / "meta.json").read_text())["status"] == "finished"
+
+
+def _writer_built_by_rsl_rl(entry: dict, log_dir) -> RLTrackLogWriter:
+    """The writer as rsl_rl's own `Logger.init_logging_writer` builds it from
+    the runner config's `logger` entry (and then calls `store_config`)."""
+    logger = Logger(str(log_dir), _train_cfg(entry), {"task": "t"}, 8, False, 1, 0, "cpu")
+    logger.init_logging_writer()
+    return logger.writer
+
+
+def test_the_config_entry_names_the_writer_and_its_rltrack_config(tmp_path):
+    """`{"class_name": "rltrack.adapters.rsl_rl:RLTrackLogWriter", ...}` as
+    rsl_rl resolves it: the other keys are the rltrack config, a file path or
+    sections inline; the config's run name wins over the log directory's."""
+    (tmp_path / "rltrack.toml").write_text(f'[run]\nroot = "{tmp_path / "runs"}"\nname = "from_file"\n[backends]\nuse = ["local"]\n')
+    writer = _writer_built_by_rsl_rl({"class_name": WRITER, "config": str(tmp_path / "rltrack.toml")}, tmp_path / "logs" / "x")
+    writer.add_scalar("Loss/value", torch.tensor(0.25), 3)
+    writer.add_scalar("Train/mean_reward/time", 1.5, 12)
+    writer.stop()
+    assert writer.logger.run_dir.name == "from_file"
+    events = [(e.namespace, e.data, e.steps) for e in read_journal(writer.logger.run_dir) if e.kind == "scalars"]
+    assert events == [("learner", {"value": 0.25, "value_loss_avg": 0.25}, {"train_iter": 3}), ("collector", {"mean_reward/time": 1.5}, {"seconds": 12})]
+
+    inline = {"class_name": WRITER, "run": {"root": str(tmp_path / "runs")}, "backends": {"use": ["local"]}}
+    named = _writer_built_by_rsl_rl(inline, tmp_path / "logs" / "2026_run")
+    named.stop()
+    assert named.logger.run_dir == tmp_path / "runs" / "2026_run"
+    [hparams] = [e.data for e in read_journal(named.logger.run_dir) if e.kind == "hparams"]
+    assert hparams["env_cfg"] == {"task": "t"} and hparams["train_cfg"]["logger"]["backends"] == {"use": ["local"]}
+
+
+def test_a_mistyped_key_of_the_entry_is_named_with_what_is_allowed(tmp_path):
+    from rltrack.training.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"rsl_rl's logger entry .*unknown key 'confg'; allowed: config \(a file path or dict\), run, filters, backends"):
+        _writer_built_by_rsl_rl({"class_name": WRITER, "confg": "rltrack.toml"}, tmp_path / "logs" / "x")
