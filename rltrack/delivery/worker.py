@@ -278,14 +278,16 @@ class DeliveryWorker:
         if not entries:
             self._confirm()
             if complete and self.thinning is not None and self.thinning.held_from() is not None:
-                self._deliver(*self.thinning.flush())  # the windows still open: the journal ends here
+                refusals: list[tuple[str, EventId]] = []
+                self._send(*self.thinning.flush(), refusals)  # the windows still open: the journal ends here
+                self._count_refused(refusals)
                 self._taken(offset, 0)
                 return True
             if complete:
                 self._end()
             return False
         if self.backend.takes_lines:  # the journal's bytes as they are: nothing is left out
-            refusals: list[tuple[str, EventId]] = []
+            refusals = []
             taken = sum(1 for entry in entries if type(entry) is Event)
             try:
                 self.backend.deliver_lines(self.writer, self.journal, self._read_offset, offset, self._keep_state)
@@ -298,13 +300,8 @@ class DeliveryWorker:
                 events, ids, thinned = self.thinning.take(events, ids, starts)
                 if thinned:
                     self.backend.run.report.count("thinned", self.thinning.describe(), thinned, section=self.backend.name)
-            if events:
-                try:
-                    taken -= self._deliver(events, ids, refusals)
-                finally:  # a tracker run created by a batch that then failed is the one to continue
-                    self._keep_state()
-        for reason, event_id in refusals:  # counted once the batch is taken: a batch retried is checked again
-            self.refused.append(refused(self.backend.run.report, self.backend.name, reason, self.journal, event_id.offset, len(self.refused)))
+            taken -= self._send(events, ids, refusals)
+        self._count_refused(refusals)
         self._backoff = BACKOFF_START
         self.failing_since = self.fix = None
         self._taken(offset, taken)
@@ -328,6 +325,20 @@ class DeliveryWorker:
                     ids.append(event_id)
                     starts.append(start)
         return events, ids, starts, refusals
+
+    def _send(self, events: list[Event], ids: list[EventId], refusals: list[tuple[str, EventId]]) -> int:
+        """Delivers `events` (see `_deliver`) and keeps the tracker's state; the number it refused."""
+        if not events:
+            return 0
+        try:
+            return self._deliver(events, ids, refusals)
+        finally:  # a tracker run created by a batch that then failed is the one to continue
+            self._keep_state()
+
+    def _count_refused(self, refusals: list[tuple[str, EventId]]) -> None:
+        """Counted once the batch is taken: a batch retried is checked again."""
+        for reason, event_id in refusals:
+            self.refused.append(refused(self.backend.run.report, self.backend.name, reason, self.journal, event_id.offset, len(self.refused)))
 
     def _deliver(self, events: list[Event], ids: list[EventId], refusals: list[tuple[str, EventId]]) -> int:
         """Delivers `events`; when the tracker refuses them for something in
