@@ -3,7 +3,7 @@
 # requirements/constraints.txt, then run. `make test-oldest` does the same in
 # .venv-oldest with the oldest versions rltrack supports
 # (requirements/constraints-oldest.txt) and runs the framework, tracker and
-# platform tests (OLDEST_TESTS below); .ci/run runs both.
+# platform tests (OLDEST_GROUPS below); .ci/run runs both.
 # `make test-fast` runs every test not marked `slow` (no Ray, no outage, no
 # crash and sweep scenarios): minutes, for the edit-test loop. `make test` runs
 # everything and is what CI runs. `make test-reliability` runs the reliability
@@ -21,8 +21,13 @@ WHEEL ?=
 VENV ?= .venv
 OLDEST_VENV ?= .venv-oldest
 PY := $(VENV)/bin/python
-# the tests that meet the frameworks and the trackers themselves
-OLDEST_TESTS := tests/frameworks tests/backends tests/core/test_platform.py
+# The suite runs in groups of folders at once, a pytest each (tests/shards.sh):
+# its tests mostly wait on agents, tracker servers and training children, so
+# one pytest leaves a core idle (the whole suite took ~50 min in one pytest,
+# 2026-11-27). The last group is every other folder of tests/.
+SUITE_GROUPS := "tests/agent" "tests/backends tests/core" "$(filter-out tests/agent/ tests/backends/ tests/core/ tests/helpers/,$(wildcard tests/*/))"
+# the oldest lane: the tests that meet the frameworks and the trackers themselves
+OLDEST_GROUPS := "tests/frameworks" "tests/backends tests/core/test_platform.py"
 DIST_VENV ?= .venv-dist
 comma := ,
 RLTRACK_REQ = $(if $(WHEEL),"rltrack[all$(comma)test] @ file://$(abspath $(WHEEL))",-e ".[all$(comma)test]")
@@ -64,15 +69,15 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed chromium
 	$(call installed,$(PY))
-	$(RUN_ENV) $(PY) -m pytest -q
+	$(RUN_ENV) tests/shards.sh $(PY) $(SUITE_GROUPS) -- -q
 
 test-fast: $(VENV)/.installed chromium
 	$(call installed,$(PY))
-	$(RUN_ENV) $(PY) -m pytest -q -m "not slow"
+	$(RUN_ENV) tests/shards.sh $(PY) $(SUITE_GROUPS) -- -q -m "not slow"
 
 test-oldest: $(OLDEST_VENV)/.installed
 	$(call installed,$(OLDEST_VENV)/bin/python)
-	$(RUN_ENV) $(OLDEST_VENV)/bin/python -m pytest -q $(OLDEST_TESTS)
+	$(RUN_ENV) tests/shards.sh $(OLDEST_VENV)/bin/python $(OLDEST_GROUPS) -- -q
 
 # the site's tools (requirements/docs.txt) beside rltrack in .venv: the
 # configuration page is generated from rltrack's own config definition
