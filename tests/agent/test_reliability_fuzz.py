@@ -75,9 +75,9 @@ def classify(value: Any) -> str:
     if isinstance(value, (str, bytes)):
         return "routed"
     if isinstance(value, (np.ndarray, torch.Tensor)):
-        if value.ndim == 0:
-            return "converted"
         size = value.numel() if isinstance(value, torch.Tensor) else value.size
+        if size == 1:  # one element, whatever the shape: that number, as TensorBoard's add_scalar takes it
+            return "converted"
         return "routed" if size else "dropped"
     if isinstance(value, list):
         return "routed" if value and all(_finite_number(v) for v in value) else "dropped"

@@ -34,7 +34,7 @@ STANDINS = REPO / "tests" / "helpers" / "standins"  # the marked launchpad stand
 PYTHON = ("python", "py")
 SHELL = ("sh", "bash", "shell")
 CONFIG = ("toml", "yaml", "yml")
-CHECKED = (*PYTHON, *SHELL, *CONFIG, "json")
+CHECKED = (*PYTHON, *SHELL, *CONFIG, "json", "jsonl")
 RAY_START_TIMEOUT = "timed out during startup"
 STORE_WAIT = 120  # seconds the agent may take to fill a store after a block ends (it runs at the lowest priority)
 
@@ -64,6 +64,10 @@ def test_block(block: Block, tmp_path: Path) -> None:
         _check_config(block)
     elif block.lang == "json":
         json.loads(block.code)
+    elif block.lang == "jsonl":  # JSON lines: each line a document
+        for line in block.code.splitlines():
+            if line.strip():
+                json.loads(line)
     elif block.not_run is not None:
         _check_syntax(block, tmp_path)
     else:
@@ -88,6 +92,8 @@ def _check_config(block: Block) -> None:
     where = block.name
     config = load_config(data)
     for name, settings in (data.get("backends") or {}).items():
+        if name == "storage":  # its uri and run come from run.storage, as make_logger adds them
+            settings = {**settings, "uri": str(config["run"]["storage"]), "run": "."}
         if name != "use":
             backend_type(name, settings, where)
     assert config["run"]["root"]

@@ -130,7 +130,7 @@ from ray.tune.experiment import Trial
 from rltrack.adapters.tune import RLTrackCallback
 config = json.loads(sys.argv[1])
 tune.register_trainable("contract", lambda config: None)
-storage = StorageContext(storage_path=config["run"]["root"] + "/ray", experiment_dir_name="contract", trial_dir_name="t0")
+storage = StorageContext(storage_path=config["run"]["root"] + "/../ray", experiment_dir_name="contract", trial_dir_name="t0")
 trial = Trial("contract", config={"lr": 0.1}, trial_id="crash_00000", storage=storage, experiment_tag="0")
 callback = RLTrackCallback(config)
 callback.log_trial_start(trial)
@@ -149,7 +149,7 @@ callback.on_experiment_end([trial])
         tune.register_trainable("contract", lambda config: None)
         self.config = config
         self.callback = RLTrackCallback(config)
-        storage = StorageContext(storage_path=config["run"]["root"] + "/ray", experiment_dir_name="contract", trial_dir_name="t0")
+        storage = StorageContext(storage_path=config["run"]["root"] + "/../ray", experiment_dir_name="contract", trial_dir_name="t0")
         self.trial_hparams: dict[str, Any] = {}
         self.storage = storage
         self.trial: Any = None
