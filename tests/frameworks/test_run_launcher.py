@@ -56,9 +56,11 @@ RETURNS = [3.0 * u for u in range(1, 6)]
 def launch(home: Path, script: str, *args: str, config: Path | None = None, name: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     (home / "script.py").write_text(script)
     options = [*(["--config", str(config)] if config else []), *(["--name", name] if name else [])]
+    environment = {**child_env(home), **(env or {})}
+    environment.pop("PYTHONSAFEPATH", None)  # CI's guard that rltrack comes from the wheel; a user's script imports its own folder's modules
     return subprocess.run(
         [PYTHON, "-m", "rltrack.cli", "run", *options, "--", PYTHON, "script.py", *args],
-        capture_output=True, text=True, env={**child_env(home), **(env or {})}, timeout=600, cwd=home,
+        capture_output=True, text=True, env=environment, timeout=600, cwd=home,
     )  # fmt: skip
 
 
