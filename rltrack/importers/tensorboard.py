@@ -34,7 +34,7 @@ from pathlib import Path
 from rltrack.frameworks.tensorboard import Translator
 from rltrack.importers.imported import imported_runs
 from rltrack.runs.readers import find_runs, format_of
-from rltrack.runs.readers_foreign import DIEngineFormat
+from rltrack.runs.readers_foreign import DI_ENGINE_EVENTS, DIEngineFormat
 from rltrack.runs.readers_tensorboard import TensorBoardFormat, read_protos
 from rltrack.training.config import make_logger
 
@@ -56,7 +56,7 @@ def find_folders(path: Path) -> list[tuple[Path, str, str]]:
         if isinstance(run_format, TensorBoardFormat):
             folders.append((folder, folder.name, "finished"))
         elif isinstance(run_format, DIEngineFormat):
-            folders.append((folder / "log" / "serial", folder.name, run_format.info(folder).status))
+            folders.append((folder / DI_ENGINE_EVENTS, folder.name, run_format.info(folder).status))
     return folders
 
 

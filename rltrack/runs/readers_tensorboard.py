@@ -79,6 +79,13 @@ def translated(path: Path, translator: Translator | None = None) -> Iterator[Eve
     yield from translator.flush()
 
 
+def first_event_time(path: Path) -> float:
+    """When the run at `path` started: its first event's wall time, else (files
+    with no event yet) the time its first event file was written."""
+    start = next((proto.wall_time for _, proto in read_protos(path) if proto.wall_time), None)
+    return start if start is not None else min(f.stat().st_mtime for f in event_files(path))
+
+
 def tfevents_host(file: Path) -> str:
     """The host in `events.out.tfevents.<time>.<host>[.<pid>.<n>]` (tensorboardX, torch, TensorFlow)."""
     parts = file.name.split(".")[4:]
@@ -96,16 +103,13 @@ class TensorBoardFormat:
         return bool(event_files(path))
 
     def info(self, path: Path) -> RunInfo:
-        files = event_files(path)
-        start = next((proto.wall_time for _, proto in read_protos(path) if proto.wall_time), None)
-        if start is None:  # files with no event yet
-            start = min(f.stat().st_mtime for f in files)
         hparams: dict[str, Any] = {}
         for event in translated(path):
             if event.kind == "hparams":
                 hparams.update(event.data)
         task = _CLEANRL_TAIL.sub("", path.name) or path.name
-        return RunInfo(path, self.name, self.name, task, tfevents_host(files[0]), "", start, UNKNOWN, hparams, scalar_hparams(hparams))
+        return RunInfo(path, self.name, self.name, task, tfevents_host(event_files(path)[0]), "", first_event_time(path), UNKNOWN, hparams,
+                       scalar_hparams(hparams))  # fmt: skip
 
     def samples(self, path: Path) -> list[Sample]:
         return event_samples(translated(path))
