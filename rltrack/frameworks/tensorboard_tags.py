@@ -58,9 +58,19 @@ SECONDS_SUFFIX = "/time"
 SECONDS_AXIS = "seconds"
 
 #: DI-engine/LightZero: every value twice, `<stage>_iter/<key>` (train_iter) and
-#: `<stage>_step/<key>` (env steps), and a buffer's throughput as `<stage>_sec/<key>`.
-TWIN_TAG = re.compile(r"^(?P<stage>[A-Za-z][A-Za-z0-9]*)_(?P<axis>iter|step|sec)/(?P<key>.+)$")
-TWIN_AXES = {"iter": ITER_AXIS, "step": STEP_AXIS, "sec": PERIOD_AXIS}
+#: `<stage>_step/<key>` (env steps): the halves of a twin and the axis each is written against.
+TWIN_AXES = {"iter": ITER_AXIS, "step": STEP_AXIS}
+#: A buffer's throughput tables: `<stage>_sec/<key>`, at the table's number in the file (`PERIOD_AXIS`).
+THROUGHPUT_HALF = "sec"
+TWIN_TAG = re.compile(rf"^(?P<stage>[A-Za-z][A-Za-z0-9]*)_(?P<axis>{'|'.join([*TWIN_AXES, THROUGHPUT_HALF])})/(?P<key>.+)$")
+
+
+def twin_prefix(stage: str, half: str) -> str:
+    """The tag prefix of `stage`'s values written against `half` (a key of
+    `TWIN_AXES`, or `THROUGHPUT_HALF`), as DI-engine writes it: `collector_iter/`.
+    rltrack's own DI layout (rltrack.sinks.tfevents) writes with it, the
+    translation (rltrack.frameworks.tensorboard) reads `TWIN_TAG`."""
+    return f"{stage}_{half}/"
 
 #: Native tag -> canonical flat key, per framework (shown in the vocabulary table).
 CLEANRL: dict[str, str] = {
