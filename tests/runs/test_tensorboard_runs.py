@@ -136,9 +136,9 @@ def test_skrl_rsl_rl_and_tianshou_folders_are_listed_named_by_what_ran_and_addre
     header, _, *rows = out.splitlines()
     assert code == 0 and header.split()[:2] == ["id", "path"]  # the address of a run written without rltrack
     assert sorted(row[header.index("path") :].split()[0] for row in rows) == sorted(found)
-    code, out, err = run_cli(capsys, "plot", "--root", str(framework_root), "--metric", "training/returns_stat/mean", "^DQNExperiment/", "-o",
+    code, out, err = run_cli(capsys, "plot", "--root", str(framework_root), "--metric", "collector/reward_mean", "^DQNExperiment/", "-o",
                              str(framework_root.parent / "seeds.png"))  # fmt: skip
-    assert code == 0 and "2 run(s)" in out, err  # the two seeds: one task
+    assert code == 0 and "2 run(s)" in out, err  # the two seeds: one task; Tianshou's `training/returns_stat/mean` has its canonical name
 
 
 @pytest.mark.parametrize("folder", [f"cleanrl/{CLEANRL_RUN}", "log/CartPole-v1/ppo/0"])
@@ -172,7 +172,7 @@ def test_show_and_export_address_foreign_runs_by_their_folder(root, capsys, tmp_
     assert runs.load(run.id, root=root).path == run.path  # the id still works
     code, out, err = run_cli(capsys, "export", "log/CartPole-v1/ppo/0", "--root", str(root), "-o", str(tmp_path / "out"))
     assert code == 0, err
-    assert "test/returns/mean" in Path(out.strip()).read_text(encoding="utf-8")
+    assert "evaluator/returns/mean" in Path(out.strip()).read_text(encoding="utf-8")  # Tianshou's test collector
 
 
 def test_a_folder_that_is_no_run_names_folders_in_the_error(root, capsys) -> None:
@@ -191,7 +191,7 @@ def test_plot_and_report_select_runs_by_a_pattern_over_folder_names(root, tmp_pa
     page = tmp_path / "report.html"
     code, _, err = run_cli(capsys, "report", "--root", str(root), "^log/", "-o", str(page))
     assert code == 0, err
-    assert "test/returns/mean" in page.read_text(encoding="utf-8")
+    assert "evaluator/returns/mean" in page.read_text(encoding="utf-8")
 
 
 def test_a_torn_last_record_is_left_out_and_the_rest_read(root) -> None:
