@@ -36,6 +36,11 @@ delivery was not complete would under-count the agent's CPU.
 
     python bench/bench_cleanrl.py --steps 50000 --repetitions 3   # the issue's figure
     python bench/bench_cleanrl.py --steps 5000 --repetitions 1    # minutes
+    python bench/bench_cleanrl.py --fixed-cost --repetitions 3     # rltrack's cost per run, per tracker
+
+`--fixed-cost` runs a script that writes one value, plainly and under
+`rltrack run` with each set of trackers: what starting the launcher, the
+agent and each tracker's client costs a run whatever its length.
 """
 
 from __future__ import annotations
@@ -59,7 +64,18 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from trackers import mlflow_count, wandb_count  # noqa: E402
 
-VARIANTS = ("plain", "rltrack", "wandb-sync")
+BACKENDS = ("local", "mlflow", "wandb")
+#: name -> (the backends of `rltrack run`, None: without rltrack; with W&B's `sync_tensorboard`)
+VARIANTS: dict[str, tuple[tuple[str, ...] | None, bool]] = {"plain": (None, False), "rltrack": (BACKENDS, False), "wandb-sync": (None, True)}
+#: `--fixed-cost`: what rltrack costs whatever the run's length, per tracker: a script writing one value.
+FIXED_VARIANTS: dict[str, tuple[tuple[str, ...] | None, bool]] = {
+    "plain": (None, False),
+    "rltrack local": (("local",), False),
+    "rltrack local+mlflow": (("local", "mlflow"), False),
+    "rltrack local+wandb": (("local", "wandb"), False),
+    "rltrack local+mlflow+wandb": (BACKENDS, False),
+}
+ONE_VALUE = "from torch.utils.tensorboard import SummaryWriter\nw = SummaryWriter('runs/one')\nw.add_scalar('charts/episodic_return', 1.0, 1)\nw.close()"
 #: prctl's option that makes the caller adopt the orphans of its descendants (linux/prctl.h).
 PR_SET_CHILD_SUBREAPER = 36
 #: The value whose count is checked in the trackers: its native tag, and its name in an rltrack run.
@@ -93,12 +109,15 @@ def children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def command(variant: str, steps: int, config: Path) -> list[str]:
-    script = [sys.executable, dqn_script(), "--seed", "1", "--cuda", "False", "--total-timesteps", str(steps),
-              "--learning-starts", str(min(10_000, steps // 5)), "--train-frequency", "10"]  # fmt: skip
-    if variant == "rltrack":
+def dqn_command(steps: int) -> list[str]:
+    return [sys.executable, dqn_script(), "--seed", "1", "--cuda", "False", "--total-timesteps", str(steps),
+            "--learning-starts", str(min(10_000, steps // 5)), "--train-frequency", "10"]  # fmt: skip
+
+
+def command(script: list[str], backends: tuple[str, ...] | None, wandb_sync: bool, config: Path) -> list[str]:
+    if backends is not None:
         return [sys.executable, "-m", "rltrack.cli", "run", "--config", str(config), "--", *script]
-    if variant == "wandb-sync":
+    if wandb_sync:
         return [*script, "--track", "--wandb-project-name", "bench"]
     return script
 
@@ -121,28 +140,29 @@ def check_delivered(workdir: Path) -> str:
     return f", {counts[0]} returns in MLflow and W&B"
 
 
-def run_once(variant: str, steps: int, scratch: Path) -> tuple[float, float, float]:
+def run_once(name: str, script: list[str], scratch: Path, check: bool) -> tuple[float, float, float]:
     """(wall s of the script, CPU s of the script's tree at its exit, CPU s of everything the run started)."""
-    workdir = scratch / f"{variant}-{time.monotonic_ns()}"
+    backends, wandb_sync = {**VARIANTS, **FIXED_VARIANTS}[name]
+    workdir = scratch / f"{name.replace(' ', '_').replace('+', '_')}-{time.monotonic_ns()}"
     workdir.mkdir()
     config = workdir / "rltrack.toml"
     config.write_text(
-        f'[run]\nroot = "{workdir / "rl"}"\nclose_timeout = 0\n\n[backends]\nuse = ["local", "mlflow", "wandb"]\n\n'
+        f'[run]\nroot = "{workdir / "rl"}"\nclose_timeout = 0\n\n[backends]\nuse = {json.dumps(list(backends or ()))}\n\n'
         f'[backends.mlflow]\ntracking_uri = "sqlite:///{workdir / "mlflow.db"}"\nexperiment = "bench"\n'
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "MLFLOW_DISABLE_TELEMETRY": "true", "HOME": str(workdir), "RLTRACK_AGENT_IDLE": "2"}  # fmt: skip
     cpu_before = children_cpu()
     started = time.perf_counter()
-    done = subprocess.run(command(variant, steps, config), cwd=workdir, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(command(script, backends, wandb_sync, config), cwd=workdir, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
     cpu_script = children_cpu() - cpu_before
     if done.returncode != 0:
-        sys.exit(f"{variant} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        sys.exit(f"{name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     wait_for_every_descendant()  # rltrack's agent ends its delivery, then idles out
     cpu_all = children_cpu() - cpu_before
-    checked = check_delivered(workdir) if variant == "rltrack" else ""
-    print(f"  {variant}: wall {wall:.1f} s, CPU {cpu_all:.1f} s ({cpu_script:.1f} s by the script's tree at its exit){checked}", flush=True)
+    checked = check_delivered(workdir) if check and backends == BACKENDS else ""
+    print(f"  {name}: wall {wall:.1f} s, CPU {cpu_all:.1f} s ({cpu_script:.1f} s by the script's tree at its exit){checked}", flush=True)
     return wall, cpu_script, cpu_all
 
 
@@ -156,24 +176,28 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50_000)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write every run's figures to this file, after each run")
+    parser.add_argument("--fixed-cost", action="store_true", help="instead: a script writing one value, plain and under rltrack per tracker")
     args = parser.parse_args()
     adopt_orphans()
     scratch = Path(tempfile.mkdtemp(prefix="bench_cleanrl_"))
-    figures: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu_script": [], "cpu": []} for v in VARIANTS}
+    variants = list(FIXED_VARIANTS if args.fixed_cost else VARIANTS)
+    script = [sys.executable, "-c", ONE_VALUE] if args.fixed_cost else dqn_command(args.steps)
+    figures: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu_script": [], "cpu": []} for v in variants}
     loads = [os.getloadavg()[0]]
     try:
         for repetition in range(args.repetitions):
-            order = VARIANTS[repetition % 3 :] + VARIANTS[: repetition % 3]
+            order = variants[repetition % len(variants) :] + variants[: repetition % len(variants)]
             print(f"repetition {repetition + 1} ({', '.join(order)}), load {os.getloadavg()[0]:.1f}", flush=True)
             for variant in order:
-                for name, value in zip(("wall", "cpu_script", "cpu"), run_once(variant, args.steps, scratch)):
+                for name, value in zip(("wall", "cpu_script", "cpu"), run_once(variant, script, scratch, check=not args.fixed_cost)):
                     figures[variant][name].append(value)
                 loads.append(os.getloadavg()[0])
                 if args.json:
                     args.json.write_text(json.dumps({"steps": args.steps, "loads": loads, "figures": figures}, indent=1))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"\nCleanRL 1.2.0 dqn.py, CartPole-v1, {args.steps} steps, {args.repetitions} repetition(s), load {min(loads):.1f}-{max(loads):.1f}")
+    what = "a script writing one value" if args.fixed_cost else f"CleanRL 1.2.0 dqn.py, CartPole-v1, {args.steps} steps"
+    print(f"\n{what}, {args.repetitions} repetition(s), load {min(loads):.1f}-{max(loads):.1f}")
     print("| variant | wall median s | wall min-max s | wall x plain | CPU median s | CPU min-max s | CPU x plain "
           "| CPU of the script's tree at exit, median s | min-max s | x plain |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|")
