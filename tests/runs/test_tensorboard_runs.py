@@ -229,9 +229,12 @@ def test_an_imported_run_holds_the_translations_events_and_importing_again_creat
         journal = [e for e in rltrack.read_journal(run_dir)]
         assert without_run(journal) == without_run(list(translated(folder)))  # the events `attach` gives a live writer
     cleanrl = imported[str(folders[f"cleanrl/{CLEANRL_RUN}"].resolve())]
-    assert cleanrl.name == CLEANRL_RUN and json.loads((cleanrl / "meta.json").read_text())["status"] == "finished"
+    cleanrl_meta = json.loads((cleanrl / "meta.json").read_text())
+    assert cleanrl.name == CLEANRL_RUN and cleanrl_meta["status"] == "finished"
+    assert cleanrl_meta["task"] == "CartPole-v1__ppo"  # the task `runs ls` gives the folder: the experiment in the trackers
     dingine = json.loads((imported[str(folders["cartpole_dqn_seed0"].resolve())] / "meta.json").read_text())
     assert dingine["status"] == runs.load("cartpole_dqn_seed0", root=root).status
+    assert dingine["task"] == "cartpole_dqn"
     code, out, err = run_cli(capsys, "import", "tensorboard", str(root), "--root", str(tmp_path / "runs"))
     assert code == 0 and out == "" and err.count("already imported") == 3
     code, _, err = run_cli(capsys, "import", "tensorboard", str(tmp_path / "runs" / CLEANRL_RUN / "ckpt"), "--root", str(tmp_path / "x"))
