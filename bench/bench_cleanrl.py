@@ -1,34 +1,56 @@
 """CleanRL's own script, unchanged, with and without rltrack, and with W&B's `sync_tensorboard` (issue 34).
 
 Three ways to run CleanRL 1.2.0's `dqn.py` (installed from PyPI in the oldest
-environment; its `ppo.py` needs gym 0.23.1, which that environment cannot hold
-beside DI-engine's gym 0.25.1) on CartPole-v1, same seed, CPU, torch on one
-thread:
+environment; its `ppo.py` imports `gym`, and the oldest environment's gym
+0.25.1, DI-engine's pin, fails in it: `RandomNumberGenerator._generator_ctor()`
+under numpy 1.26, so DQN stands in for PPO) on CartPole-v1, same seed, CPU,
+torch on one thread:
 
   * plain      `python dqn.py ...`
   * rltrack    `python -m rltrack.cli run --config <local + mlflow (SQLite file) + wandb (offline)> -- python dqn.py ...`
   * wandb-sync `python dqn.py ... --track` with WANDB_MODE=offline: CleanRL's own W&B
                path, `wandb.init(sync_tensorboard=True, ...)`
 
-The figure is the script's wall time, from start to exit. rltrack's agent
-delivers to the trackers in its own process, at the lowest priority; the
-config sets `run.close_timeout = 0`, so the script's exit does not wait for
-the trackers (by default `close` waits up to `run.close_timeout` for them,
-which a user sees at exit); the agent's delivery after it is waited for,
-untimed, before the next variant starts.
-The variants alternate, rotated each repetition; median and
-range per variant, and the ratio of medians to plain. Goal: rltrack ≤ 1.03×
-plain.
+Two figures per run:
 
-    python bench/bench_cleanrl.py --steps 50000 --repetitions 3   # the issue's figure, tens of minutes
+  * wall: the script's wall time, from start to exit (what a user waits for).
+    rltrack's config sets `run.close_timeout = 0`, so the exit does not wait
+    for the trackers; its agent delivers in its own process.
+  * CPU: user + system seconds of every process the run made, until the last
+    one exited: the script, the launcher, W&B's `wandb-core`, and rltrack's
+    agent with its keeper and tracker clients, which leave the script's
+    process tree on purpose (rltrack.agent.keeper). This process becomes the
+    child subreaper of its tree (Linux `prctl(PR_SET_CHILD_SUBREAPER)`), so
+    those orphans are its children too: it waits for every one of them
+    (the agent exits `RLTRACK_AGENT_IDLE` = 2 s after its last delivery) and
+    `getrusage(RUSAGE_CHILDREN)` counts them all. CPU time is what rltrack
+    adds to a machine, and it barely moves with the neighbours' load, which
+    makes the wall time of one run on a shared machine spread by 3x.
+
+The variants alternate, the order rotated each repetition (ABC, BCA, CAB,
+...), so a change of load hits every variant alike; median and range per
+variant, the ratio of medians to plain. Goal: rltrack <= 1.03x plain.
+After each rltrack run, the values MLflow and the W&B run file hold are
+counted against the event file's (`charts/episodic_return`): a run whose
+delivery was not complete would under-count the agent's CPU.
+
+    python bench/bench_cleanrl.py --steps 50000 --repetitions 3   # the issue's figure
     python bench/bench_cleanrl.py --steps 5000 --repetitions 1    # minutes
+    python bench/bench_cleanrl.py --fixed-cost --repetitions 3     # rltrack's cost per run, per tracker
+
+`--fixed-cost` runs a script that writes one value, plainly and under
+`rltrack run` with each set of trackers: what starting the launcher, the
+agent and each tracker's client costs a run whatever its length.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
+import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -38,7 +60,26 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-VARIANTS = ("plain", "rltrack", "wandb-sync")
+sys.path.insert(0, str(REPO / "bench"))
+
+from trackers import mlflow_count, wandb_count  # noqa: E402
+
+BACKENDS = ("local", "mlflow", "wandb")
+#: name -> (the backends of `rltrack run`, None: without rltrack; with W&B's `sync_tensorboard`)
+VARIANTS: dict[str, tuple[tuple[str, ...] | None, bool]] = {"plain": (None, False), "rltrack": (BACKENDS, False), "wandb-sync": (None, True)}
+#: `--fixed-cost`: what rltrack costs whatever the run's length, per tracker: a script writing one value.
+FIXED_VARIANTS: dict[str, tuple[tuple[str, ...] | None, bool]] = {
+    "plain": (None, False),
+    "rltrack local": (("local",), False),
+    "rltrack local+mlflow": (("local", "mlflow"), False),
+    "rltrack local+wandb": (("local", "wandb"), False),
+    "rltrack local+mlflow+wandb": (BACKENDS, False),
+}
+ONE_VALUE = "from torch.utils.tensorboard import SummaryWriter\nw = SummaryWriter('runs/one')\nw.add_scalar('charts/episodic_return', 1.0, 1)\nw.close()"
+#: prctl's option that makes the caller adopt the orphans of its descendants (linux/prctl.h).
+PR_SET_CHILD_SUBREAPER = 36
+#: The value whose count is checked in the trackers: its native tag, and its name in an rltrack run.
+CHECKED_TAG, CHECKED_NAME = "charts/episodic_return", "collector/episodic_return"
 
 
 def dqn_script() -> str:
@@ -48,59 +89,122 @@ def dqn_script() -> str:
     return spec.origin
 
 
-def command(variant: str, steps: int, config: Path) -> list[str]:
-    script = [sys.executable, dqn_script(), "--seed", "1", "--cuda", "False", "--total-timesteps", str(steps),
-              "--learning-starts", str(min(10_000, steps // 5)), "--train-frequency", "10"]  # fmt: skip
-    if variant == "rltrack":
+def adopt_orphans() -> None:
+    """Makes this process the subreaper of its descendants: an orphan (rltrack's agent) becomes its child."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        sys.exit(f"prctl(PR_SET_CHILD_SUBREAPER) failed (errno {ctypes.get_errno()}): this bench needs Linux")
+
+
+def wait_for_every_descendant() -> None:
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
+
+
+def children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def dqn_command(steps: int) -> list[str]:
+    return [sys.executable, dqn_script(), "--seed", "1", "--cuda", "False", "--total-timesteps", str(steps),
+            "--learning-starts", str(min(10_000, steps // 5)), "--train-frequency", "10"]  # fmt: skip
+
+
+def command(script: list[str], backends: tuple[str, ...] | None, wandb_sync: bool, config: Path) -> list[str]:
+    if backends is not None:
         return [sys.executable, "-m", "rltrack.cli", "run", "--config", str(config), "--", *script]
-    if variant == "wandb-sync":
+    if wandb_sync:
         return [*script, "--track", "--wandb-project-name", "bench"]
     return script
 
 
-def run_once(variant: str, steps: int, scratch: Path) -> float:
-    workdir = scratch / f"{variant}-{time.monotonic_ns()}"
+def event_file_count(workdir: Path) -> int:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (logdir,) = {p.parent for p in (workdir / "runs").glob("*/events.out.tfevents.*")}
+    accumulator = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    return len(accumulator.Scalars(CHECKED_TAG))
+
+
+def check_delivered(workdir: Path) -> str:
+    """The checked value's count in the event file, MLflow and W&B's run file; exits when they differ."""
+    (run_dir,) = (p.parent for p in (workdir / "rl").glob("*/meta.json"))
+    counts = (event_file_count(workdir), mlflow_count(run_dir, CHECKED_NAME), wandb_count(run_dir, CHECKED_NAME))
+    if len(set(counts)) != 1:
+        sys.exit(f"{run_dir}: {CHECKED_TAG} has {counts[0]} values in the event file, {counts[1]} in MLflow, {counts[2]} in W&B")
+    return f", {counts[0]} returns in MLflow and W&B"
+
+
+def run_once(name: str, script: list[str], scratch: Path, check: bool) -> tuple[float, float, float]:
+    """(wall s of the script, CPU s of the script's tree at its exit, CPU s of everything the run started)."""
+    backends, wandb_sync = {**VARIANTS, **FIXED_VARIANTS}[name]
+    workdir = scratch / f"{name.replace(' ', '_').replace('+', '_')}-{time.monotonic_ns()}"
     workdir.mkdir()
     config = workdir / "rltrack.toml"
     config.write_text(
-        f'[run]\nroot = "{workdir / "rl"}"\nclose_timeout = 0\n\n[backends]\nuse = ["local", "mlflow", "wandb"]\n\n'
+        f'[run]\nroot = "{workdir / "rl"}"\nclose_timeout = 0\n\n[backends]\nuse = {json.dumps(list(backends or ()))}\n\n'
         f'[backends.mlflow]\ntracking_uri = "sqlite:///{workdir / "mlflow.db"}"\nexperiment = "bench"\n'
     )
     env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1", "MLFLOW_DISABLE_TELEMETRY": "true", "HOME": str(workdir)}  # fmt: skip
+           "MKL_NUM_THREADS": "1", "MLFLOW_DISABLE_TELEMETRY": "true", "HOME": str(workdir), "RLTRACK_AGENT_IDLE": "2"}  # fmt: skip
+    cpu_before = children_cpu()
     started = time.perf_counter()
-    done = subprocess.run(command(variant, steps, config), cwd=workdir, env=env, capture_output=True, text=True, check=False)
-    elapsed = time.perf_counter() - started
+    done = subprocess.run(command(script, backends, wandb_sync, config), cwd=workdir, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    cpu_script = children_cpu() - cpu_before
     if done.returncode != 0:
-        sys.exit(f"{variant} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    for run_dir in (p.parent for p in (workdir / "rl").glob("*/meta.json")):  # untimed: the agent ends its delivery
-        sync = [sys.executable, "-m", "rltrack.cli", "sync", str(run_dir)]  # before the next variant runs (exit 2: still busy)
-        while subprocess.run(sync, cwd=workdir, env=env, capture_output=True, check=False).returncode == 2:
-            time.sleep(1.0)
-    return elapsed
+        sys.exit(f"{name} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    wait_for_every_descendant()  # rltrack's agent ends its delivery, then idles out
+    cpu_all = children_cpu() - cpu_before
+    checked = check_delivered(workdir) if check and backends == BACKENDS else ""
+    print(f"  {name}: wall {wall:.1f} s, CPU {cpu_all:.1f} s ({cpu_script:.1f} s by the script's tree at its exit){checked}", flush=True)
+    return wall, cpu_script, cpu_all
+
+
+def row(values: list[float], reference: float) -> str:
+    median = statistics.median(values)
+    return f"{median:.1f} | {min(values):.1f}-{max(values):.1f} | {median / reference:.3f}"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50_000)
     parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--json", type=Path, help="also write every run's figures to this file, after each run")
+    parser.add_argument("--fixed-cost", action="store_true", help="instead: a script writing one value, plain and under rltrack per tracker")
     args = parser.parse_args()
+    adopt_orphans()
     scratch = Path(tempfile.mkdtemp(prefix="bench_cleanrl_"))
-    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    variants = list(FIXED_VARIANTS if args.fixed_cost else VARIANTS)
+    script = [sys.executable, "-c", ONE_VALUE] if args.fixed_cost else dqn_command(args.steps)
+    figures: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu_script": [], "cpu": []} for v in variants}
+    loads = [os.getloadavg()[0]]
     try:
         for repetition in range(args.repetitions):
-            order = VARIANTS[repetition % 3 :] + VARIANTS[: repetition % 3]
+            order = variants[repetition % len(variants) :] + variants[: repetition % len(variants)]
+            print(f"repetition {repetition + 1} ({', '.join(order)}), load {os.getloadavg()[0]:.1f}", flush=True)
             for variant in order:
-                times[variant].append(run_once(variant, args.steps, scratch))
-                print(f"repetition {repetition + 1} {variant}: {times[variant][-1]:.1f} s", flush=True)
+                for name, value in zip(("wall", "cpu_script", "cpu"), run_once(variant, script, scratch, check=not args.fixed_cost)):
+                    figures[variant][name].append(value)
+                loads.append(os.getloadavg()[0])
+                if args.json:
+                    args.json.write_text(json.dumps({"steps": args.steps, "loads": loads, "figures": figures}, indent=1))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    plain = statistics.median(times["plain"])
-    print(f"\nCleanRL 1.2.0 dqn.py, CartPole-v1, {args.steps} steps, {args.repetitions} repetition(s), load {os.getloadavg()[0]:.1f}")
-    print(f"{'variant':<11} {'median s':>9} {'min-max s':>15} {'x plain':>8}")
-    for variant, values in times.items():
-        median = statistics.median(values)
-        print(f"{variant:<11} {median:>9.1f} {min(values):>7.1f}-{max(values):<7.1f} {median / plain:>8.3f}")
+    what = "a script writing one value" if args.fixed_cost else f"CleanRL 1.2.0 dqn.py, CartPole-v1, {args.steps} steps"
+    print(f"\n{what}, {args.repetitions} repetition(s), load {min(loads):.1f}-{max(loads):.1f}")
+    print("| variant | wall median s | wall min-max s | wall x plain | CPU median s | CPU min-max s | CPU x plain "
+          "| CPU of the script's tree at exit, median s | min-max s | x plain |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    plain = figures["plain"]
+    for variant, values in figures.items():
+        cells = [row(values[name], statistics.median(plain[name])) for name in ("wall", "cpu", "cpu_script")]
+        print(f"| {variant} | {' | '.join(cells)} |")
 
 
 if __name__ == "__main__":

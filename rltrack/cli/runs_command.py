@@ -187,7 +187,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
         columns = ["id", *[c.strip() for c in args.columns.split(",") if c.strip()]]
     else:
         metrics = [m for m in MAIN_METRICS if m in names and m != "collector/total_envstep_count"]
-        columns = ["id", "status", "source", *(["archived"] if args.all else []), *metrics]
+        addressed_by_path = ["path"] if any(row.get("writer") != "rltrack" for row in found) else []  # runs written without rltrack
+        columns = ["id", *addressed_by_path, "status", "source", *(["archived"] if args.all else []), *metrics]
     print(render_table(found, columns))
     print(f"{len(found)} run(s) under {args.root}", file=sys.stderr)
     return 0

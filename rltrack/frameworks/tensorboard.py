@@ -68,6 +68,7 @@ from rltrack.frameworks.tensorboard_tags import (
     SPACED_PREFIXES,
     SPACED_SEPARATOR,
     TEXT_SUFFIX,
+    THROUGHPUT_HALF,
     TWIN_AXES,
     TWIN_TAG,
     UNKNOWN_AXIS,
@@ -101,7 +102,9 @@ def route(tag: str, mode: str = "both") -> Route:
     twin = TWIN_TAG.match(tag)
     if twin is not None:
         half = twin["axis"]
-        return Route(twin["stage"], (twin["key"],), TWIN_AXES[half], half if half != "sec" else None)
+        if half == THROUGHPUT_HALF:
+            return Route(twin["stage"], (twin["key"],), PERIOD_AXIS)
+        return Route(twin["stage"], (twin["key"],), TWIN_AXES[half], half)
     if SPACED_SEPARATOR in tag:
         prefix, _, leaf = tag.partition(SPACED_SEPARATOR)
         namespace, axis = SPACED_PREFIXES.get(prefix.strip(), (prefix.strip(), UNKNOWN_AXIS))

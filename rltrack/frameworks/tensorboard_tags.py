@@ -1,6 +1,6 @@
 """What the tags of the frameworks that write TensorBoard files mean, as data.
 
-CleanRL, rsl_rl, skrl, DI-engine/LightZero (and SB3's own TensorBoard
+CleanRL, rsl_rl, skrl, Tianshou, DI-engine/LightZero (and SB3's own TensorBoard
 format) log through a TensorBoard writer; a tag's prefix says which
 framework wrote it, which rltrack namespace its value belongs to and what the
 writer's `global_step` counts there (env steps in CleanRL and skrl, learner
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from rltrack.frameworks import sb3
+from rltrack.frameworks import sb3, tianshou
 from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS
 
 #: The axis of a writer's `global_step` where no tag says what it counts.
@@ -36,6 +36,10 @@ PREFIXES: dict[str, tuple[str, str]] = {
     "Policy": ("learner", ITER_AXIS),
     "Rnd": ("learner", ITER_AXIS),
     "Perf": ("time", ITER_AXIS),
+    # Tianshou 2 (its TensorboardLogger tags `<scope>/<key>` at the scope's step, rltrack.frameworks.tianshou)
+    "training": ("collector", tianshou.STEP_AXES["env_step"]),
+    "test": ("evaluator", tianshou.STEP_AXES["env_step"]),
+    "update": ("learner", tianshou.STEP_AXES["update_step"]),
     # SB3's TensorBoard format: `num_timesteps`
     "rollout": ("collector", STEP_AXIS),
     "eval": ("evaluator", STEP_AXIS),
@@ -58,9 +62,19 @@ SECONDS_SUFFIX = "/time"
 SECONDS_AXIS = "seconds"
 
 #: DI-engine/LightZero: every value twice, `<stage>_iter/<key>` (train_iter) and
-#: `<stage>_step/<key>` (env steps), and a buffer's throughput as `<stage>_sec/<key>`.
-TWIN_TAG = re.compile(r"^(?P<stage>[A-Za-z][A-Za-z0-9]*)_(?P<axis>iter|step|sec)/(?P<key>.+)$")
-TWIN_AXES = {"iter": ITER_AXIS, "step": STEP_AXIS, "sec": PERIOD_AXIS}
+#: `<stage>_step/<key>` (env steps): the halves of a twin and the axis each is written against.
+TWIN_AXES = {"iter": ITER_AXIS, "step": STEP_AXIS}
+#: A buffer's throughput tables: `<stage>_sec/<key>`, at the table's number in the file (`PERIOD_AXIS`).
+THROUGHPUT_HALF = "sec"
+TWIN_TAG = re.compile(rf"^(?P<stage>[A-Za-z][A-Za-z0-9]*)_(?P<axis>{'|'.join([*TWIN_AXES, THROUGHPUT_HALF])})/(?P<key>.+)$")
+
+
+def twin_prefix(stage: str, half: str) -> str:
+    """The tag prefix of `stage`'s values written against `half` (a key of
+    `TWIN_AXES`, or `THROUGHPUT_HALF`), as DI-engine writes it: `collector_iter/`.
+    rltrack's own DI layout (rltrack.sinks.tfevents) writes with it, the
+    translation (rltrack.frameworks.tensorboard) reads `TWIN_TAG`."""
+    return f"{stage}_{half}/"
 
 #: Native tag -> canonical flat key, per framework (shown in the vocabulary table).
 CLEANRL: dict[str, str] = {
@@ -103,8 +117,8 @@ SKRL: dict[str, str] = {
     "Learning / Learning rate": "learner/cur_lr_avg",
 }
 
-#: Every native tag with a canonical name, SB3's TensorBoard tags included.
-CANONICAL: dict[str, str] = {**sb3.CANONICAL, **CLEANRL, **RSL_RL, **SKRL}
+#: Every native tag with a canonical name, SB3's and Tianshou's TensorBoard tags included.
+CANONICAL: dict[str, str] = {**sb3.CANONICAL, **tianshou.CANONICAL, **CLEANRL, **RSL_RL, **SKRL}
 
 #: The tags of CleanRL's hyperparameter table (`add_text("hyperparameters", ...)`) as written.
 HPARAMS_TEXT_TAGS = frozenset({"hyperparameters/text_summary", "hyperparameters"})

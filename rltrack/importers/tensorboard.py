@@ -12,7 +12,10 @@ The values go through the same translation as a live writer's
 rltrack.runs.readers_tensorboard's reading of the files), so an imported
 CleanRL run holds the same events, names, steps and typed hyperparameters as
 one made with `rltrack run` or `attach`. The run is named after its folder
-(CleanRL's `run_name`); its events keep the files' wall times.
+(CleanRL's `run_name`), its task (the experiment in the trackers, the start
+of its id) is the one `rltrack runs ls` gives the folder (CleanRL's seeds of
+one script and environment are one task; DI-engine's `exp_name` without its
+seed); its events keep the files' wall times.
 
 Which folders: every run `rltrack runs ls` would list under `DIR` as a
 folder of event files (writer `tensorboard`), and DI-engine experiments
@@ -34,8 +37,8 @@ from pathlib import Path
 from rltrack.frameworks.tensorboard import Translator
 from rltrack.importers.imported import imported_runs
 from rltrack.runs.readers import find_runs, format_of
-from rltrack.runs.readers_foreign import DIEngineFormat
-from rltrack.runs.readers_tensorboard import TensorBoardFormat, read_protos
+from rltrack.runs.readers_foreign import DI_ENGINE_EVENTS, DIEngineFormat
+from rltrack.runs.readers_tensorboard import TensorBoardFormat, read_protos, task_of
 from rltrack.training.config import make_logger
 
 #: The key of meta.json's `info` that records where a run was imported from.
@@ -44,9 +47,9 @@ INFO_KEY = "tensorboard"
 FLUSH_EVERY = 10_000
 
 
-def find_folders(path: Path) -> list[tuple[Path, str, str]]:
+def find_folders(path: Path) -> list[tuple[Path, str, str, str]]:
     """The runs to import under `path` (or `path` itself): (the folder of event files,
-    the run's name, the status it ends with)."""
+    the run's name, its task as `rltrack runs ls` reads the folder, the status it ends with)."""
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a directory")
     itself = format_of(path)
@@ -54,9 +57,10 @@ def find_folders(path: Path) -> list[tuple[Path, str, str]]:
     folders = []
     for folder, run_format in found:
         if isinstance(run_format, TensorBoardFormat):
-            folders.append((folder, folder.name, "finished"))
+            folders.append((folder, folder.name, task_of(folder), "finished"))
         elif isinstance(run_format, DIEngineFormat):
-            folders.append((folder / "log" / "serial", folder.name, run_format.info(folder).status))
+            info = run_format.info(folder)
+            folders.append((folder / DI_ENGINE_EVENTS, folder.name, info.task, info.status))
     return folders
 
 
@@ -72,17 +76,17 @@ def import_folder(path: Path, root: Path) -> list[Path]:
         )
     done = imported_runs(root, INFO_KEY, "imported_from")
     created = []
-    for folder, name, status in folders:
+    for folder, name, task, status in folders:
         source = str(folder.resolve())
         if source in done:
             print(f"rltrack: {folder} was already imported as {done[source]}", file=sys.stderr)
         else:
-            created.append(_import_run(folder, name, status, root))
+            created.append(_import_run(folder, name, task, status, root))
     return created
 
 
-def _import_run(folder: Path, name: str, status: str, root: Path) -> Path:
-    logger = make_logger({"run": {"root": str(root), "name": name}, "backends": {"use": ["local"]}})
+def _import_run(folder: Path, name: str, task: str, status: str, root: Path) -> Path:
+    logger = make_logger({"run": {"root": str(root), "name": name, "task": task}, "backends": {"use": ["local"]}})
     logger.set_run_info({INFO_KEY: {"imported_from": str(folder.resolve())}})
     translator = Translator(run=logger.name, root=folder, report=logger.report)
     emitted = 0

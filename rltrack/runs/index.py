@@ -53,8 +53,9 @@ HPARAM_PREFIX = "hp/"
 COMMIT_EVERY = 500
 BEST_PREFIX = "best/"
 
-#: Bumped whenever the tables change; an index of another version is rebuilt.
-SCHEMA_VERSION = 2
+#: Bumped whenever the tables change, or what a reader makes of a directory (3: DI-engine's
+#: twins one value, tasks of event-file folders without their time); an index of another version is rebuilt.
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

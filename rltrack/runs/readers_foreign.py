@@ -9,7 +9,9 @@
 Values keep their native names (namespace = the part before the first `/`)
 and get canonical twins through the shared vocabulary (`with_canonical`), so
 an SB3 dir and an rltrack run plot on one axis. Step axes follow the adapters:
-`env_steps` (primary when known), `train_iter`, `epoch`.
+`env_steps` (primary when known), `train_iter`, `epoch`. Event files (DI-engine's
+and any other writer's) are read through the one translation of TensorBoard
+events, rltrack.frameworks.tensorboard, which a live writer's hook uses too.
 
 What a format does not record is said plainly rather than guessed: host
 "unknown", status "unknown" (DI-engine: "finished" when the experiment holds
@@ -37,11 +39,12 @@ from rltrack.runs.records import (
     Sample,
     as_number,
     config_literal,
+    event_samples,
     scalar_hparams,
     with_canonical,
 )
 from rltrack.core.values import flatten
-from rltrack.runs.readers_tensorboard import TensorBoardFormat, tfevents_host
+from rltrack.runs.readers_tensorboard import TensorBoardFormat, event_files, first_event_time, tfevents_host, translated
 
 UNKNOWN = "unknown"
 
@@ -237,35 +240,25 @@ class TuneFormat:
 class DIEngineFormat:
     """A DI-engine / LightZero experiment dir: TensorBoard files under `log/serial`, `total_config.py`.
 
-    DI-engine writes each value twice, as `<ns>_iter/<key>` (x = training
-    iterations) and `<ns>_step/<key>` (x = env steps). Both are kept as they
-    are; the canonical `<ns>/<key>` takes the env steps as its primary axis and
-    the iterations beside them when the two series line up."""
+    The values are what rltrack.frameworks.tensorboard's translation makes of
+    `log/serial`'s events, as for any folder of event files and as the live
+    hook (rltrack.adapters.tensorboard) gives them: DI-engine's twins
+    `<stage>_iter/<key>` (x = training iterations) and `<stage>_step/<key>`
+    (x = env steps) are one value `<stage>/<key>` with both axes, env steps first."""
 
     name = "di-engine"
-    _AXIS_SUFFIXES = {"_step": "env_steps", "_iter": "train_iter"}
 
     def detect(self, path: Path) -> bool:
-        return (path / "total_config.py").is_file() and any((path / "log" / "serial").glob("events.out.tfevents.*"))
+        return (path / "total_config.py").is_file() and bool(event_files(path / DI_ENGINE_EVENTS))
 
     def info(self, path: Path) -> RunInfo:
-        from tensorboard.backend.event_processing.event_accumulator import (
-            EventAccumulator,
-        )
-
         try:
             config = config_literal(path / "total_config.py")
         except ValueError:
             config = {}
-        files = sorted((path / "log" / "serial").glob("events.out.tfevents.*"))
-        accumulator = EventAccumulator(str(files[0]), size_guidance={"scalars": 1})
-        accumulator.Reload()
-        try:
-            start = accumulator.FirstEventTimestamp()
-        except ValueError:  # an empty event file
-            start = _earliest_mtime(files)
-        return RunInfo(path, self.name, self.name, _task(path, config), tfevents_host(files[0]), "", start, self._status(path), config,
-                       scalar_hparams(config))  # fmt: skip
+        events = path / DI_ENGINE_EVENTS
+        return RunInfo(path, self.name, self.name, _task(path, config), tfevents_host(event_files(events)[0]), "", first_event_time(events),
+                       self._status(path), config, scalar_hparams(config))  # fmt: skip
 
     @staticmethod
     def _status(path: Path) -> str:
@@ -279,45 +272,14 @@ class DIEngineFormat:
         return "finished" if ended else "killed"
 
     def samples(self, path: Path) -> list[Sample]:
-        from tensorboard.backend.event_processing.event_accumulator import (
-            EventAccumulator,
-        )
-
-        accumulator = EventAccumulator(str(path / "log" / "serial"), size_guidance={"scalars": 0})
-        accumulator.Reload()
-        series = {tag: accumulator.Scalars(tag) for tag in accumulator.Tags().get("scalars", [])}
-        samples: list[Sample] = []
-        for tag, points in series.items():
-            namespace, key = _namespace_and_key(tag)
-            axis = next((a for suffix, a in self._AXIS_SUFFIXES.items() if namespace.endswith(suffix)), "step")
-            samples += [Sample(namespace, key, float(p.value), {axis: int(p.step)}, float(p.wall_time)) for p in points]
-            canonical = self._canonical_steps(namespace, key, series)
-            if canonical is not None:
-                base = namespace.rsplit("_", 1)[0]
-                samples += [Sample(base, key, float(p.value), steps, float(p.wall_time)) for p, steps in zip(points, canonical)]
-        return samples
-
-    def _canonical_steps(self, namespace: str, key: str, series: dict[str, list[Any]]) -> list[dict[str, int]] | None:
-        """Steps of the canonical twin of `<namespace>/<key>`: made from the `_step`
-        series (with the `_iter` one's steps beside it), or from `_iter` when there is no `_step`."""
-        base, _, suffix = namespace.rpartition("_")
-        if not base or f"_{suffix}" not in self._AXIS_SUFFIXES:
-            return None
-        by_env = series.get(f"{base}_step/{key}")
-        by_iter = series.get(f"{base}_iter/{key}")
-        if suffix == "step" and by_env is not None:
-            if by_iter is not None and len(by_iter) == len(by_env):
-                return [{"env_steps": int(e.step), "train_iter": int(i.step)} for e, i in zip(by_env, by_iter)]
-            return [{"env_steps": int(e.step)} for e in by_env]
-        if suffix == "iter" and by_env is None and by_iter is not None:
-            return [{"train_iter": int(i.step)} for i in by_iter]
-        return None
+        return event_samples(translated(path / DI_ENGINE_EVENTS))
 
     def signature_files(self, path: Path) -> list[Path]:
-        events = sorted((path / "log" / "serial").glob("events.out.tfevents.*"))
-        return [path / "total_config.py", path / "result.pkl", path / DI_ENGINE_LEARNER_LOG, *events]
+        return [path / "total_config.py", path / "result.pkl", path / DI_ENGINE_LEARNER_LOG, *event_files(path / DI_ENGINE_EVENTS)]
 
 
+#: Where DI-engine and LightZero write their event files, under the experiment's folder.
+DI_ENGINE_EVENTS = Path("log", "serial")
 DI_ENGINE_LEARNER_LOG = Path("log", "learner", "learner_logger.txt")
 #: The learner log's checkpoint line, and its table heading (both DI-engine's BaseLearner).
 _CHECKPOINT_LINE = re.compile(r"learner save ckpt in \S*iteration_(\d+)\.pth\.tar\s*$")

@@ -20,11 +20,12 @@ from typing import Any, Iterable, Sequence
 
 from rltrack.core.events import NUMERIC_KINDS, Event
 from rltrack.sinks.records import RecordFile
-from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS, is_throughput, with_return_mean
+from rltrack.frameworks.stages import is_throughput, with_return_mean
+from rltrack.frameworks.tensorboard_tags import THROUGHPUT_HALF, TWIN_AXES, twin_prefix
 
 #: `tb_axes` names -> the step axis their tags are plotted against, as DI-engine
 #: writes each value twice: `<namespace>_iter/<key>` and `<namespace>_step/<key>`.
-TB_AXES = {"iter": ITER_AXIS, "step": STEP_AXIS}
+TB_AXES = TWIN_AXES
 #: The tag prefix of records without a namespace when `tb_axes` is set.
 NO_NAMESPACE = "main"
 #: Keys DI-engine leaves out of its `<namespace>_<name>/` tags: the counters
@@ -244,12 +245,12 @@ class EventFileWriter:
         if self._axes and event.kind in NUMERIC_KINDS and is_throughput(event.namespace, data):
             period = self._periods.get(event.namespace, 0)
             self._periods[event.namespace] = period + 1
-            self.scalars(event.time, period, f"{event.namespace}_sec/", data)
+            self.scalars(event.time, period, twin_prefix(event.namespace, THROUGHPUT_HALF), data)
             return
         if self._axes and event.kind in NUMERIC_KINDS:
             data = with_return_mean(event.namespace, data)
         placements = self._axes and [
-            (f"{event.namespace or NO_NAMESPACE}_{name}/", event.steps[axis], data if skip.isdisjoint(data) else _without(data, skip))
+            (twin_prefix(event.namespace or NO_NAMESPACE, name), event.steps[axis], data if skip.isdisjoint(data) else _without(data, skip))
             for name, axis, skip in self._axes
             if axis in event.steps
         ]

@@ -64,12 +64,42 @@ def write_tianshou_style(run_dir: Path) -> None:
     writer.close()
 
 
+#: Folders as skrl, rsl_rl (Isaac Lab's scripts) and Tianshou's high-level experiments name
+#: them (-> the task `runs ls` gives them), with the files they write beside the event
+#: files, and a tag each writes: skrl's Agent `<directory>/<%y-%m-%d_%H-%M-%S-%f>_<Agent
+#: class>` (`checkpoints/`), Isaac Lab's `logs/rsl_rl/<experiment>/<%Y-%m-%d_%H-%M-%S>`
+#: (`model_<it>.pt`, `git/`, `params/`), Tianshou 2's `log/<Builder>_<%Y%m%d-%H%M%S>/exp_seed=<seed>`.
+FRAMEWORK_FOLDERS = {
+    "runs/torch/CartPole-v1/26-11-27_12-00-00-123456_PPO": ("CartPole-v1_PPO", "Reward / Total reward (mean)", ["checkpoints/agent_300.pt"]),
+    "logs/rsl_rl/cartpole/2026-11-27_12-00-00": ("cartpole", "Train/mean_reward", ["model_0.pt", "git/rsl_rl.diff", "params/agent.yaml"]),
+    "log/DQNExperiment_20261127-120000/exp_seed=0": ("DQNExperiment", "training/returns_stat/mean", ["policy.pt", "experiment.pkl"]),
+    "log/DQNExperiment_20261127-120000/exp_seed=1": ("DQNExperiment", "training/returns_stat/mean", ["policy.pt", "experiment.pkl"]),
+}
+
+
+def write_framework_folder(run_dir: Path, tag: str, files: list[str]) -> None:
+    writer = torch_tensorboard.SummaryWriter(str(run_dir))
+    for step in (100, 200):
+        writer.add_scalar(tag, step / 10, step)
+    writer.close()
+    for name in files:
+        (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (run_dir / name).write_bytes(b"")
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     root = tmp_path / "root"
     write_cleanrl_style(root / "cleanrl" / CLEANRL_RUN)
     write_tianshou_style(root / "log" / "CartPole-v1" / "ppo" / "0")
     shutil.copytree(FIXTURES / "dingine_dqn_cartpole", root / "cartpole_dqn_seed0")
+    return root
+
+
+@pytest.fixture
+def framework_root(root: Path) -> Path:
+    for folder, (_, tag, files) in FRAMEWORK_FOLDERS.items():
+        write_framework_folder(root / folder, tag, files)
     return root
 
 
@@ -88,6 +118,27 @@ def test_ls_lists_every_folder_of_event_files_with_its_writer(root, capsys) -> N
     assert found[f"cleanrl/{CLEANRL_RUN}"]["task"] == "CartPole-v1__ppo"  # CleanRL's seed and time are not the task
     assert found["log/CartPole-v1/ppo/0"]["writer"] == "tensorboard"
     assert found["cartpole_dqn_seed0"]["writer"] == "di-engine"
+
+
+def test_skrl_rsl_rl_and_tianshou_folders_are_listed_named_by_what_ran_and_addressed_by_their_path(framework_root, capsys) -> None:
+    code, out, err = run_cli(capsys, "runs", "ls", "--root", str(framework_root), "--json")
+    assert code == 0, err
+    found = {row["path"]: row for row in json.loads(out)}
+    assert set(FRAMEWORK_FOLDERS) < set(found)  # their checkpoints', git's and params' folders are no runs
+    assert len(found) == len(FRAMEWORK_FOLDERS) + 3
+    for folder, (task, tag, _) in FRAMEWORK_FOLDERS.items():
+        assert (found[folder]["writer"], found[folder]["task"]) == ("tensorboard", task), folder
+        assert found[folder]["id"].startswith(f"{task}/")
+        code, out, err = run_cli(capsys, "runs", "show", folder, "--root", str(framework_root), "--json")
+        assert code == 0, err
+        assert json.loads(out)["metrics"][stored_name(tag)]["count"] == 2
+    code, out, err = run_cli(capsys, "runs", "ls", "--root", str(framework_root))
+    header, _, *rows = out.splitlines()
+    assert code == 0 and header.split()[:2] == ["id", "path"]  # the address of a run written without rltrack
+    assert sorted(row[header.index("path") :].split()[0] for row in rows) == sorted(found)
+    code, out, err = run_cli(capsys, "plot", "--root", str(framework_root), "--metric", "collector/reward_mean", "^DQNExperiment/", "-o",
+                             str(framework_root.parent / "seeds.png"))  # fmt: skip
+    assert code == 0 and "2 run(s)" in out, err  # the two seeds: one task; Tianshou's `training/returns_stat/mean` has its canonical name
 
 
 @pytest.mark.parametrize("folder", [f"cleanrl/{CLEANRL_RUN}", "log/CartPole-v1/ppo/0"])
@@ -121,7 +172,7 @@ def test_show_and_export_address_foreign_runs_by_their_folder(root, capsys, tmp_
     assert runs.load(run.id, root=root).path == run.path  # the id still works
     code, out, err = run_cli(capsys, "export", "log/CartPole-v1/ppo/0", "--root", str(root), "-o", str(tmp_path / "out"))
     assert code == 0, err
-    assert "test/returns/mean" in Path(out.strip()).read_text(encoding="utf-8")
+    assert "evaluator/returns/mean" in Path(out.strip()).read_text(encoding="utf-8")  # Tianshou's test collector
 
 
 def test_a_folder_that_is_no_run_names_folders_in_the_error(root, capsys) -> None:
@@ -140,7 +191,7 @@ def test_plot_and_report_select_runs_by_a_pattern_over_folder_names(root, tmp_pa
     page = tmp_path / "report.html"
     code, _, err = run_cli(capsys, "report", "--root", str(root), "^log/", "-o", str(page))
     assert code == 0, err
-    assert "test/returns/mean" in page.read_text(encoding="utf-8")
+    assert "evaluator/returns/mean" in page.read_text(encoding="utf-8")
 
 
 def test_a_torn_last_record_is_left_out_and_the_rest_read(root) -> None:
@@ -178,9 +229,12 @@ def test_an_imported_run_holds_the_translations_events_and_importing_again_creat
         journal = [e for e in rltrack.read_journal(run_dir)]
         assert without_run(journal) == without_run(list(translated(folder)))  # the events `attach` gives a live writer
     cleanrl = imported[str(folders[f"cleanrl/{CLEANRL_RUN}"].resolve())]
-    assert cleanrl.name == CLEANRL_RUN and json.loads((cleanrl / "meta.json").read_text())["status"] == "finished"
+    cleanrl_meta = json.loads((cleanrl / "meta.json").read_text())
+    assert cleanrl.name == CLEANRL_RUN and cleanrl_meta["status"] == "finished"
+    assert cleanrl_meta["task"] == "CartPole-v1__ppo"  # the task `runs ls` gives the folder: the experiment in the trackers
     dingine = json.loads((imported[str(folders["cartpole_dqn_seed0"].resolve())] / "meta.json").read_text())
     assert dingine["status"] == runs.load("cartpole_dqn_seed0", root=root).status
+    assert dingine["task"] == "cartpole_dqn"
     code, out, err = run_cli(capsys, "import", "tensorboard", str(root), "--root", str(tmp_path / "runs"))
     assert code == 0 and out == "" and err.count("already imported") == 3
     code, _, err = run_cli(capsys, "import", "tensorboard", str(tmp_path / "runs" / CLEANRL_RUN / "ckpt"), "--root", str(tmp_path / "x"))
