@@ -59,9 +59,10 @@ endef
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/test.txt $(WHEEL)
 	$(call install,$(VENV),requirements/constraints.txt,requirements/test.txt)
 
-$(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt requirements/test-oldest-nodeps.txt $(WHEEL)
+$(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt requirements/test-oldest-nodeps.txt requirements/test-oldest-cleanrl-ppo.txt $(WHEEL)
 	$(call install,$(OLDEST_VENV),requirements/constraints-oldest.txt,requirements/test-oldest.txt,tianshou rsl-rl-lib)
 	$(OLDEST_VENV)/bin/python -m pip install -q -c requirements/constraints-oldest.txt --no-deps --ignore-requires-python -r requirements/test-oldest-nodeps.txt || (rm -f $@; exit 1)
+	rm -rf $(OLDEST_VENV)/cleanrl-ppo && $(OLDEST_VENV)/bin/python -m pip install -q --no-deps --target $(OLDEST_VENV)/cleanrl-ppo -r requirements/test-oldest-cleanrl-ppo.txt || (rm -f $@; exit 1)
 
 demo: $(VENV)/.installed
 	$(call installed,$(PY))

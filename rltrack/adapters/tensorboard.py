@@ -26,8 +26,9 @@ logger at exit for that), and `detach()`.
 the first value is written, with the writer's log directory (the launcher,
 `rltrack run`, does so; rltrack.cli.run_command). Attaching again switches
 to the new target (the class is patched once). A process forked from an
-attached one opens its own run in the lazy mode, and sends nothing with a
-fixed logger (that logger's thread does not exist in the child).
+attached one opens its own run in the lazy mode; with a fixed logger it
+sends nothing (that logger's run and thread are the parent's) and says so on
+stderr at its first value.
 """
 
 from __future__ import annotations
@@ -66,8 +67,12 @@ class _Attachment:
     """Where the hooked writers' events go: one logger (opened on the first
     value in the lazy mode) and the translation feeding it."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, namespaced: bool = False, namespaced_after_fork: bool = False) -> None:
         self.target = target
+        self.namespaced = namespaced
+        self.namespaced_after_fork = namespaced_after_fork
+        #: the log directory of the first writer that wrote a value (the root of a namespaced attachment's namespaces)
+        self._first_logdir: str | None = None
         self.open_logger: Callable[[str], Logger] | None = target if callable(target) and not hasattr(target, "emit_deferred") else None
         self.logger: Logger | None = None if self.open_logger is not None else target  # type: ignore[assignment]
         self._lock = threading.Lock()
@@ -88,6 +93,8 @@ class _Attachment:
             if not event.HasField("summary"):  # the file's version line: no run for a writer that writes nothing
                 return
             logger = self._open(writer)
+        if self._first_logdir is None:
+            self._first_logdir = str(writer.get_logdir())
         inbox = self._inbox
         inbox.append((writer, event))
         if not self._scheduled:
@@ -135,8 +142,11 @@ class _Attachment:
 
     def _translator_of(self, logger: Logger) -> Translator:
         if self._translator is None:
+            # namespaced: the first log directory's parent as the translation's root, so that every
+            # log directory, the first one too, is a namespace named after it
+            root = os.path.dirname(os.path.normpath(self._first_logdir or ".")) if self.namespaced else None
             self._translator = Translator(
-                run=logger.name, names=names_mode(logger), report=logger.report, save_image=partial(_save_image, logger.run_dir)
+                run=logger.name, names=names_mode(logger), root=root, report=logger.report, save_image=partial(_save_image, logger.run_dir)
             )
         return self._translator
 
@@ -167,22 +177,27 @@ def _save_image(run_dir: Path, namespace: str, key: str, step: int, png: bytes) 
     return {"path": relative, "format": "png"}
 
 
-_ATTACHMENT: _Attachment | None = None
+_ATTACHMENT: _Attachment | _NotSent | None = None
 #: writer class -> its own `add_event` and `close`, while patched.
 _ORIGINALS: dict[type, tuple[Any, Any]] = {}
 
 
-def attach(target: Target) -> None:
+def attach(target: Target, *, namespaced: bool = False, namespaced_after_fork: bool = False) -> None:
     """Sends the values of every TensorBoard writer in this process (torch's,
     tensorboardX's, TensorBoard's own) to `target`: a `Logger`, or a function
-    `logdir -> Logger` called when the first value is written. Harmless to
-    call again: the same target again changes nothing, another one replaces it."""
+    `logdir -> Logger` called when the first value is written. `namespaced`:
+    every value in a namespace named after its writer's log directory, keys
+    as tagged (a process writing one run beside others, whose tags would
+    collide: `run.launch_runs = "one"`); else the first log directory's tags
+    route by their prefixes. `namespaced_after_fork`: so in a process forked
+    from this one (it writes the same run). Harmless to call again: the same target again
+    changes nothing, another one replaces it."""
     global _ATTACHMENT
     with _PATCH_LOCK:
-        if _ATTACHMENT is None or _ATTACHMENT.target is not target:
+        if _ATTACHMENT is None or _ATTACHMENT.target is not target or _ATTACHMENT.namespaced != namespaced:
             if _ATTACHMENT is not None:
                 _ATTACHMENT.release()
-            _ATTACHMENT = _Attachment(target)
+            _ATTACHMENT = _Attachment(target, namespaced, namespaced_after_fork)
         for module, drops_after_close in WRITER_MODULES.items():
             if module in sys.modules:
                 _patch(getattr(sys.modules[module], WRITER_CLASS), drops_after_close)
@@ -272,13 +287,47 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 _FINDER = _PatchOnImport()
 
 
+class _NotSent:
+    """A forked child's attachment when the parent's sends to a fixed logger:
+    that logger's run and pipeline thread are the parent's (a fork copies no
+    threads), so the child's values stay in its event files; its first value
+    says so on stderr rather than vanishing without a word."""
+
+    target, namespaced = None, False
+
+    def __init__(self) -> None:
+        self._told = False
+
+    def take(self, writer: Any, event: Any) -> None:
+        if not self._told and event.HasField("summary"):
+            self._told = True
+            print(
+                f"rltrack: process {os.getpid()} was forked from one attached with attach(logger): the values of its "
+                f"TensorBoard writer in {writer.get_logdir()} stay in its event files only; call attach(make_logger(...)) "
+                "in the child, or attach(open_logger), or run the script under `rltrack run`, to send them",
+                file=sys.stderr,
+            )
+
+    def writer_closed(self) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
 def _after_fork_in_child() -> None:
-    """A forked child has the parent's patched classes but not its logger's thread."""
+    """A forked child has the parent's patched classes but neither its logger's
+    thread nor its run: in the lazy mode it opens a run of its own when it
+    writes (rltrack.cli.run_child: of its own, or as a writer of the launch's one run)."""
     global _ATTACHMENT
     attachment = _ATTACHMENT
-    if attachment is not None:
+    if isinstance(attachment, _Attachment):
         closed_before_exit(attachment)
-        _ATTACHMENT = _Attachment(attachment.open_logger) if attachment.open_logger is not None else None
+        if attachment.open_logger is None:
+            _ATTACHMENT = _NotSent()
+        else:
+            after_fork = attachment.namespaced_after_fork
+            _ATTACHMENT = _Attachment(attachment.open_logger, attachment.namespaced or after_fork, after_fork)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

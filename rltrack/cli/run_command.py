@@ -5,7 +5,10 @@ The launcher starts the command with `rltrack/cli/launch_site` first on
 `PYTHONPATH` (after it, whatever `PYTHONPATH` held), so that every Python
 process below it attaches rltrack to its TensorBoard writers at start-up
 (rltrack.cli.run_child says how the runs of a launch relate), with
-`RLTRACK_CONFIG` set to `--config`. It forwards SIGTERM and SIGHUP to the
+`RLTRACK_CONFIG` set to `--config`. With `run.launch_runs = "one"` it names
+the launch's one run before starting the command (`--name`, else `run.name`,
+else the script's name) and reserves its directory, which it removes again
+if nothing wrote it. It forwards SIGTERM and SIGHUP to the
 command, and SIGINT too unless the terminal sent it to both already (the
 launcher is in the terminal's foreground process group), waits for it,
 and exits with its exit code (128 + N when signal N ended it, as shells say).
@@ -24,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rltrack.cli.run_child import ENV_COMMAND, ENV_LAUNCH, ENV_NAME
+from rltrack.cli.run_child import ENV_COMMAND, ENV_FIRST, ENV_LAUNCH, ENV_NAME, ENV_RUN_DIR
+from rltrack.sinks.rundir import create_run_dir
 from rltrack.training.config import ConfigError, load_config
 
 #: The directory whose `sitecustomize` attaches rltrack in every Python process of the command.
@@ -56,10 +60,22 @@ def launch(command: list[str], config: Path | None, name: str | None) -> int:
         return 2
     env = child_environment(command, config, name)
     try:
-        load_config(env.get("RLTRACK_CONFIG") or None)  # a mistake in the config shows now, not in the script
+        settings = load_config(env.get("RLTRACK_CONFIG") or None)["run"]  # a mistake in the config shows now, not in the script
     except ConfigError as exc:
         print(f"rltrack run: {exc}", file=sys.stderr)
         return 2
+    one_run = None
+    if settings["launch_runs"] == "one":  # named now: every process of the launch writes this directory
+        one_run = create_run_dir(Path(settings["root"]).expanduser().resolve(), name or settings["name"] or command_name(command))
+        env[ENV_RUN_DIR] = str(one_run)
+    try:
+        return _run(command, env)
+    finally:
+        if one_run is not None:
+            _remove_if_empty(one_run)
+
+
+def _run(command: list[str], env: dict[str, str]) -> int:
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
@@ -74,6 +90,25 @@ def launch(command: list[str], config: Path | None, name: str | None) -> int:
     return 128 - code if code < 0 else code
 
 
+def command_name(command: list[str]) -> str:
+    """The run's name from the command line: the script's (`python ppo.py` -> ppo,
+    `python -m pkg.train` -> train), else the program's."""
+    for index, arg in enumerate(command):
+        if arg.endswith(".py"):
+            return Path(arg).stem
+        if arg == "-m" and index + 1 < len(command):
+            return command[index + 1].rpartition(".")[2]
+    return Path(command[0]).name
+
+
+def _remove_if_empty(run_dir: Path) -> None:
+    """The directory reserved for the one run, if no process wrote it."""
+    try:
+        run_dir.rmdir()
+    except OSError:
+        pass
+
+
 def child_environment(command: list[str], config: Path | None, name: str | None) -> dict[str, str]:
     """The command's environment: the site directory first on PYTHONPATH, what
     the processes below need to open their runs."""
@@ -83,6 +118,7 @@ def child_environment(command: list[str], config: Path | None, name: str | None)
     env[ENV_COMMAND] = json.dumps(command)
     env[ENV_NAME] = name or ""
     env[ENV_LAUNCH] = f"{socket.gethostname()}-{os.getpid()}-{time.time():.0f}"
+    env[ENV_FIRST] = "1"
     if config is not None:
         env["RLTRACK_CONFIG"] = str(config.resolve())
     return env

@@ -51,6 +51,7 @@ RUN_OPTIONS: dict[str, tuple[Any, str]] = {
     "worker": (None, "this process's name when several processes write one run (needs `name`)"),
     "close_timeout": (DEFAULT_CLOSE_TIMEOUT, "seconds `close()` waits for the agent (0 allowed; in a dict, None waits for every tracker)"),
     "storage": (None, "a URI every node reaches (s3://bucket/prefix, file:///shared/runs) where the agent mirrors the run (docs/storage.md); None: Tune's storage_path under Tune; false: not even that"),
+    "launch_runs": ("per-process", '`rltrack run`: "per-process" (each Python process that writes TensorBoard has a run of its own) | "one" (every process of the launch writes one run, each as a writer of it; children\'s values in namespaces named after their log directories)'),
     "delivery": ("agent", '"agent": this machine\'s agent delivers to the trackers; "from-storage": it only mirrors to `storage`, and `rltrack deliver <storage>` delivers from there'),
 }
 DEFAULTS: dict[str, Any] = {
@@ -62,6 +63,8 @@ SECTIONS = tuple(DEFAULTS)
 RUN_KEYS = tuple(DEFAULTS["run"])
 #: run.delivery: who delivers a run to its trackers (see `make_logger` and rltrack.cli.deliver_command).
 DELIVERY_MODES = ("agent", "from-storage")
+#: run.launch_runs: how many runs the Python processes of one `rltrack run` write (rltrack.cli.run_child).
+LAUNCH_RUNS = ("per-process", "one")
 
 
 def load_config(config: str | Path | Mapping[str, Any] | None = None, **overrides: Any) -> dict[str, Any]:
@@ -158,6 +161,8 @@ def _validate(cfg: dict[str, Any], where: str) -> list[Filter]:
             f'{where}: run.storage = {storage!r} must be a storage URI or an absolute path every node reaches, '
             'e.g. storage = "s3://bucket/runs" or "file:///shared/runs" (false: none)'
         )
+    if run["launch_runs"] not in LAUNCH_RUNS:
+        raise ConfigError(f'{where}: run.launch_runs = {run["launch_runs"]!r} is not allowed; use one of {", ".join(map(repr, LAUNCH_RUNS))}, e.g. launch_runs = "one"')
     if run["delivery"] not in DELIVERY_MODES:
         raise ConfigError(f'{where}: run.delivery = {run["delivery"]!r} is not allowed; use one of {", ".join(map(repr, DELIVERY_MODES))}, e.g. delivery = "from-storage"')
     if run["name"] is not None and (not isinstance(run["name"], str) or not run["name"]):

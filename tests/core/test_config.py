@@ -126,6 +126,7 @@ def test_toml_yaml_and_dict_give_the_same_config(tmp_path, root):
         "root": root, "stores": None, "name": "cartpole_ppo", "task": None, "tracked": ["env_id", "lr"], "names": "both", "backup_code": [], "redact": [], "worker": None,
         "close_timeout": 5.0,
         "storage": None,
+        "launch_runs": "per-process",
         "delivery": "agent",
     }
     assert from_dict["filters"] == as_dict(root)["filters"]
@@ -165,7 +166,7 @@ def test_a_file_config_builds_its_filters_in_order(tmp_path, root):
 def test_defaults_are_the_local_backend_under_runs():
     config = load_config()
     assert config == {
-        "run": {"root": "runs", "stores": None, "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0, "storage": None, "delivery": "agent"},
+        "run": {"root": "runs", "stores": None, "name": None, "task": None, "tracked": [], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0, "storage": None, "launch_runs": "per-process", "delivery": "agent"},
         "filters": [],
         "backends": {"use": ["local"]},
     }
@@ -200,7 +201,7 @@ def test_rltrack_backends_overrides_backends_use(tmp_path, root, monkeypatch):
 def test_keyword_overrides_merge_tables_and_replace_lists(tmp_path, root):
     path = write(tmp_path, "c.toml", TOML.format(root=root))
     config = load_config(path, run={"name": "other", "tracked": ["gamma"]}, filters=[{"type": "keys", "drop": "time"}])
-    assert config["run"] == {"root": root, "stores": None, "name": "other", "task": None, "tracked": ["gamma"], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0, "storage": None, "delivery": "agent"}
+    assert config["run"] == {"root": root, "stores": None, "name": "other", "task": None, "tracked": ["gamma"], "names": "both", "backup_code": [], "redact": [], "worker": None, "close_timeout": 5.0, "storage": None, "launch_runs": "per-process", "delivery": "agent"}
     assert config["filters"] == [{"type": "keys", "drop": "time"}]
     assert config["backends"] == {"use": ["memory"]}
     logger = make_logger(path, run={"name": "other"}, backends={"use": ["memory", "console"]})
@@ -318,6 +319,7 @@ def test_wrong_filter_parameter_types(root, spec, parts):
         ({"name": 5}, ["run.name = 5", "must be a non-empty string"]),
         ({"root": 3}, ["run.root = 3", "must be a directory path", 'root = "runs"']),
         ({"names": "all"}, ["run.names = 'all' is not allowed", "use one of both, canonical, native"]),
+        ({"launch_runs": "per_process"}, ["run.launch_runs = 'per_process' is not allowed", "use one of 'per-process', 'one'", 'launch_runs = "one"']),
     ],
 )
 def test_wrong_run_values(root, run, parts):

@@ -1,7 +1,7 @@
 """rsl_rl's log writer -> rltrack: `rltrack.adapters.rsl_rl.RLTrackLogWriter`,
 named in the runner config as Isaac Lab users name a writer, under rsl_rl's
-own `OnPolicyRunner` (PPO) on a small vectorised task written here against
-rsl_rl's `VecEnv` interface, read back from progress.csv, MLflow and W&B's
+own `OnPolicyRunner` (PPO) on a small vectorised task written against
+rsl_rl's `VecEnv` interface (tests/helpers/rsl_rl_task.py), read back from progress.csv, MLflow and W&B's
 run file."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import pytest
 pytest.importorskip("rsl_rl", reason="rsl-rl-lib is not installed (requirements/test.txt)")
 import torch  # noqa: E402
 from library_readback import assert_once_everywhere, config  # noqa: E402
-from rsl_rl.env import VecEnv  # noqa: E402
 from rsl_rl.runners import OnPolicyRunner  # noqa: E402
 from rsl_rl.utils.logger import Logger  # noqa: E402
-from tensordict import TensorDict  # noqa: E402
+from rsl_rl_task import ReachTarget, train_cfg  # noqa: E402
 
 from rltrack.adapters.rsl_rl import RLTrackLogWriter  # noqa: E402
 from rltrack.journal import read_journal  # noqa: E402
@@ -27,48 +26,6 @@ WRITER = "rltrack.adapters.rsl_rl:RLTrackLogWriter"
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-
-
-class ReachTarget(VecEnv):
-    """A point that learns to move onto a target on a line: 8 environments,
-    episodes of 10 steps; `extras["log"]` carries a mean (`distance`, logged by
-    rsl_rl as `Episode/distance`) and an Isaac-Lab-style prefixed key
-    (`Metrics/final_error`)."""
-
-    def __init__(self) -> None:
-        self.num_envs, self.num_actions, self.max_episode_length = 8, 1, 10
-        self.device = "cpu"
-        self.cfg = {"task": "reach_target", "episode_length": self.max_episode_length}
-        self.generator = torch.Generator().manual_seed(0)
-        self.position = torch.zeros(self.num_envs)
-        self.target = torch.rand(self.num_envs, generator=self.generator) * 2 - 1
-        self.episode_length_buf = torch.zeros(self.num_envs, dtype=torch.long)
-
-    def get_observations(self) -> TensorDict:
-        return TensorDict({"policy": torch.stack([self.position, self.target], dim=1)}, batch_size=[self.num_envs])
-
-    def step(self, actions: torch.Tensor):
-        self.position = (self.position + 0.2 * actions[:, 0].clamp(-1, 1)).clamp(-2, 2)
-        distance = (self.position - self.target).abs()
-        rewards = -distance
-        self.episode_length_buf += 1
-        dones = self.episode_length_buf >= self.max_episode_length
-        extras = {"time_outs": dones.clone(), "log": {"distance": distance.mean(), "Metrics/final_error": distance[dones].mean() if dones.any() else 0.0}}
-        if dones.any():
-            self.position[dones] = 0.0
-            self.target[dones] = torch.rand(int(dones.sum()), generator=self.generator) * 2 - 1
-            self.episode_length_buf[dones] = 0
-        return self.get_observations(), rewards, dones.long(), extras
-
-
-def _train_cfg(logger: dict) -> dict:
-    return {
-        "num_steps_per_env": 10, "save_interval": 2, "obs_groups": {"actor": ["policy"], "critic": ["policy"]}, "run_name": "reach",
-        "algorithm": {"class_name": "PPO", "num_learning_epochs": 1, "num_mini_batches": 2, "learning_rate": 1e-3, "rnd_cfg": None},
-        "actor": {"class_name": "MLPModel", "hidden_dims": [16], "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0}},
-        "critic": {"class_name": "MLPModel", "hidden_dims": [16]},
-        "logger": logger,
-    }  # fmt: skip
 
 
 class Recording(RLTrackLogWriter):
@@ -99,7 +56,7 @@ def test_on_policy_runner_values_reach_every_tracker_once_at_iterations_and_seco
     namespace, `Perf/` in time, `Episode/` in collector, with canonical twins;
     `store_config` as hyperparameters, `save_model` as checkpoints, `stop` ends the run."""
     log_dir = tmp_path / "logs" / "2026-11-27_12-00-00_reach"
-    runner = OnPolicyRunner(ReachTarget(), _train_cfg({"class_name": Recording, "config": config(tmp_path / "runs")}), log_dir=str(log_dir))
+    runner = OnPolicyRunner(ReachTarget(), train_cfg({"class_name": Recording, "config": config(tmp_path / "runs")}), log_dir=str(log_dir))
     runner.learn(num_learning_iterations=4)
     writer = runner.logger.writer
     tags = {tag for tag, _, _ in writer.calls}
@@ -118,7 +75,7 @@ def test_on_policy_runner_values_reach_every_tracker_once_at_iterations_and_seco
 def _writer_built_by_rsl_rl(entry: dict, log_dir) -> RLTrackLogWriter:
     """The writer as rsl_rl's own `Logger.init_logging_writer` builds it from
     the runner config's `logger` entry (and then calls `store_config`)."""
-    logger = Logger(str(log_dir), _train_cfg(entry), {"task": "t"}, 8, False, 1, 0, "cpu")
+    logger = Logger(str(log_dir), train_cfg(entry), {"task": "t"}, 8, False, 1, 0, "cpu")
     logger.init_logging_writer()
     return logger.writer
 

@@ -156,3 +156,48 @@ def test_the_plain_api_takes_a_one_element_array_as_a_scalar(tmp_path: Path) -> 
     memory = logger.backends["memory"]
     assert memory.metrics == {"episodic_return": [12.5], "loss": [0.25]}
     assert [e.data for e in memory.events if e.kind == "histogram"] == [{"q": [1.0, 2.0]}]
+
+
+def test_namespaced_puts_every_log_directory_in_a_namespace_of_its_name(tmp_path: Path, memory_logger: rltrack.Logger) -> None:
+    """What a process writing one run beside others does (`run.launch_runs = "one"`): its tags
+    keep their names, in a namespace named after each writer's log directory."""
+    tensorboard.attach(memory_logger, namespaced=True)
+    worker = SummaryWriter(str(tmp_path / "runs" / "worker_1"))
+    worker.add_scalar("charts/SPS", 50.0, 128)
+    worker.add_scalars("losses", {"value": 0.5, "policy": 0.25}, 128)
+    worker.close()
+    assert memory_logger.flush(timeout=30)
+    memory = memory_logger.backends["memory"]
+    assert memory.metrics["worker_1/charts/SPS"] == [50.0] and memory.steps["worker_1/charts/SPS"] == [128]
+    assert memory.metrics["worker_1/losses/value"] == [0.5] and memory.metrics["worker_1/losses/policy"] == [0.25]
+    assert not any(name.startswith("collector/") for name in memory.metrics)
+
+
+def test_a_child_forked_from_an_attach_logger_process_says_its_values_are_not_sent(tmp_path: Path) -> None:
+    """The fixed logger's run and thread are the parent's: the forked child's values stay in its
+    event files, and it says so once, while the parent's values all reach the run."""
+    script = (
+        "import os, rltrack\n"
+        "from rltrack.adapters import tensorboard\n"
+        "from torch.utils.tensorboard import SummaryWriter\n"
+        f"logger = rltrack.make_logger({{'run': {{'root': {str(tmp_path / 'runs')!r}, 'name': 'parent'}}, 'backends': {{'use': ['local']}}}})\n"
+        "tensorboard.attach(logger)\n"
+        "w = SummaryWriter('tb/parent')\n"
+        "w.add_scalar('charts/SPS', 1.0, 1)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    child = SummaryWriter('tb/child')\n"
+        "    child.add_scalar('charts/SPS', 9.0, 1)\n"
+        "    child.add_scalar('charts/SPS', 9.0, 2)\n"
+        "    child.close()\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "w.add_scalar('charts/SPS', 2.0, 2)\n"
+        "w.close()\n"
+    )
+    done = subprocess.run([PYTHON, "-c", script], capture_output=True, text=True, env=child_env(tmp_path), timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("was forked from one attached with attach(logger)") == 1 and "tb/child" in done.stderr
+    events = [e for e in rltrack.read_journal(tmp_path / "runs" / "parent") if e.kind == "scalars"]
+    assert [(e.steps, e.data["SPS"]) for e in events] == [({"env_steps": 1}, 1.0), ({"env_steps": 2}, 2.0)]
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["parent"]

@@ -219,6 +219,96 @@ def test_child_processes_have_runs_of_their_own_and_the_users_sitecustomize_stil
     assert len(list(tmp_path.glob("site_*"))) >= 4  # the user's sitecustomize ran in every Python process
 
 
+PROCESSES = textwrap.dedent(
+    '''
+    """A parent writing TensorBoard before and after three children that write their own:
+    a `multiprocessing` fork child (Linux's default in Python 3.11), a spawn child, a subprocess."""
+    import multiprocessing, subprocess, sys
+    from torch.utils.tensorboard import SummaryWriter
+
+    def work(name):
+        writer = SummaryWriter(f"runs/{name}")
+        for step in (1, 2, 3):
+            writer.add_scalar("charts/SPS", 10.0 * step, step)
+        writer.close()
+
+    if __name__ == "__main__":
+        main = SummaryWriter("runs/parent")
+        main.add_scalar("charts/SPS", 1.0, 1)  # before the fork: the parent's run, its pipeline thread, values in flight
+        for context in ("fork", "spawn"):
+            child = multiprocessing.get_context(context).Process(target=work, args=(context,))
+            child.start()
+            child.join()
+            assert child.exitcode == 0, (context, child.exitcode)
+        subprocess.run([sys.executable, "-c", "import script; script.work('sub')"], check=True)
+        main.add_scalar("charts/SPS", 2.0, 2)
+        main.close()
+    '''
+)
+CHILD_VALUES = [(1, 10.0), (2, 20.0), (3, 30.0)]
+
+
+def scalars(run_dir: Path) -> list[tuple[str, str, int, float]]:
+    """(namespace, key, primary step, value) of every journaled scalar of the run, all its writers."""
+    from rltrack.journal import read_journal
+
+    return [(e.namespace, key, next(iter(e.steps.values())), value) for e in read_journal(run_dir) if e.kind == "scalars" for key, value in e.data.items()]
+
+
+@pytest.mark.slow
+def test_a_forked_child_that_writes_has_a_run_of_its_own_and_nothing_is_lost_or_doubled(tmp_path: Path) -> None:
+    """One run per process that writes, forked ones too: the fork copies the parent's hooked
+    classes and attachment but no thread; the child opens its own run (its own pipeline thread)
+    and the parent's values in flight at the fork stay the parent's alone."""
+    done = launch(tmp_path, PROCESSES, config=write_config(tmp_path, ["local"]))
+    assert done.returncode == 0, done.stderr
+    found = {d.name: meta(d) for d in run_dirs(tmp_path)}
+    assert sorted(found) == ["fork", "parent", "spawn", "sub"]
+    assert all(ended(tmp_path / "rl" / name) == "finished" for name in found)
+    assert found["fork"]["info"]["parent_pid"] == found["parent"]["info"]["pid"] != found["fork"]["info"]["pid"]
+    assert [(step, value) for _, key, step, value in scalars(tmp_path / "rl" / "parent") if key == "SPS"] == [(1, 1.0), (2, 2.0)]
+    for name in ("fork", "spawn", "sub"):
+        assert [(step, value) for _, key, step, value in scalars(tmp_path / "rl" / name) if key == "SPS"] == CHILD_VALUES, name
+
+
+@pytest.mark.slow
+def test_launch_runs_one_makes_every_process_a_writer_of_one_run(tmp_path: Path) -> None:
+    """`run.launch_runs = "one"`: one run named before the command starts (the script's name
+    here), the first process its `main` writer with its tags routed as usual, each child that
+    writes another writer with its values in a namespace named after its log directory; one
+    MLflow run holds every value once."""
+    config = write_config(tmp_path, ["local", "mlflow"])
+    config.write_text(config.read_text().replace("[run]\n", '[run]\nlaunch_runs = "one"\n'))
+    done = launch(tmp_path, PROCESSES, config=config)
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = run_dirs(tmp_path)
+    assert run_dir.name == "script"
+    workers = {path.stem: json.loads(path.read_text()) for path in (run_dir / "workers").glob("*.json")}
+    assert len(workers) == 4 and "main" in workers
+    by_namespace: dict[str, list[tuple[int, float]]] = {}
+    for namespace, key, step, value in scalars(run_dir):
+        if key in ("SPS", "charts/SPS"):
+            by_namespace.setdefault(namespace, []).append((step, value))
+    assert by_namespace == {"collector": [(1, 1.0), (2, 2.0)], "fork": CHILD_VALUES, "spawn": CHILD_VALUES, "sub": CHILD_VALUES}
+    wait_until(lambda: sync_run(run_dir, tmp_path).returncode == 0, 900, f"rltrack sync {run_dir} to deliver everything")
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'rl' / 'mlflow.db'}")
+    (found,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    history = {key: [(m.step, m.value) for m in client.get_metric_history(found.info.run_id, key)] for key in found.data.metrics}
+    assert sorted(history["collector/SPS"]) == [(1, 1.0), (2, 2.0)]
+    for namespace in ("fork", "spawn", "sub"):
+        assert sorted(history[f"{namespace}/charts/SPS"]) == CHILD_VALUES, namespace
+
+
+def test_launch_runs_one_leaves_no_directory_when_nothing_writes(tmp_path: Path) -> None:
+    config = write_config(tmp_path, ["local"])
+    config.write_text(config.read_text().replace("[run]\n", '[run]\nlaunch_runs = "one"\n'))
+    done = launch(tmp_path, "print('writes nothing')\n", config=config)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "rl").exists() or not any((tmp_path / "rl").iterdir())
+
+
 def test_the_launcher_says_what_is_wrong(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([PYTHON, "-m", "rltrack.cli", "run", *args], capture_output=True, text=True, env=child_env(tmp_path), timeout=120, cwd=tmp_path)
@@ -230,5 +320,8 @@ def test_the_launcher_says_what_is_wrong(tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text("[run]\nnames = 'sometimes'\n")
     done = run("--config", "bad.toml", "--", sys.executable, "-c", "pass")
     assert done.returncode == 2 and "sometimes" in done.stderr
+    (tmp_path / "bad.toml").write_text("[run]\nlaunch_runs = 'all'\n")
+    done = run("--config", "bad.toml", "--", sys.executable, "-c", "pass")
+    assert done.returncode == 2 and "run.launch_runs = 'all'" in done.stderr and "'per-process', 'one'" in done.stderr
     done = run("--", "no-such-program-here")
     assert done.returncode == 127 and "no-such-program-here" in done.stderr

@@ -1,9 +1,10 @@
 """Real frameworks that write TensorBoard, from PyPI, into every tracker with no change to their code.
 
 Each case trains a few thousand steps of the framework's own code:
-CleanRL 1.2.0's `dqn.py` (the script as installed), DI-engine 0.5.3's serial DQN
-on CartPole (its own config and `serial_pipeline`), skrl's PPO and rsl_rl's
-`OnPolicyRunner` on a gymnasium CartPole. Each runs twice, with the same seed:
+CleanRL 1.2.0's `dqn.py` and `ppo.py` (the scripts as installed), DI-engine
+0.5.3's serial DQN on CartPole (its own config and `serial_pipeline`), skrl's
+PPO on a gymnasium CartPole and rsl_rl's `OnPolicyRunner` with its default
+TensorBoard writer on the small task of tests/helpers/rsl_rl_task.py. Each runs twice, with the same seed:
 once plainly, once under `rltrack run --config ... -- python ...` with MLflow
 (SQLite store), W&B (offline) and trackio. Then:
 
@@ -24,8 +25,10 @@ framework is not installed. All are `slow` (tens of seconds to minutes each).
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -48,7 +51,19 @@ from rltrack.trackers.mlflow.batch import mlflow_key
 pytestmark = pytest.mark.slow
 #: Values that measure time differ between two runs of one seed; only their tags and steps are compared.
 TIMING_TAG = re.compile(r"time|_sec|SPS|fps", re.IGNORECASE)
+#: Tags whose steps measure time (rsl_rl's `Train/<k>/time`, at whole seconds): only their values are compared.
+SECONDS_TAG = re.compile(r"/time$")
 PROJECT = "frameworks"
+
+
+def compared(series: Series) -> dict[str, list[object]]:
+    """What two runs of one seed share: every value except those measuring time; a
+    value at a time step (`SECONDS_TAG`) without its step."""
+    return {
+        tag: [value for _, value in points] if SECONDS_TAG.search(tag) else list(points)
+        for tag, points in series.items()
+        if SECONDS_TAG.search(tag) or not TIMING_TAG.search(tag)
+    }
 
 
 class Case:
@@ -66,29 +81,62 @@ class Case:
     def check(self, run_dir: Path, events: Series) -> None:
         """What else the framework's run must show in the trackers."""
 
+    def pythonpath(self) -> list[str]:
+        """Directories the command needs first on its PYTHONPATH (skips the test when one is missing)."""
+        return []
 
-class CleanRLDQN(Case):
-    name, modules = "cleanrl-dqn", ("cleanrl.dqn", "gymnasium", "stable_baselines3")
+
+class CleanRL(Case):
+    """One of CleanRL's scripts as installed, on CartPole-v1 on CPU: `script` and its short command line."""
+
+    script: ClassVar[str]
+    options: ClassVar[tuple[str, ...]]
 
     def command(self, seed: int) -> list[str]:
-        spec = importlib.util.find_spec("cleanrl.dqn")
+        spec = importlib.util.find_spec(f"cleanrl.{self.script}")  # its path, not imported
         assert spec is not None and spec.origin
-        return [spec.origin, "--seed", str(seed), "--cuda", "False", "--total-timesteps", "3000", "--learning-starts", "500",
-                "--train-frequency", "10", "--target-network-frequency", "100"]  # fmt: skip
+        return [spec.origin, "--seed", str(seed), "--cuda", "False", *self.options]
 
     def event_folder(self, workdir: Path) -> Path:
         (folder,) = (workdir / "runs").iterdir()  # CleanRL's runs/<env>__<script>__<seed>__<time>
         return folder
 
     def check(self, run_dir: Path, events: Series) -> None:
+        assert run_dir.name.startswith(f"CartPole-v1__{self.script}__1__")  # named after CleanRL's run_name
+        self.check_hparams(run_dir, events)
+
+    def check_hparams(self, run_dir: Path, events: Series) -> None:
+        """The hyperparameters table as MLflow params and typed W&B config; every episodic return there."""
         client, run_id = mlflow_run(run_dir)
         params = client.get_run(run_id).data.params
-        assert params["total_timesteps"] == "3000" and params["env_id"] == "CartPole-v1"
+        assert params["total_timesteps"] == self.options[1] and params["env_id"] == "CartPole-v1"
         (wandb_file,) = wandb_reader.run_files(run_dir)
         config = wandb_reader.config(wandb_file)
-        assert config["total_timesteps"] == 3000 and config["torch_deterministic"] is True and config["learning_rate"] == 0.00025
-        assert run_dir.name.startswith("CartPole-v1__dqn__1__")  # named after CleanRL's run_name
-        assert len(events["charts/episodic_return"]) > 10  # one-element arrays, every one of them a scalar
+        assert config["total_timesteps"] == int(self.options[1]) and config["torch_deterministic"] is True
+        assert config["learning_rate"] == 0.00025
+        if self.script == "ppo":
+            assert config["anneal_lr"] is True and config["num_envs"] == 4 and params["num_envs"] == "4"
+        assert len(events["charts/episodic_return"]) > 10  # one-element arrays (dqn.py), every one of them a scalar
+
+
+class CleanRLDQN(CleanRL):
+    name, modules, script = "cleanrl-dqn", ("cleanrl.dqn", "gymnasium", "stable_baselines3"), "dqn"
+    options = ("--total-timesteps", "3000", "--learning-starts", "500", "--train-frequency", "10", "--target-network-frequency", "100")
+
+
+class CleanRLPPO(CleanRL):
+    """ppo.py is written against gym 0.23 (see requirements/test-oldest-cleanrl-ppo.txt): it runs with the
+    overlay directory `make test-oldest` installs that gym into first on its PYTHONPATH; the environment's
+    own gym stays DI-engine's 0.25.1. Four updates of 4 envs x 128 steps."""
+
+    name, modules, script = "cleanrl-ppo", ("cleanrl", "torch.utils.tensorboard"), "ppo"
+    options = ("--total-timesteps", "2048", "--num-envs", "4", "--num-steps", "128")
+    OVERLAY = Path(sys.prefix) / "cleanrl-ppo"
+
+    def pythonpath(self) -> list[str]:
+        if not (self.OVERLAY / "gym").is_dir():
+            pytest.skip(f"cleanrl-ppo needs gym 0.23.1 in {self.OVERLAY} (make test-oldest installs it: requirements/test-oldest-cleanrl-ppo.txt)")
+        return [str(self.OVERLAY)]
 
 
 DI_SCRIPT = """
@@ -162,7 +210,37 @@ class SkrlPPO(Case):
         assert len(events["Reward / Total reward (mean)"]) == 1024 // 64  # one row per write interval
 
 
-CASES = [CleanRLDQN, DIEngineDQN, SkrlPPO]
+RSL_RL_SCRIPT = """
+\"\"\"rsl_rl's own OnPolicyRunner (PPO) with its default writer, TensorBoard's, on the small task of tests/helpers.\"\"\"
+import sys
+import torch
+from rsl_rl.runners import OnPolicyRunner
+from rsl_rl_task import ReachTarget, train_cfg
+
+torch.manual_seed(int(sys.argv[1]))
+OnPolicyRunner(ReachTarget(), train_cfg("tensorboard"), log_dir="logs/reach", device="cpu").learn(num_learning_iterations=5)
+"""
+
+
+class RslRlPPO(Case):
+    """rsl_rl writes at its learning iteration `it` (`train_iter`), its `Train/<k>/time` tags at whole
+    seconds of training (`seconds`): those steps measure time, only their values are compared."""
+
+    name, modules = "rsl-rl-ppo", ("rsl_rl", "torch.utils.tensorboard")
+
+    def command(self, seed: int) -> list[str]:
+        return ["-c", RSL_RL_SCRIPT, str(seed)]
+
+    def event_folder(self, workdir: Path) -> Path:
+        return workdir / "logs" / "reach"
+
+    def check(self, run_dir: Path, events: Series) -> None:
+        assert run_dir.name == "reach"  # named after rsl_rl's log directory
+        assert [step for step, _ in events["Loss/value"]] == [0, 1, 2, 3, 4]
+        assert {"Train/mean_reward", "Episode/distance", "Metrics/final_error", "Perf/total_fps"} <= set(events)
+
+
+CASES = [CleanRLDQN, CleanRLPPO, DIEngineDQN, SkrlPPO, RslRlPPO]
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)
@@ -174,7 +252,9 @@ def case(request: pytest.FixtureRequest) -> Case:
 
 def train(case: Case, workdir: Path, home: Path, launcher: list[str]) -> subprocess.CompletedProcess[str]:
     workdir.mkdir(parents=True)
-    return subprocess.run([*launcher, PYTHON, *case.command(seed=1)], capture_output=True, text=True, env=child_env(home),
+    env = child_env(home)
+    env["PYTHONPATH"] = os.pathsep.join([*case.pythonpath(), env["PYTHONPATH"]])
+    return subprocess.run([*launcher, PYTHON, *case.command(seed=1)], capture_output=True, text=True, env=env,
                           timeout=1800, cwd=workdir, check=False)  # fmt: skip
 
 
@@ -208,7 +288,7 @@ def test_every_scalar_reaches_every_tracker_once_and_the_event_files_stay_the_sa
 
     events = event_file_scalars(case.event_folder(tmp_path / "launched"))
     expected = expected_in_trackers(events)
-    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "env_steps", "train_iter"),
+    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "env_steps", "train_iter", "seconds", "step"),
               "trackio": trackio_scalars(tmp_path / "trackio", PROJECT)}  # fmt: skip
     for name, points in expected.items():
         for tracker, held in stores.items():
@@ -217,10 +297,11 @@ def test_every_scalar_reaches_every_tracker_once_and_the_event_files_stay_the_sa
     case.check(run_dir, events)
 
     without = event_file_scalars(case.event_folder(tmp_path / "plain"))
-    assert {tag: [s for s, _ in points] for tag, points in events.items()} == {tag: [s for s, _ in points] for tag, points in without.items()}
-    assert {tag: points for tag, points in events.items() if not TIMING_TAG.search(tag)} == {
-        tag: points for tag, points in without.items() if not TIMING_TAG.search(tag)
+    assert {tag: [s for s, _ in points] for tag, points in events.items() if not SECONDS_TAG.search(tag)} == {
+        tag: [s for s, _ in points] for tag, points in without.items() if not SECONDS_TAG.search(tag)
     }
+    assert events.keys() == without.keys()
+    assert compared(events) == compared(without)
 
 
 
@@ -235,15 +316,15 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def cleanrl() -> Case:
-    case = CleanRLDQN()
+def cleanrl(case: CleanRL) -> CleanRL:
     for module in case.modules:
         pytest.importorskip(module, reason=f"{case.name} needs {module} (installed in the oldest environment, see the Makefile)")
     return case
 
 
-def test_cleanrl_with_attach_in_the_users_code(tmp_path: Path) -> None:
-    case = cleanrl()
+@pytest.mark.parametrize("script", [CleanRLDQN, CleanRLPPO], ids=lambda case: case.name)
+def test_cleanrl_with_attach_in_the_users_code(script: type[CleanRL], tmp_path: Path) -> None:
+    case = cleanrl(script())
     home = tmp_path / "home"
     home.mkdir()
     config = write_config(tmp_path)
@@ -252,17 +333,18 @@ def test_cleanrl_with_attach_in_the_users_code(tmp_path: Path) -> None:
     (run_dir,) = [p.parent for p in (tmp_path / "rl").glob("*/meta.json")]
     delivered(run_dir, home)
     assert meta(run_dir)["status"] == "finished"
-    expected = expected_in_trackers(event_file_scalars(case.event_folder(tmp_path / "attached")))
-    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "env_steps")}
-    for name, points in expected.items():
+    events = event_file_scalars(case.event_folder(tmp_path / "attached"))
+    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "env_steps"), "trackio": trackio_scalars(tmp_path / "trackio", PROJECT)}
+    for name, points in expected_in_trackers(events).items():
         for tracker, held in stores.items():
             assert held.get(name) == points, (tracker, name)
+    case.check_hparams(run_dir, events)
 
 
 def test_a_cleanrl_script_that_raises_ends_its_run_failed(tmp_path: Path) -> None:
     """dqn.py with an environment gymnasium does not know: the writer has written the
     hyperparameters when `gym.make` raises; the launcher exits with the script's code."""
-    case = cleanrl()
+    case = cleanrl(CleanRLDQN())
     home = tmp_path / "home"
     home.mkdir()
     config = write_config(tmp_path)
