@@ -16,12 +16,23 @@ the layout of rltrack.journal.layout:
 * the run directory's other files, each once it has not changed for `every`
   seconds (a checkpoint, the config) and every changed one at the journal's
   end (the text logs, progress.csv, TensorBoard's files, meta.json).
+
+Object storage cannot append: a file is always written whole. A file that
+only grew since it was written (the text logs, progress.csv, TensorBoard's
+event files: the bytes before its stored size unchanged, judged by the last
+`TAIL_BYTES` of them) is written again during the run only once it has grown
+by `GROWTH` of its stored size, and whole at the journal's end: the bytes
+written for such a file stay within about 1 / (1 - 1 / (1 + GROWTH)) + 1
+times its final size however long the run, where writing it again each time
+it settles costs its size at every dump (measured in docs/storage.md). The
+journal's segments, written within `every`, are the run's live record.
 """
 
 from __future__ import annotations
 
 import os
 import time
+import zlib
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable
@@ -35,6 +46,10 @@ from rltrack.trackers.remote import RemoteBackend, raised
 #: What the errors retrying cannot heal say (the store's error codes, as S3 and pyarrow name them).
 _CANNOT_HEAL = ("NoSuchBucket", "NO_SUCH_BUCKET", "AccessDenied", "ACCESS_DENIED", "InvalidAccessKeyId", "INVALID_ACCESS_KEY_ID",
                 "SignatureDoesNotMatch", "SIGNATURE_DOES_NOT_MATCH", "Permission denied")
+#: A file that only grew is written again during the run once it has grown by this share of its stored size.
+GROWTH = 0.5
+#: How many bytes before a file's stored size tell whether it only grew since (their checksum unchanged).
+TAIL_BYTES = 4096
 
 
 class _Gathered:
@@ -88,7 +103,7 @@ class StorageBackend(RemoteBackend):
         self._tickets: deque[tuple[int, str | None, int]] = deque()  # batches taken, not yet written: (ticket, writer, end)
         self._ticket = 0
         self._stored = 0
-        self._files: dict[str, tuple[int, int]] = {}  # files written: relative path -> (size, mtime_ns)
+        self._files: dict[str, tuple[int, int, int]] = {}  # files written: relative path -> (size, mtime_ns, checksum of its tail)
         self._files_at = time.monotonic()
         self._save_state: Callable[[], None] = lambda: None
 
@@ -188,7 +203,9 @@ class StorageBackend(RemoteBackend):
 
     def _write_files(self, settled_for: float) -> None:
         """Writes each file of the run directory that changed since it was
-        last written and has not changed for `settled_for` seconds."""
+        last written and has not changed for `settled_for` seconds; during
+        the run (`settled_for` > 0) a file that only grew waits until it has
+        grown by `GROWTH`."""
         run_dir = self.run.run_dir
         now = time.time_ns()
         for folder, _dirs, names in os.walk(run_dir):
@@ -201,11 +218,23 @@ class StorageBackend(RemoteBackend):
                     info = local.stat()
                 except FileNotFoundError:  # replaced meanwhile
                     continue
-                stamp = (info.st_size, info.st_mtime_ns)
-                if self._files.get(relative) == stamp or now - info.st_mtime_ns < settled_for * 1e9:
+                stored = self._files.get(relative)
+                if stored is not None and stored[:2] == (info.st_size, info.st_mtime_ns) or now - info.st_mtime_ns < settled_for * 1e9:
+                    continue
+                if settled_for and stored is not None and stored[0] < info.st_size < stored[0] * (1 + GROWTH) and _tail(local, stored[0]) == stored[2]:
                     continue
                 self._store().put_file(relative, local)
-                self._files[relative] = stamp
+                self._files[relative] = (info.st_size, info.st_mtime_ns, _tail(local, info.st_size))
+
+
+def _tail(local: Path, size: int) -> int:
+    """The checksum of the `TAIL_BYTES` of `local` before offset `size` (-1: it cannot be read)."""
+    try:
+        with local.open("rb") as f:
+            f.seek(max(0, size - TAIL_BYTES))
+            return zlib.crc32(f.read(min(size, TAIL_BYTES)))
+    except OSError:
+        return -1
 
 
 def _key(writer: str | None) -> str:

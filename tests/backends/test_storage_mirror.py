@@ -133,3 +133,40 @@ def test_a_batch_offered_again_after_a_file_write_failed_is_not_stored_twice(tmp
     deliver_all(worker, "finished")
     assert [(s.first, s.last) for s in stored_segments(store)] == [(0, end)]
     assert (store / "r" / "ckpt" / "iteration_1.pth.tar").read_bytes() == b"weights"
+
+
+def test_a_file_that_only_grows_costs_a_few_times_its_size_however_often_it_settles(tmp_path, run_dir, monkeypatch) -> None:
+    """1,000 dumps of progress.csv, each settled before the mirror looks
+    (longer than `every` apart, the costliest case): written again whole at
+    each, it cost its final size ~500 times over; a file rewritten in place (a
+    checkpoint) is still written each time it settles; at the end both are whole."""
+    store = tmp_path / "store"
+    written: dict[str, int] = {}
+    original = Storage.put_file
+
+    def counted(self: Storage, relative: str, local: Path) -> None:
+        written[relative] = written.get(relative, 0) + local.stat().st_size
+        original(self, relative, local)
+
+    monkeypatch.setattr(Storage, "put_file", counted)
+    backend = StorageBackend(store.as_uri(), "r", every=1.0)
+    backend.open(RunContext(run_dir, "r", {}, Report()))
+    progress, checkpoint = run_dir / "progress.csv", run_dir / "latest.pth"
+    progress.write_text("step,loss\n")
+    for step in range(1000):
+        with progress.open("a") as f:
+            f.write(f"{step},{1 / (step + 1):.12f}\n")
+        changed = [progress]
+        if step % 100 == 0:
+            checkpoint.write_bytes(bytes([step % 256]) * (1000 + step))  # in place, a little larger each time
+            changed.append(checkpoint)
+        for path in changed:
+            os.utime(path, (time.time() - 10, time.time() - 10))  # settled
+        backend._files_at = float("-inf")  # the files are due now
+        backend.durable_position()
+    backend.store_now()
+    size = progress.stat().st_size
+    assert (store / "r" / "progress.csv").read_bytes() == progress.read_bytes()
+    assert (store / "r" / "latest.pth").read_bytes() == checkpoint.read_bytes()
+    assert written["progress.csv"] <= 5 * size, f"{written['progress.csv']} bytes written for a file of {size}"
+    assert written["latest.pth"] == sum(1000 + step for step in range(0, 1000, 100))  # each version once
