@@ -58,7 +58,7 @@ def sync_run(run_dir: Path, home: Path, *args: str) -> subprocess.CompletedProce
     """`rltrack sync RUN_DIR ...` as a user runs it."""
     return subprocess.run(
         [PYTHON, "-m", "rltrack.cli", "sync", str(run_dir), *args],
-        capture_output=True, text=True, env=child_env(home), timeout=300, cwd=home,
+        capture_output=True, text=True, env=child_env(home), timeout=900, cwd=home,
     )  # fmt: skip
 
 
