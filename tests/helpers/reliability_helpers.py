@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import wandb_reader
+from growing_files import whole_lines
 
 import rltrack
 from rltrack.delivery.worker import tracker_state
@@ -101,17 +102,16 @@ def wandb_exit_codes(run_dir: Path) -> list[int]:
 
 
 def neptune_operations(run_dir: Path) -> list[dict[str, Any]]:
-    """Every queued Neptune operation of every offline folder of the run (torn lines skipped)."""
-    ops = []
+    """Every queued Neptune operation of every offline folder of the run: a
+    torn last line (being written, or cut by a kill) is left out, a line
+    damaged anywhere else fails the test."""
     folders = (run_dir / ".neptune" / "offline").iterdir()
-    for folder in sorted(folders, key=lambda f: json.loads((f / "metadata.json").read_text())["createdAt"]):
-        for log in sorted(folder.glob("data-*.log"), key=lambda p: int(p.stem.split("-")[1])):
-            for line in log.read_text().splitlines():
-                try:
-                    ops.append(json.loads(line)["obj"])
-                except ValueError:
-                    pass
-    return ops
+    return [
+        json.loads(line)["obj"]
+        for folder in sorted(folders, key=lambda f: json.loads((f / "metadata.json").read_text())["createdAt"])
+        for log in sorted(folder.glob("data-*.log"), key=lambda p: int(p.stem.split("-")[1]))
+        for line in whole_lines(log)
+    ]
 
 
 def neptune_floats(run_dir: Path, path: str) -> list[tuple[int, float]]:
