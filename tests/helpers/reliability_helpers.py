@@ -14,6 +14,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -22,7 +23,7 @@ from growing_files import whole_lines
 
 import rltrack
 from rltrack.delivery.worker import tracker_state
-from waiting import wait_until
+from waiting import wait_until, wait_while_advancing
 
 REPO = Path(__file__).resolve().parents[2]  # tests/helpers/ -> the repository
 # where the rltrack under test is imported from: the checkout, or site-packages when the suite runs against the installed wheel (.ci/run)
@@ -164,3 +165,35 @@ def reported(run_dir: Path, count: str, seconds: float = 120) -> dict[str, Any]:
     report = run_dir / "report.json"
     return wait_until(lambda: report.is_file() and count in (counts := json.loads(report.read_text())["counts"]) and counts,
                       seconds, f"the agent to write {count} into {report}")  # fmt: skip
+
+
+#: Seconds the agent may save no progress (no cursor of the run saved) before a test waiting for it fails.
+STALL = 300
+
+
+def delivery_progress(run_dir: Path) -> list[tuple[str, int, int]]:
+    """How far the agent has come delivering `run_dir`: each cursor (local
+    files and trackers, `cursors/*.json`) with its inode and time of its last
+    (atomic) save."""
+    saved = []
+    for cursor in sorted((run_dir / "cursors").glob("*.json")):
+        try:
+            stat = cursor.stat()
+        except FileNotFoundError:  # replaced between the listing and the look
+            continue
+        saved.append((cursor.name, stat.st_ino, stat.st_mtime_ns))
+    return saved
+
+
+def close_delivered(logger: Any, timeout: float = 30) -> bool:
+    """`logger.close(timeout)`, and then, while the agent still delivers the
+    run and advances, the wait for it to finish (the agent runs niced 19: beside
+    busy loops it gets a few per cent of a core, so a total bound would test
+    the machine's load, not rltrack). True when everything is delivered."""
+    if logger.close(timeout=timeout, quiet=True):
+        return True
+    if not logger.behind:  # not the agent's delivery: the journal itself is not whole
+        return False
+    wait_while_advancing(lambda: not logger.still_behind(time.monotonic() + 1), lambda: delivery_progress(logger.run_dir), STALL,
+                         lambda: f"the agent to deliver {logger.run_dir} (behind: {logger.behind})")  # fmt: skip
+    return True
