@@ -167,22 +167,25 @@ def reported(run_dir: Path, count: str, seconds: float = 120) -> dict[str, Any]:
                       seconds, f"the agent to write {count} into {report}")  # fmt: skip
 
 
-#: Seconds the agent may save no progress (no cursor of the run saved) before a test waiting for it fails.
+#: Seconds the agent may show no progress (no file of the run root changed) before a test waiting for it fails.
 STALL = 300
 
 
-def delivery_progress(run_dir: Path) -> list[tuple[str, int, int]]:
-    """How far the agent has come delivering `run_dir`: each cursor (local
-    files and trackers, `cursors/*.json`) with its inode and time of its last
-    (atomic) save."""
-    saved = []
-    for cursor in sorted((run_dir / "cursors").glob("*.json")):
-        try:
-            stat = cursor.stat()
-        except FileNotFoundError:  # replaced between the listing and the look
-            continue
-        saved.append((cursor.name, stat.st_ino, stat.st_mtime_ns))
-    return saved
+def delivery_progress(root: Path) -> tuple[int, int]:
+    """How far the agent has come delivering the runs under `root`: the
+    total size and the latest change of the files there (the runs' cursors
+    and local files, and the trackers' stores kept beside them by default:
+    MLflow's SQLite file grows for minutes while a starved agent creates its
+    schema, before any cursor moves)."""
+    size, latest = 0, 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            try:
+                stat = os.stat(os.path.join(folder, name))
+            except FileNotFoundError:  # replaced between the listing and the look
+                continue
+            size, latest = size + stat.st_size, max(latest, stat.st_mtime_ns)
+    return size, latest
 
 
 def close_delivered(logger: Any, timeout: float = 30) -> bool:
@@ -194,6 +197,6 @@ def close_delivered(logger: Any, timeout: float = 30) -> bool:
         return True
     if not logger.behind:  # not the agent's delivery: the journal itself is not whole
         return False
-    wait_while_advancing(lambda: not logger.still_behind(time.monotonic() + 1), lambda: delivery_progress(logger.run_dir), STALL,
-                         lambda: f"the agent to deliver {logger.run_dir} (behind: {logger.behind})")  # fmt: skip
+    wait_while_advancing(lambda: not logger.still_behind(time.monotonic() + 1), lambda: delivery_progress(logger.run_dir.parent), STALL,
+                         lambda: f"the agent to deliver {logger.run_dir} (behind: {logger.behind})", every=1.0)  # fmt: skip
     return True
