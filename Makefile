@@ -6,9 +6,10 @@
 # platform tests (OLDEST_GROUPS below); .ci/run runs both.
 # `make test-fast` runs every test not marked `slow` (no Ray, no outage, no
 # crash and sweep scenarios): minutes, for the edit-test loop. `make test` runs
-# everything and is what CI runs. `make test-reliability` runs the reliability
-# scenarios again beside a busy loop on every core (issue 37; not in CI yet:
-# a run took 25-46 min on this loaded machine). `make docs` builds the documentation site
+# everything and is what CI runs. `make test-reliability` runs the 18
+# reliability scenarios (kills, full disk, poison) again beside a busy loop
+# on every core (issue 37; CI runs it once, last): 7 min 38 s on this 2-core
+# machine at load 20-29 (2026-11-27). `make docs` builds the documentation site
 # into site/ (mkdocs --strict: a warning fails it); `make dist` builds the
 # sdist and the wheel into dist/ and checks them (twine check).
 #
@@ -103,7 +104,8 @@ dist: $(DIST_VENV)/.installed
 # The reliability lane (issue 37): the scenarios marked `reliability` (kills,
 # a full disk, poison) beside a busy loop on every core, RELIABILITY_RUNS
 # times, each run with a base temp of its own; the loops are stopped however
-# it ends. CI runs it once (.ci/run), against the wheel like the other lanes.
+# it ends. CI runs it once (.ci/run), against the wheel like the other lanes:
+# each scenario then runs quiet in `make test` and loaded here.
 # RELIABILITY_LOAD_NICE: the loops' niceness. 19, the agent's own (default):
 # they take half of the CPU the agent would have, and every wake-up of the
 # agent and wandb-core (SCHED_BATCH) waits behind them. 0 is training on every
