@@ -5,6 +5,8 @@ child that logs through rltrack (so it can be killed, interrupted or starved
 without taking pytest down), and they all read back what each tracker really
 stored: MLflow through its client, W&B from its `.wandb` files (also those a
 killed process left torn), Neptune from the operations in `data-*.log`.
+And they wait for the agent, niced 19, which beside busy loops is slow but
+not stuck: `close_delivered` bounds the time without progress.
 """
 
 from __future__ import annotations
