@@ -27,6 +27,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import rltrack
 from reliability_helpers import (
+    STALL,
+    delivery_progress,
     read_run_dir,
     PYTHON,
     child_env,
@@ -41,7 +43,7 @@ from reliability_helpers import (
     wandb_history,
 )
 from rltrack.delivery.worker import Cursor
-from waiting import wait_until
+from waiting import wait_while_advancing
 
 #: The kill scenarios run again, beside busy loops, in the reliability lane (`make test-reliability`).
 pytestmark = pytest.mark.reliability
@@ -95,7 +97,7 @@ def crashed(tmp_path_factory):
             assert child.poll() is None, child.stderr.read()
             return all(Cursor(run_dir, name).delivered > 0 for name in TRACKERS)
 
-        wait_until(delivering, 900, "every tracker to start delivering")  # the reliability lane runs this beside busy loops
+        wait_while_advancing(delivering, lambda: delivery_progress(home / "runs"), STALL, "every tracker to start delivering")  # beside busy loops the agent is slow
         time.sleep(1.5)
         killed_at = time.time()
         child.send_signal(signal.SIGKILL)

@@ -178,10 +178,13 @@ def delivery_progress(root: Path) -> tuple[int, int]:
     total size and the latest change of the files there (the runs' cursors
     and local files, and the trackers' stores kept beside them by default:
     MLflow's SQLite file grows for minutes while a starved agent creates its
-    schema, before any cursor moves)."""
+    schema, before any cursor moves). The journals are left out: training
+    writes them, not the agent."""
     size, latest = 0, 0
     for folder, _, names in os.walk(root):
         for name in names:
+            if name.startswith("journal.") and name.endswith(".jsonl"):
+                continue
             try:
                 stat = os.stat(os.path.join(folder, name))
             except FileNotFoundError:  # replaced between the listing and the look
