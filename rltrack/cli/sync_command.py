@@ -32,7 +32,7 @@ from typing import IO, Any
 from rltrack.delivery.registry import BACKEND_TYPES, RemoteBackend, RunContext, backend_class, is_backend_name
 from rltrack.training.config import load_config
 from rltrack.delivery.construct import build_backend
-from rltrack.delivery.worker import Cursor, DeliveryBusy, DeliveryWorker, merge_into_report_file
+from rltrack.delivery.worker import LOCK_WAIT, Cursor, DeliveryBusy, DeliveryWorker, merge_into_report_file
 from rltrack.journal import JOURNAL_NAME, end_torn_tail, ended_with, journal_files, journal_path
 from rltrack.core.report import SHOWN_REFUSED, Report
 
@@ -105,9 +105,16 @@ def _deliver(
     """Runs the backend's delivery worker to the end of `writer`'s journal on
     a thread of its own, drawing a progress bar meanwhile, until the journal
     is delivered or the tracker has been failing for `timeout` seconds; the
-    tracker's run ends after the `last` journal."""
+    tracker's run ends after the `last` journal. Another process delivering
+    it (the agent, finishing a crashed run) is waited for while it advances."""
+    name = backend.name if writer is None else f"{backend.name}@{writer}"
+
+    def waiting() -> None:
+        print(f"{name}: another process (the agent, finishing this run) is delivering it; waiting while it advances "
+              f"(at most {LOCK_WAIT:.0f} s without progress), then sending what it left", file=out)  # fmt: skip
+
     try:
-        worker = DeliveryWorker(backend, run_dir, writer, close_at_end=last)
+        worker = DeliveryWorker(backend, run_dir, writer, close_at_end=last, waiting=waiting)
     except DeliveryBusy as exc:
         raise SyncError(f"{backend.name}: {exc}") from None
     total = worker.journal.stat().st_size
@@ -115,7 +122,7 @@ def _deliver(
         print(f"{backend.name}: nothing pending ({worker.cursor.target or 'the store'} holds the whole run)", file=out)
     thread = threading.Thread(target=worker.run_until_caught_up, args=(status, timeout), name=f"rltrack-sync-{backend.name}", daemon=True)
     thread.start()
-    bar = _ProgressBar(backend.name if writer is None else f"{backend.name}@{writer}", total, out)
+    bar = _ProgressBar(name, total, out)
     while thread.is_alive():
         bar.show(worker.cursor.offset, f"  (retrying; last error: {worker.last_error})" if worker.errors else "")
         thread.join(PROGRESS_EVERY)

@@ -34,7 +34,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rltrack.core.atomic_file import write_atomic
 from rltrack.trackers.remote import EventId, RemoteBackend, SessionLost, error_text
@@ -58,8 +58,9 @@ POLL = 0.1
 #: doubles, by the next delivery).
 STORE_WAIT = 60.0
 #: How long `rltrack sync` waits for another process delivering the same
-#: journal to the same tracker (the agent, finishing a run) before giving up:
-#: two deliveries on one cursor would send twice.
+#: journal to the same tracker (the agent, finishing a run) while that
+#: process saves no progress in the cursor, before giving up: two deliveries
+#: on one cursor would send twice. One that advances is waited for as long as it advances.
 LOCK_WAIT = 60.0
 #: Parsed batches a caught-up worker keeps from its feed; more are dropped (and read from the journal).
 #: At most this many batches of a writer stay in memory for a slow tracker; a failing one keeps none.
@@ -70,18 +71,37 @@ class DeliveryBusy(Exception):
     """Another process delivers this journal to this tracker."""
 
 
-def _lock_cursor(path: Path, wait: float) -> int:
-    """Holds `<cursor>.lock` (an exclusive `flock`, released by the kernel
-    when the process ends, however it ends), waiting at most `wait` seconds
-    for another holder; returns its descriptor."""
+def _lock_cursor(run_dir: Path, backend: str, writer: str | None, wait: float, waiting: Callable[[], None] | None) -> int:
+    """Holds the cursor's lock, `<cursor>.lock` (an exclusive `flock`,
+    released by the kernel when the process ends, however it ends); returns
+    its descriptor. Held by another process: `waiting` is called, and the
+    lock waited for while that process saves progress in the cursor, until
+    it has saved none for `wait` seconds."""
+    cursor = cursor_path(run_dir, backend, writer)
+    path = cursor.with_suffix(".lock")
     path.parent.mkdir(exist_ok=True)
-    fd = hold(path, wait)
+    fd = hold(path, 0)
+    if fd is None and wait > 0:
+        if waiting is not None:
+            waiting()
+        fd = hold(path, wait, progress=lambda: _saved(cursor))
     if fd is None:
+        pending = pending_bytes(run_dir, backend, writer)
         raise DeliveryBusy(
-            f"another process has been delivering to this tracker for over {wait:.0f} s (it holds {path}); "
-            "wait for it to end (`rltrack status` lists what the agent delivers), or end it, then try again"
+            f"another process holds {path} and has delivered nothing to this tracker for {wait:.0f} s ({pending:,} journal bytes pending); "
+            "`rltrack status` lists what the agent delivers: let it finish or give up (it retries a failing tracker for a while after a run ends), "
+            "or end it, then try again"
         )
     return fd
+
+
+def _saved(path: Path) -> tuple[int, int] | None:
+    """When and where `path` was last saved (its inode changes with each atomic save); None while it does not exist."""
+    try:
+        saved = path.stat()
+    except FileNotFoundError:
+        return None
+    return saved.st_ino, saved.st_mtime_ns
 
 
 def cursor_path(run_dir: Path, backend: str, writer: str | None = None) -> Path:
@@ -133,11 +153,12 @@ class Cursor:
         self.offset, self.delivered, self.position, self.state, self.report = offset, self.delivered + events, position, state, moved
 
 
-def pending_bytes(run_dir: Path, backend: str) -> int:
-    """Journal bytes, over all writers, that `backend` has not received."""
+def pending_bytes(run_dir: Path, backend: str, writer: str | None = None) -> int:
+    """Journal bytes that `backend` has not received: of `writer`'s journal if given, else of every writer's."""
+    journals = journal_files(run_dir) if writer is None else {writer: journal_path(run_dir, writer)}
     return sum(
-        max(0, journal.stat().st_size - Cursor(run_dir, backend, writer).offset)
-        for writer, journal in journal_files(run_dir).items()
+        max(0, journal.stat().st_size - Cursor(run_dir, backend, name).offset)
+        for name, journal in journals.items() if journal.is_file()
     )
 
 
@@ -167,11 +188,15 @@ class DeliveryWorker:
     `run_until_caught_up`). `close_at_end`: the tracker's run ends once this
     journal is delivered, and every worker of `shared` (the other writers
     feeding the same tracker run) is done. `feed`: the reader of the
-    journal whose batches this worker takes while caught up (see `take`)."""
+    journal whose batches this worker takes while caught up (see `take`).
+    Another process delivering the same cursor is waited for (see
+    `_lock_cursor`) while it advances, until it has saved no progress for
+    `lock_wait` seconds (default `LOCK_WAIT`; 0: not waited for), `waiting`
+    called as the wait begins."""
 
     def __init__(
         self, backend: RemoteBackend, run_dir: Path, writer: str | None = None, *, close_at_end: bool = True, lock_wait: float | None = None,
-        shared: list[DeliveryWorker] | None = None, feed: JournalFeed | None = None,
+        shared: list[DeliveryWorker] | None = None, feed: JournalFeed | None = None, waiting: Callable[[], None] | None = None,
     ) -> None:  # fmt: skip
         self.backend = backend
         self.close_at_end = close_at_end
@@ -184,7 +209,7 @@ class DeliveryWorker:
         self.journal = journal_path(run_dir, writer)
         self._count_bad = count_skipped(backend.run.report, backend.name)
         self._bad_seen = 0  # journal offset up to which skipped lines are counted: a batch retried is read again
-        self._lock: int | None = _lock_cursor(cursor_path(run_dir, backend.cursor_name, writer).with_suffix(".lock"), LOCK_WAIT if lock_wait is None else lock_wait)
+        self._lock: int | None = _lock_cursor(run_dir, backend.cursor_name, writer, LOCK_WAIT if lock_wait is None else lock_wait, waiting)
         self.cursor = Cursor(run_dir, backend.cursor_name, writer)  # read once locked: a process that held the lock may have moved it
         self.cursor.target = self.cursor.target or backend.target(backend.run)
         self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored

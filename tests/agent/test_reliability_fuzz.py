@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
 
 import rltrack
-from reliability_helpers import child_env
+from reliability_helpers import child_env, close_delivered
 
 keys = st.one_of(  # few distinct keys: progress.csv is rewritten for each new column (see docs/RELIABILITY.md)
     st.text(alphabet="ab/:. \x01é", max_size=2),
@@ -142,7 +142,7 @@ def test_no_hostile_record_raises_on_the_training_thread(fuzz_run, batch) -> Non
 def test_every_value_is_delivered_converted_routed_or_dropped_and_counted(fuzz_run) -> None:
     logger, written = fuzz_run
     assert len(written) > 1000
-    assert logger.close(timeout=180), json.loads((logger.run_dir / "report.json").read_text())
+    assert close_delivered(logger), json.loads((logger.run_dir / "report.json").read_text())
 
     report = json.loads((logger.run_dir / "report.json").read_text())
     counts = {name: sum(reasons.values()) for name, reasons in report["counts"].items()}

@@ -17,6 +17,7 @@ import pytest
 import rltrack
 from rltrack.journal.layout import chain, parse_segment
 from rltrack.training.config import ConfigError
+from growing_files import whole_lines
 from waiting import wait_until
 
 pytest_plugins = ["s3_server"]
@@ -123,7 +124,7 @@ def test_storage_down_for_a_while_delays_only_the_mirror_and_every_segment_arriv
                 logger.dump(step=i)
         wait_until(lambda: failing_since(logger.run_dir, "storage") is not None, 120, "the mirror to fail while storage is down")
         progress = logger.run_dir / "progress.csv"
-        wait_until(lambda: progress.is_file() and "199" in progress.read_text().splitlines()[-1], 120, "the local files to keep up meanwhile")
+        wait_until(lambda: "199" in (whole_lines(progress) or [""])[-1], 120, "the local files to keep up meanwhile")
     finally:
         s3.start()
     assert logger.close() is True

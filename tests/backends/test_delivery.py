@@ -10,6 +10,7 @@ stores in their own test modules.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -19,11 +20,13 @@ from typing import Any
 
 import pytest
 
+import rltrack.core.locks
 import rltrack.delivery.worker
 import rltrack.journal
 from deliver import deliver_all
 from stand_in_tracker import FileTracker, batches, received
-from waiting import wait_until
+from reliability_helpers import STALL, delivery_progress
+from waiting import wait_until, wait_while_advancing
 
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.remote import EventId, RemoteBackend
@@ -87,12 +90,18 @@ def test_a_hanging_tracker_does_not_hold_close_past_its_timeout_and_is_delivered
     assert logger.close(timeout=1.0) is False  # returned while the stand-in tracker still hangs (until `hang` goes)
     err = capfd.readouterr().err
     assert f"rltrack sync {logger.run_dir} --to stand_in_tracker:FileTracker" in err and "the agent goes on delivering" in err
-    report = json.loads((logger.run_dir / "report.json").read_text())
-    assert "filetracker.pending" in report["counts"]
+    progress = lambda: delivery_progress(logger.run_dir.parent)  # noqa: E731 - the agent, niced 19, is slow beside busy loops, not stuck
+    wait_while_advancing(lambda: "filetracker.pending" in report_counts(logger.run_dir), progress, STALL, "report.json to say filetracker.pending")
     hang.unlink()  # the tracker is back: the agent delivers the rest without anyone waiting
-    wait_until(lambda: (logger.run_dir / "filetracker.status").is_file(), 30, "the stand-in tracker's run to end")
+    wait_while_advancing(lambda: (logger.run_dir / "filetracker.status").is_file(), progress, STALL, "the stand-in tracker's run to end")
     assert [e.data["x"] for e in received(logger.run_dir)] == list(range(10))
-    wait_until(lambda: "filetracker.pending" not in json.loads((logger.run_dir / "report.json").read_text())["counts"], 30, "report.json to drop filetracker.pending")
+    wait_while_advancing(lambda: "filetracker.pending" not in report_counts(logger.run_dir), progress, STALL, "report.json to drop filetracker.pending")
+
+
+def report_counts(run_dir) -> dict[str, Any]:
+    """report.json's counts; none before the agent first writes it (it does once it has read the journal to its end)."""
+    report = run_dir / "report.json"
+    return json.loads(report.read_text())["counts"] if report.is_file() else {}
 
 
 def test_a_new_worker_resumes_from_the_saved_cursor(tmp_path):
@@ -289,10 +298,10 @@ HOLDER = (  # holds the lock argv[1] for argv[2] seconds, then creates argv[3] a
 )
 
 
-def test_a_delivery_waits_for_another_process_delivering_the_same_cursor(tmp_path, monkeypatch):
+def test_a_delivery_waits_for_another_process_delivering_the_same_cursor(tmp_path):
     """The agent may still be finishing a crashed run when `rltrack sync`
     starts: the second delivery waits until the first process lets go (its
-    lock ends with it), and gives up with a clear error if it never does."""
+    lock ends with it)."""
     run_dir = create_run_dir(tmp_path, "busy")
     tracker = ListTracker()
     tracker.open(RunContext(run_dir, "busy", {}, Report()))
@@ -301,18 +310,64 @@ def test_a_delivery_waits_for_another_process_delivering_the_same_cursor(tmp_pat
     released = tmp_path / "released"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "1.5", str(released)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline() == "held\n"
-    deliver_all(DeliveryWorker(tracker, run_dir), "finished")
+    told: list[str] = []
+    deliver_all(DeliveryWorker(tracker, run_dir, waiting=lambda: told.append("waiting")), "finished")
     assert released.exists()  # it waited for the holder to be done
+    assert told == ["waiting"]
     assert holder.wait(10) == 0
-    monkeypatch.setattr(rltrack.delivery.worker, "LOCK_WAIT", 0.3)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock), "30", str(released)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
-        with pytest.raises(DeliveryBusy, match="another process has been delivering to this tracker"):
-            DeliveryWorker(tracker, run_dir)
-    finally:
-        holder.kill()
-        holder.wait()
+
+
+class HeldCursor:
+    """The cursor lock of `run_dir`'s stand-in tracker held by another open
+    file (`flock` locks of two opens exclude each other as two processes'
+    do), and a stand-in for `time` in rltrack.core.locks whose every sleep
+    lasts a second: on each, the holder saves its cursor (it makes progress)
+    for `advancing` seconds, then lets the lock go after `release_after`
+    seconds (None: never). Deterministic however loaded the machine is."""
+
+    def __init__(self, run_dir, advancing: int, release_after: int | None) -> None:
+        self.cursor = Cursor(run_dir, "listtracker")
+        self.cursor.path.parent.mkdir(exist_ok=True)
+        self.fd: int | None = os.open(self.cursor.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        self.now, self.advancing, self.release_after = 0.0, advancing, release_after
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += 1
+        if self.now <= self.advancing:
+            self.cursor.advance(self.cursor.offset + 1, 1)
+        if self.release_after is not None and self.now >= self.release_after and self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def test_the_delivery_waits_while_the_holder_advances_and_gives_up_once_it_stalls(tmp_path, monkeypatch):
+    """`LOCK_WAIT` bounds the time without progress, not the wait: a holder
+    saving its cursor for 3 × LOCK_WAIT is waited for to its end; one that
+    stops saving is given up on LOCK_WAIT seconds later, with what is pending."""
+    run_dir = create_run_dir(tmp_path, "busy")
+    journal_path = rltrack.journal.journal_path(run_dir)
+    journal_path.write_text((json.dumps({"schema": 1}) + "\n") * 100)
+    tracker = ListTracker()
+    tracker.open(RunContext(run_dir, "busy", {}, Report()))
+    monkeypatch.setattr(rltrack.delivery.worker, "LOCK_WAIT", 10.0)
+
+    holder = HeldCursor(run_dir, advancing=30, release_after=31)
+    monkeypatch.setattr(rltrack.core.locks, "time", holder)
+    worker = DeliveryWorker(tracker, run_dir)
+    assert holder.now == 31 and holder.fd is None  # taken once the holder let go, 21 s after LOCK_WAIT
+    worker.give_up()
+
+    holder = HeldCursor(run_dir, advancing=15, release_after=None)
+    monkeypatch.setattr(rltrack.core.locks, "time", holder)
+    pending = journal_path.stat().st_size - (holder.cursor.offset + 15)  # where the holder stops
+    with pytest.raises(DeliveryBusy, match=f"has delivered nothing to this tracker for 10 s \\({pending:,} journal bytes pending\\)"):
+        DeliveryWorker(tracker, run_dir)
+    assert holder.now == 15 + 10  # the last save, then LOCK_WAIT without one
+    os.close(holder.fd)
 
 
 def test_a_damaged_line_in_the_middle_of_a_journal_is_skipped_and_counted_by_the_agent(tmp_path):

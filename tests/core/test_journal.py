@@ -21,6 +21,7 @@ import rltrack
 from rltrack.core.events import SCHEMA_VERSION, Event
 from rltrack.journal import JOURNAL_NAME, JournalWriter, control_line, count_skipped, ended_with, read_batch, read_journal
 from rltrack.core.report import Report
+from growing_files import whole_lines
 from waiting import wait_until
 
 
@@ -295,8 +296,8 @@ def test_a_run_journal_holds_every_event_and_reaches_the_disk_without_flush_or_c
     logger.log_text("note", "hello", step=3)
     # no flush(), no close(): the pipeline's own periodic flush (every 0.5 s; how soon is not
     # bounded here: a loaded machine may not give the pipeline thread the CPU for seconds)
-    wait_until(lambda: path.exists() and len(path.read_text().splitlines()) >= 21, 30, "the pipeline's periodic flush of the journal")
-    assert len(path.read_text().splitlines()) == 21
+    wait_until(lambda: len(whole_lines(path)) >= 21, 30, "the pipeline's periodic flush of the journal")  # the pipeline thread may be mid-line
+    assert len(whole_lines(path)) == 21
     assert logger.close(timeout=10)
     journal = list(read_journal(logger.run_dir))
     assert [e.to_dict() for e in journal] == [e.to_dict() for e in logger.backends["memory"].events]

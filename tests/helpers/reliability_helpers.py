@@ -5,6 +5,8 @@ child that logs through rltrack (so it can be killed, interrupted or starved
 without taking pytest down), and they all read back what each tracker really
 stored: MLflow through its client, W&B from its `.wandb` files (also those a
 killed process left torn), Neptune from the operations in `data-*.log`.
+And they wait for the agent, niced 19, which beside busy loops is slow but
+not stuck: `close_delivered` bounds the time without progress.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterable
 
 import wandb_reader
+from growing_files import whole_lines
 
 import rltrack
 from rltrack.delivery.worker import tracker_state
-from waiting import wait_until
+from waiting import wait_until, wait_while_advancing
 
 REPO = Path(__file__).resolve().parents[2]  # tests/helpers/ -> the repository
 # where the rltrack under test is imported from: the checkout, or site-packages when the suite runs against the installed wheel (.ci/run)
@@ -58,7 +62,7 @@ def sync_run(run_dir: Path, home: Path, *args: str) -> subprocess.CompletedProce
     """`rltrack sync RUN_DIR ...` as a user runs it."""
     return subprocess.run(
         [PYTHON, "-m", "rltrack.cli", "sync", str(run_dir), *args],
-        capture_output=True, text=True, env=child_env(home), timeout=300, cwd=home,
+        capture_output=True, text=True, env=child_env(home), timeout=900, cwd=home,
     )  # fmt: skip
 
 
@@ -101,17 +105,16 @@ def wandb_exit_codes(run_dir: Path) -> list[int]:
 
 
 def neptune_operations(run_dir: Path) -> list[dict[str, Any]]:
-    """Every queued Neptune operation of every offline folder of the run (torn lines skipped)."""
-    ops = []
+    """Every queued Neptune operation of every offline folder of the run: a
+    torn last line (being written, or cut by a kill) is left out, a line
+    damaged anywhere else fails the test."""
     folders = (run_dir / ".neptune" / "offline").iterdir()
-    for folder in sorted(folders, key=lambda f: json.loads((f / "metadata.json").read_text())["createdAt"]):
-        for log in sorted(folder.glob("data-*.log"), key=lambda p: int(p.stem.split("-")[1])):
-            for line in log.read_text().splitlines():
-                try:
-                    ops.append(json.loads(line)["obj"])
-                except ValueError:
-                    pass
-    return ops
+    return [
+        json.loads(line)["obj"]
+        for folder in sorted(folders, key=lambda f: json.loads((f / "metadata.json").read_text())["createdAt"])
+        for log in sorted(folder.glob("data-*.log"), key=lambda p: int(p.stem.split("-")[1]))
+        for line in whole_lines(log)
+    ]
 
 
 def neptune_floats(run_dir: Path, path: str) -> list[tuple[int, float]]:
@@ -164,3 +167,41 @@ def reported(run_dir: Path, count: str, seconds: float = 120) -> dict[str, Any]:
     report = run_dir / "report.json"
     return wait_until(lambda: report.is_file() and count in (counts := json.loads(report.read_text())["counts"]) and counts,
                       seconds, f"the agent to write {count} into {report}")  # fmt: skip
+
+
+#: Seconds the agent may show no progress (no file of the run root changed) before a test waiting for it fails.
+STALL = 300
+
+
+def delivery_progress(root: Path) -> tuple[int, int]:
+    """How far the agent has come delivering the runs under `root`: the
+    total size and the latest change of the files there (the runs' cursors
+    and local files, and the trackers' stores kept beside them by default:
+    MLflow's SQLite file grows for minutes while a starved agent creates its
+    schema, before any cursor moves). The journals are left out: training
+    writes them, not the agent."""
+    size, latest = 0, 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if name.startswith("journal.") and name.endswith(".jsonl"):
+                continue
+            try:
+                stat = os.stat(os.path.join(folder, name))
+            except FileNotFoundError:  # replaced between the listing and the look
+                continue
+            size, latest = size + stat.st_size, max(latest, stat.st_mtime_ns)
+    return size, latest
+
+
+def close_delivered(logger: Any, timeout: float = 30) -> bool:
+    """`logger.close(timeout)`, and then, while the agent still delivers the
+    run and advances, the wait for it to finish (the agent runs niced 19: beside
+    busy loops it gets a few per cent of a core, so a total bound would test
+    the machine's load, not rltrack). True when everything is delivered."""
+    if logger.close(timeout=timeout, quiet=True):
+        return True
+    if not logger.behind:  # not the agent's delivery: the journal itself is not whole
+        return False
+    wait_while_advancing(lambda: not logger.still_behind(time.monotonic() + 1), lambda: delivery_progress(logger.run_dir.parent), STALL,
+                         lambda: f"the agent to deliver {logger.run_dir} (behind: {logger.behind})", every=1.0)  # fmt: skip
+    return True

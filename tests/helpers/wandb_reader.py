@@ -28,8 +28,11 @@ FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 
 def payloads(path: Path) -> Iterator[bytes]:
-    """The whole payloads of a `.wandb` file, in order, checksums verified."""
+    """The whole payloads of a `.wandb` file, in order, checksums verified;
+    none while its writer has not written the whole file header yet."""
     data = Path(path).read_bytes()
+    if len(data) < FILE_HEADER.size:
+        return
     ident, magic, version = FILE_HEADER.unpack_from(data)
     if ident != b":W&B" or magic != MAGIC or version != 0:
         raise ValueError(f"{path}: not a W&B run file (header {data[:7]!r})")
