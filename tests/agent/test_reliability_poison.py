@@ -31,6 +31,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from trackio_reader import store
 
 import rltrack
+from rltrack.core.events import Event
 from rltrack.delivery.worker import tracker_state
 
 VALUES = 200
@@ -42,6 +43,8 @@ EVERY_DELIVERY = ("files", "mlflow", "wandb", "trackio")
 #: the lowest priority; on a quiet machine a case takes seconds), never reached while things work.
 PATIENCE = 900
 ODD_KEYS = {f"k{i}": float(i) for i in range(10_000)}
+#: The poison scenarios run again, beside busy loops, in the reliability lane (`make test-reliability`).
+pytestmark = pytest.mark.reliability
 
 
 def held(logger: rltrack.Logger, step: int) -> None:
@@ -70,6 +73,7 @@ CASES: dict[str, tuple[Callable[[rltrack.Logger, int], None], tuple[str, ...]]] 
     "surrogate_in_text": (lambda lg, i: lg.log_text("t", "a\ud800b", step=i), EVERY_DELIVERY),
     "text_key_over_255_bytes": (lambda lg, i: lg.log_text("é" * 128, "hello", step=i), ("wandb",)),
     "wandb_reserved_names": (lambda lg, i: lg.write({"_step": 5.0, "_runtime": 6.0, "_timestamp": 7.0}, step=i), ()),
+    "time_names_no_date": (lambda lg, i: lg.emit(Event(math.nan, {"x": -1.0}, steps={"step": i})), EVERY_DELIVERY),
     "held": (held, ()),
 }
 
