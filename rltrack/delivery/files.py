@@ -204,7 +204,8 @@ class FilesDelivery:
             return
         for sink in self.sinks:  # one backend's failure must not stop the others
             refusals: list[tuple[str, int]] = []
-            self._faults.call(sink.name, "write", lambda sink=sink: split_refused(lambda part, _: sink.write(part), events, ends, _in_data(sink), refusals), None)
+            write: Callable[[list[Event], list[int]], None] = lambda part, _ends, sink=sink: sink.write(part)  # noqa: E731
+            self._faults.call(sink.name, "write", lambda: split_refused(write, events, ends, _in_data(sink), refusals), None)
             for why, end in refusals:
                 self._count_refused(why, end)
 
