@@ -192,7 +192,7 @@ def test_keys_in_reserved_namespaces_are_renamed_and_listed_never_written_into_n
         logger.write({"lr": 6.0 * step}, step=step, namespace="parameters")
         logger.log_text("tags", f"text {step}", step=step, namespace="sys")
     logger.log_hparams({"lr": 0.1})
-    assert logger.close(timeout=120)
+    assert logger.close(timeout=900)  # a bound for a saturated machine (the agent runs at the lowest priority), never reached while things work
     ops = operations(logger.run_dir)
     floats, strings = series(ops, "LogFloats"), series(ops, "LogStrings")
     for path, factor in [("user_sys/failed", 1), ("user_sys/name", 2), ("user_sys/x", 3), ("user_monitoring/cpu", 4), ("user_source_code/entrypoint", 5), ("user_parameters/lr", 6)]:
