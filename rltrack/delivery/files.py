@@ -29,6 +29,15 @@ the retries are not. So the files hold every journal line once, in order,
 as soon as there is space; `flushed`, the journal offset the files hold on
 disk, moves only past what the disk took. A cursor file the disk refuses is
 saved again at the next flush, before any record it lists is written.
+
+A record the files cannot hold never stops them: what they are known to
+refuse (text with no UTF-8 form, a scalar that is no number, a histogram
+that is no list of numbers, a time that names no date: rltrack.sinks.writable)
+is left out before writing, and a batch a sink refuses all the same is
+written again in halves down to the records it refuses
+(rltrack.core.refusals.split_refused, as for a tracker). Each is counted as
+refused in report.json's `files` section with its place in the journal;
+the rest is written in order, once.
 """
 
 from __future__ import annotations
@@ -44,12 +53,24 @@ from rltrack.delivery.worker import CURSOR_DIR
 from rltrack.core.events import Event
 from rltrack.journal import Counts, Dump, End, count_skipped, journal_path
 from rltrack.journal.feed import Batch
-from rltrack.core.refusals import encodable, refused
+from rltrack.core.refusals import refused, split_refused
 from rltrack.core.turns import Faults
+from rltrack.sinks.writable import writable
+from rltrack.trackers.remote import error_text
 
 
 #: The errors of a disk that may take the write later: the files wait and retry; any other error is counted and the write skipped.
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _in_data(sink: Backend) -> Callable[[Exception], str | None]:
+    """Why `sink` refused a write, when it is something in the data: any
+    error but an OSError (a write touches no disk: the records stay in memory until `flush`)."""
+
+    def refuses(exc: Exception) -> str | None:
+        return None if isinstance(exc, OSError) else f"refused by {sink.name}: {error_text(exc)}"
+
+    return refuses
 
 
 def files_cursor_path(run_dir: Path, writer: str | None) -> Path:
@@ -90,22 +111,23 @@ class FilesDelivery:
         for where, why in batch.bad:
             self._on_bad(self.journal, where, why)
         events: list[Event] = []
+        ends: list[int] = []  # the journal offset after each event's line
         for entry, end in zip(batch.entries, batch.ends):
             if type(entry) is Event:
-                event, left_out = encodable(entry)  # the files are UTF-8: a sink would stop mid-batch
+                event, left_out = writable(entry)  # what a sink would refuse, stopping mid-batch
                 for why in left_out:
-                    refused(self.context.report, "files", why, self.journal, end, self.refused)
-                    self.refused += 1
+                    self._count_refused(why, end)
                 if event is not None:
                     events.append(event)
+                    ends.append(end)
             elif type(entry) is Dump:
-                self._write(events)
-                events = []
+                self._write(events, ends)
+                events, ends = [], []
                 if not self.closed:
                     self._each("dump", lambda sink: sink.dump())
             elif type(entry) is Counts:
                 self.context.report.add(entry.counts)
-        self._write(events)
+        self._write(events, ends)
         if batch.entries:
             last = batch.entries[-1]
             self.ended = last.status if type(last) is End else None
@@ -174,9 +196,22 @@ class FilesDelivery:
         self.blocked = True
         return False
 
-    def _write(self, events: list[Event]) -> None:
-        if events and not self.closed:  # given up: the trackers still take the journal's batches
-            self._each("write", lambda sink: sink.write(events))
+    def _write(self, events: list[Event], ends: list[int]) -> None:
+        """Writes `events` into every sink; what a sink refuses for something
+        in the data is found by writing the batch again in halves (a sink
+        takes a batch whole or not at all, see `Backend.write`) and counted."""
+        if not events or self.closed:  # given up: the trackers still take the journal's batches
+            return
+        for sink in self.sinks:  # one backend's failure must not stop the others
+            refusals: list[tuple[str, int]] = []
+            write: Callable[[list[Event], list[int]], None] = lambda part, _ends, sink=sink: sink.write(part)  # noqa: E731
+            self._faults.call(sink.name, "write", lambda: split_refused(write, events, ends, _in_data(sink), refusals), None)
+            for why, end in refusals:
+                self._count_refused(why, end)
+
+    def _count_refused(self, why: str, end: int) -> None:
+        refused(self.context.report, "files", why, self.journal, end, self.refused)
+        self.refused += 1
 
     def _note_outputs(self) -> None:
         """Lists in the cursor the files the backends write (before they write

@@ -43,7 +43,7 @@ from rltrack.journal import Entry, count_skipped, journal_files, journal_path, r
 from rltrack.journal.feed import Batch, JournalFeed
 from rltrack.delivery.thinning import Thinning
 from rltrack.core.locks import hold
-from rltrack.core.refusals import refused
+from rltrack.core.refusals import refused, split_refused
 from rltrack.core.report import Report
 from rltrack.core.turns import Inbox
 
@@ -352,11 +352,14 @@ class DeliveryWorker:
         return events, ids, starts, refusals
 
     def _send(self, events: list[Event], ids: list[EventId], refusals: list[tuple[str, EventId]]) -> int:
-        """Delivers `events` (see `_deliver`) and keeps the tracker's state; the number it refused."""
+        """Delivers `events`, split down to what the tracker refuses for
+        something in their data (`RemoteBackend.refuses`, see
+        rltrack.core.refusals.split_refused: the tracker takes a batch again
+        without doubles), and keeps the tracker's state; the number it refused."""
         if not events:
             return 0
         try:
-            return self._deliver(events, ids, refusals)
+            return split_refused(self.backend.deliver, events, ids, self.backend.refuses, refusals)
         finally:  # a tracker run created by a batch that then failed is the one to continue
             self._keep_state()
 
@@ -364,26 +367,6 @@ class DeliveryWorker:
         """Counted once the batch is taken: a batch retried is checked again."""
         for reason, event_id in refusals:
             self.refused.append(refused(self.backend.run.report, self.backend.name, reason, self.journal, event_id.offset, len(self.refused)))
-
-    def _deliver(self, events: list[Event], ids: list[EventId], refusals: list[tuple[str, EventId]]) -> int:
-        """Delivers `events`; when the tracker refuses them for something in
-        their data (`RemoteBackend.refuses`), delivers each half (the tracker
-        takes a batch again without doubles), down to the events it refuses,
-        which are added to `refusals` (their number is returned): one
-        poisoned record costs about 2·log2(batch) calls, and the rest arrives
-        in journal order."""
-        try:
-            self.backend.deliver(events, ids)
-        except Exception as exc:
-            reason = self.backend.refuses(exc)
-            if reason is None:
-                raise
-            if len(events) == 1:
-                refusals.append((reason, ids[0]))
-                return 1
-            half = len(events) // 2
-            return self._deliver(events[:half], ids[:half], refusals) + self._deliver(events[half:], ids[half:], refusals)
-        return 0
 
     def take(self, batch: Batch) -> None:
         """From the feed (on the agent's main thread): keeps `batch` if this

@@ -73,7 +73,10 @@ class Backend:
         self.run = run
 
     def write(self, events: list[Event]) -> None:
-        pass
+        """Takes `events`. A backend the agent feeds takes all of them or,
+        raising, none (a write keeps them in memory until `flush`): the files
+        delivery then writes the batch again in halves to find the events it
+        refuses (rltrack.delivery.files)."""
 
     def dump(self) -> None:
         pass

@@ -51,6 +51,18 @@ class GrowingCsv:
             self._known.update(new)
         self._rows.append(list(map(row.get, self.columns)))
 
+    def mark(self) -> tuple[int, int]:
+        """The columns and rows so far (see `undo`)."""
+        return len(self.columns), len(self._rows)
+
+    def undo(self, mark: tuple[int, int]) -> None:
+        """Forgets the columns and rows added since `mark` (a write that failed half-way)."""
+        columns, rows = mark
+        if columns < len(self.columns):
+            del self.columns[columns:]
+            self._known = set(self.columns)
+        del self._rows[rows:]
+
     def flush(self) -> None:
         """Writes the rows since the last flush, or raises the OSError and keeps them for the next."""
         if self._header != len(self.columns):
@@ -79,7 +91,7 @@ class GrowingCsv:
         width = len(self.columns)
         writer.writerows(row + [""] * (width - len(row)) for row in old_rows)
         text.write("".join(self._line(values) for values in self._rows))
-        self._file.replace(text.getvalue().encode("utf-8", "backslashreplace"))
+        self._file.replace(text.getvalue().encode("utf-8"))
         self._header = width
 
     def _line(self, values: list[Any]) -> str:

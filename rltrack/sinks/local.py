@@ -82,13 +82,26 @@ class LocalBackend(Backend):
         self._csv = GrowingCsv(run.run_dir / f"progress{self._suffix}.csv")
 
     def write(self, events: list[Event]) -> None:
-        for event in events:
-            self._tb.write(event)
-            if event.kind in NUMERIC_KINDS:
-                self._numeric(event)
-            elif event.kind in ("text", "histogram") and not self._joined_table(event):
-                if event.kind == "text":
-                    self._text_lines(event)
+        """Takes all of `events` or, raising, none of them (see `Backend.write`)."""
+        marks = self._tb.mark(), self._csv.mark(), self._tables.mark(), self._row.mark(), {n: log.mark() for n, log in self._text_logs.items()}
+        try:
+            for event in events:
+                self._tb.write(event)
+                if event.kind in NUMERIC_KINDS:
+                    self._numeric(event)
+                elif event.kind in ("text", "histogram") and not self._joined_table(event):
+                    if event.kind == "text":
+                        self._text_lines(event)
+        except Exception:
+            tb, csv, tables, row, logs = marks
+            self._tb.undo(tb)
+            self._csv.undo(csv)
+            self._tables.undo(tables)
+            self._row.undo(row)
+            self._text_logs = {name: log for name, log in self._text_logs.items() if name in logs}
+            for name, log in self._text_logs.items():
+                log.undo(logs[name])
+            raise
 
     def _joined_table(self, event: Event) -> bool:
         """Adds `event` to its namespace's pending table if it is another part of

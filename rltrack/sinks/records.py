@@ -32,9 +32,18 @@ class RecordFile:
         self._pending.append(record)
 
     def write(self, text: str) -> None:
-        """Appends `text` as one record in UTF-8 (a lone surrogate, which UTF-8
-        cannot hold, as its escape `\\ud800`: the rest of the text is kept)."""
-        self._pending.append(text.encode("utf-8", "backslashreplace"))
+        """Appends `text` as one record in UTF-8 (text with no UTF-8 form, a
+        lone surrogate, raises UnicodeEncodeError and appends nothing: the
+        deliveries leave such text out before, see rltrack.core.refusals)."""
+        self._pending.append(text.encode("utf-8"))
+
+    def mark(self) -> int:
+        """Where the records appended from now on start (see `undo`)."""
+        return len(self._pending)
+
+    def undo(self, mark: int) -> None:
+        """Forgets the records appended since `mark` (a write that failed half-way)."""
+        del self._pending[mark:]
 
     def flush(self) -> None:
         """Writes what was appended since the last flush, all of it or (raising

@@ -141,6 +141,17 @@ class LatestValues:
         current.time = when
         return due
 
+    def mark(self) -> dict[str, tuple[dict[str, Any], dict[str, int], float, float]]:
+        """A copy of what is pending (see `undo`)."""
+        return {ns: (dict(p.values), dict(p.steps), p.time, p.opened) for ns, p in self.pending.items()}
+
+    def undo(self, mark: dict[str, tuple[dict[str, Any], dict[str, int], float, float]]) -> None:
+        """What was pending at `mark` (a write that failed half-way)."""
+        self.pending = {}
+        for namespace, (values, steps, when, opened) in mark.items():
+            pending = self.pending[namespace] = Pending(opened)
+            pending.values, pending.steps, pending.time = values, steps, when
+
     def take_all(self) -> list[tuple[str, Pending]]:
         due = [(ns, p) for ns, p in self.pending.items() if p.values]
         self.pending = {}

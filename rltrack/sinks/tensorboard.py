@@ -38,8 +38,14 @@ class TensorBoardBackend(Backend):
         self.writer = EventFileWriter(logdir / run.name, self.tb_axes)
 
     def write(self, events: list[Event]) -> None:
-        for event in events:
-            self.writer.write(event)
+        """Takes all of `events` or, raising, none of them (see `Backend.write`)."""
+        mark = self.writer.mark()
+        try:
+            for event in events:
+                self.writer.write(event)
+        except Exception:
+            self.writer.undo(mark)
+            raise
 
     def outputs(self) -> list[Path]:
         return [self.writer.path]

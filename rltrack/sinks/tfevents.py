@@ -299,6 +299,15 @@ class EventFileWriter:
         data = b"".join((_EVENT_HEAD.pack(0x09, wall_time, 0x10), _varint(step), fields))
         self._file.append(b"".join((_record_head(len(data)), data, _masked_crc(data))))
 
+    def mark(self) -> tuple[int, dict[str, int]]:
+        """What is written so far (see `undo`)."""
+        return self._file.mark(), dict(self._periods)
+
+    def undo(self, mark: tuple[int, dict[str, int]]) -> None:
+        """Forgets what was written since `mark` (a write that failed half-way)."""
+        self._file.undo(mark[0])
+        self._periods = mark[1]
+
     def flush(self) -> None:
         self._file.flush()
 

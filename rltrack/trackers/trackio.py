@@ -33,6 +33,10 @@ Why it is built this way:
   config (kept in the state too, so config that came without rows is
   written with the next rows even after a crash). Checkpoints stay in the
   run directory. Every conversion, rename and drop is in the report.
+* **64-bit integers only**, as trackio's store (orjson, SQLite) takes: a
+  value beyond is stored as a float (counted as converted; beyond a float,
+  dropped), an event with a step beyond is left out and counted as refused
+  with its place in the journal (before, either stopped trackio for good).
 * **No status.** trackio keeps none for a run (`finish` only flushes), so
   `close` has nothing to write.
 * **Remote** (`space_id`, or `server_url` of a self-hosted trackio server with
@@ -64,6 +68,8 @@ PURPOSE = "The trackio backend"
 #: trackio's module constants holding its directory (see the module docstring).
 _DIR_CONSTANTS = {"TRACKIO_DIR": "", "MEDIA_DIR": "media", "ARTIFACTS_DIR": "artifacts"}
 _STORE_LOCK = threading.Lock()
+#: The integers trackio's store takes (orjson's, SQLite's): a step beyond them stopped trackio for good.
+INT64 = (-(2**63), 2**63 - 1)
 
 
 class TrackioBackend(RemoteBackend):
@@ -119,6 +125,14 @@ class TrackioBackend(RemoteBackend):
     def open(self, run: RunContext) -> None:
         super().open(run)
         self.store = self._store_dir(run)
+
+    def sendable(self, event: Event) -> tuple[Event | None, list[str]]:
+        """Also leaves out an event with a step beyond 64 bits (trackio's
+        SQLite: "Python int too large to convert to SQLite INTEGER")."""
+        sent, left_out = super().sendable(event)
+        if sent is not None and not all(INT64[0] <= step <= INT64[1] for step in sent.steps.values()):
+            return None, [*left_out, f"{sent.kind} event: a step beyond trackio's 64-bit integers"]
+        return sent, left_out
 
     def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         with _STORE_LOCK, self._at_store():
@@ -295,6 +309,13 @@ class TrackioBackend(RemoteBackend):
         if event.kind in NUMERIC_KINDS:
             if value is None:
                 counts["dropped", "None value"] += 1
+            elif type(value) is int and not INT64[0] <= value <= INT64[1]:  # orjson: "Integer exceeds 64-bit range"
+                try:
+                    value = float(value)
+                except OverflowError:
+                    counts["dropped", "integer too large for a 64-bit float"] += 1
+                    return None
+                counts["converted", "integer beyond 64 bits stored as a float"] += 1
             return value
         if event.kind == "text":
             return trackio.Markdown(str(value))._to_dict()

@@ -1,7 +1,8 @@
 """One poisoned record never stops a delivery, and a run's identity in a tracker is the run.
 
 Each case of issue 37's list writes 200 values of `x` through every store
-(progress.csv, TensorBoard, MLflow on SQLite, W&B offline, trackio), with
+(progress.csv, TensorBoard, MLflow on SQLite, W&B offline, trackio, Neptune
+offline), with
 one poisoned record before value 100, then reads every store back with its
 own reader: each of the 200 values exactly once, the poisoned value where a
 store takes it, and where a store refuses it, counted in report.json's
@@ -12,7 +13,7 @@ step 2**62; a 3 MB string; 10,000 keys; 600-character keys; characters
 MLflow refuses; poisoned hparams; path-like text keys) and checks the same.
 
 Then a run directory made again at the same path gets new tracker runs
-(trackio, W&B, MLflow) holding only its own values.
+(trackio, W&B, MLflow) holding only its own values, and resumed, keeps them.
 """
 
 from __future__ import annotations
@@ -26,22 +27,25 @@ from typing import Any, Callable
 import pandas as pd
 import pytest
 import wandb_reader
-from reliability_helpers import child_env, close_delivered, mlflow_run
+from reliability_helpers import child_env, close_delivered, mlflow_run, neptune_floats
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from trackio_reader import store
 
 import rltrack
+from rltrack.core.events import Event
 from rltrack.delivery.worker import tracker_state
 
 VALUES = 200
 POISON_AT = 100
 TASK = "poison"
-STORES = ["local", "tensorboard", "mlflow", "wandb", "trackio"]
-EVERY_DELIVERY = ("files", "mlflow", "wandb", "trackio")
+STORES = ["local", "tensorboard", "mlflow", "wandb", "trackio", "neptune"]
+EVERY_DELIVERY = ("files", "mlflow", "wandb", "trackio", "neptune")
 #: Seconds `close` and `rltrack sync` may take: a bound for a machine under heavy load (the agent runs at
 #: the lowest priority; on a quiet machine a case takes seconds), never reached while things work.
 PATIENCE = 900
 ODD_KEYS = {f"k{i}": float(i) for i in range(10_000)}
+#: The poison scenarios run again, beside busy loops, in the reliability lane (`make test-reliability`).
+pytestmark = pytest.mark.reliability
 
 
 def held(logger: rltrack.Logger, step: int) -> None:
@@ -70,6 +74,10 @@ CASES: dict[str, tuple[Callable[[rltrack.Logger, int], None], tuple[str, ...]]] 
     "surrogate_in_text": (lambda lg, i: lg.log_text("t", "a\ud800b", step=i), EVERY_DELIVERY),
     "text_key_over_255_bytes": (lambda lg, i: lg.log_text("é" * 128, "hello", step=i), ("wandb",)),
     "wandb_reserved_names": (lambda lg, i: lg.write({"_step": 5.0, "_runtime": 6.0, "_timestamp": 7.0}, step=i), ()),
+    "time_names_no_date": (lambda lg, i: lg.emit(Event(math.nan, {"x": -1.0}, steps={"step": i})), EVERY_DELIVERY),
+    "int_beyond_64_bits": (lambda lg, i: lg.write({"big": 2**70, "huge": 10**400}, step=i), ()),
+    "step_beyond_64_bits": (lambda lg, i: lg.write({"y": 1.0}, step=2**70), ("trackio",)),
+    "neptune_reserved_namespaces": (lambda lg, i: lg.write({"failed": 1.0, "name": 2.0}, step=i, namespace="sys"), ()),
     "held": (held, ()),
 }
 
@@ -86,12 +94,12 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield home
 
 
-def make(root: Path, name: str) -> rltrack.Logger:
-    return rltrack.make_logger({"run": {"root": str(root), "name": name, "task": TASK}, "backends": {"use": STORES}})
+def make(root: Path, name: str, resume: Path | None = None) -> rltrack.Logger:
+    return rltrack.make_logger({"run": {"root": str(root), "name": name, "task": TASK}, "backends": {"use": STORES}}, resume=resume)
 
 
-def run_case(root: Path, name: str, poison: Callable[[rltrack.Logger, int], None], values: range) -> Path:
-    logger = make(root, name)
+def run_case(root: Path, name: str, poison: Callable[[rltrack.Logger, int], None], values: range, resume: Path | None = None) -> Path:
+    logger = make(root, name, resume)
     for i in values:
         if i == POISON_AT:
             poison(logger, i)
@@ -136,6 +144,7 @@ def every_store(run_dir: Path) -> dict[str, list[float]]:
         "mlflow": mlflow_values(run_dir),
         "wandb": [row["x"] for row in wandb_rows(run_dir) if "x" in row],
         "trackio": [row["x"] for row in trackio_rows(run_dir) if "x" in row],
+        "neptune": [value for _, value in neptune_floats(run_dir, "x")],
     }
 
 
@@ -150,7 +159,7 @@ def test_a_poisoned_record_is_left_out_counted_and_never_stops_a_store(home: Pat
     run_dir = run_case(home / "runs", case, poison, range(VALUES))
 
     expected = [float(i) for i in range(VALUES)]
-    assert every_store(run_dir) == dict.fromkeys(["progress.csv", "tensorboard", "mlflow", "wandb", "trackio"], expected)
+    assert every_store(run_dir) == dict.fromkeys(["progress.csv", "tensorboard", "mlflow", "wandb", "trackio", "neptune"], expected)
     counts = report(run_dir)["counts"]
     assert not [name for name in counts if name.endswith((".errors", ".pending"))], counts
     refused = {name.partition(".")[0]: reasons for name, reasons in counts.items() if name.endswith(".refused")}
@@ -213,3 +222,9 @@ def test_a_run_made_again_at_the_same_path_gets_new_tracker_runs_with_only_its_o
     assert again["mlflow"]["run_id"] != ids["mlflow"]["run_id"]
     values = every_store(second)
     assert values["trackio"] == values["mlflow"] == values["wandb"] == [float(i) for i in range(300)]
+    resumed = run_case(root, "run", nothing, range(300, 350), resume=second)  # a resumed run keeps its tracker runs
+    assert resumed == second
+    kept = {tracker: tracker_state(resumed, tracker) for tracker in ("trackio", "wandb", "mlflow")}
+    assert (kept["trackio"]["id"], kept["wandb"]["id"], kept["mlflow"]["run_id"]) == (again["trackio"]["id"], again["wandb"]["id"], again["mlflow"]["run_id"])
+    values = every_store(resumed)
+    assert values["trackio"] == values["mlflow"] == values["wandb"] == values["neptune"] == [float(i) for i in range(350)]

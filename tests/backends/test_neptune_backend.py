@@ -180,6 +180,35 @@ def test_keys_with_empty_path_parts_get_series_of_their_own_and_the_rename_is_re
     assert renamed == {"ns/a//b": mapped, "ns//lead": neptune_path("ns//lead")}
 
 
+def test_keys_in_reserved_namespaces_are_renamed_and_listed_never_written_into_neptunes_fields(tmp_path):
+    """A user's `sys/failed`, `sys/name` or `sys/tags` was dropped by the
+    client (a Boolean or String field has no `extend`), with its help page in
+    the report; `sys/x` and `monitoring/cpu` went into Neptune's own namespaces."""
+    logger = make(tmp_path / "runs", "reserved")
+    for step in range(1, 4):
+        logger.write({"failed": 1.0 * step, "name": 2.0 * step, "x": 3.0 * step}, step=step, namespace="sys")
+        logger.write({"cpu": 4.0 * step}, step=step, namespace="monitoring")
+        logger.write({"entrypoint": 5.0 * step}, step=step, namespace="source_code")
+        logger.write({"lr": 6.0 * step}, step=step, namespace="parameters")
+        logger.log_text("tags", f"text {step}", step=step, namespace="sys")
+    logger.log_hparams({"lr": 0.1})
+    assert logger.close(timeout=900)  # a bound for a saturated machine (the agent runs at the lowest priority), never reached while things work
+    ops = operations(logger.run_dir)
+    floats, strings = series(ops, "LogFloats"), series(ops, "LogStrings")
+    for path, factor in [("user_sys/failed", 1), ("user_sys/name", 2), ("user_sys/x", 3), ("user_monitoring/cpu", 4), ("user_source_code/entrypoint", 5), ("user_parameters/lr", 6)]:
+        assert [(s, v) for s, v, _ in floats[path]] == [(step, float(factor * step)) for step in range(1, 4)], path
+    assert [(s, v) for s, v, _ in strings["user_sys/tags"]] == [(step, f"text {step}") for step in range(1, 4)]
+    assert not [path for path in (*floats, *strings) if path.startswith(("sys/", "monitoring/", "source_code/", "parameters/"))]
+    assert set(op["value"] for op in ops if op["type"] == "AssignBool" and op["path"] == ["sys", "failed"]) == {False}  # Neptune's own flag: the run finished
+    assert [op["value"] for op in ops if op["type"] == "AssignFloat" and op["path"] == ["parameters", "lr"]] == [0.1]
+    report = json.loads((logger.run_dir / "report.json").read_text())
+    assert report["renamed"]["neptune"] == {
+        "sys/failed": "user_sys/failed", "sys/name": "user_sys/name", "sys/x": "user_sys/x", "monitoring/cpu": "user_monitoring/cpu",
+        "source_code/entrypoint": "user_source_code/entrypoint", "parameters/lr": "user_parameters/lr", "sys/tags": "user_sys/tags",
+    }  # fmt: skip
+    assert not [name for name in report["counts"] if name.startswith("neptune.")], report["counts"]
+
+
 def test_neptunes_help_page_is_not_pasted_into_rltracks_messages():
     """The client's missing-token error is a page of advice in terminal
     colours, including `api_token=` in code, which rltrack refuses (issue 27)."""

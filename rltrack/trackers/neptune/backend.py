@@ -41,7 +41,11 @@ Why it is built this way:
   histograms series of their min, max, mean and std (Neptune has no histogram
   type), hyperparameters fields under `parameters/` (lists and None as text).
   A value Neptune refuses (a key that changes type, a path that is already a
-  field) is counted as dropped and the batch goes on. A batch that fails (a
+  field) is counted as dropped and the batch goes on.
+* **Reserved namespaces are renamed, never written into**: a key in
+  `sys/`, `monitoring/`, `source_code/` (Neptune's) or `parameters/`,
+  `checkpoints/` (rltrack's fields) goes to `user_<namespace>/...`, listed in
+  report.json's `renamed` (see `neptune_path`). A batch that fails (a
   server or disk error) is offered again; its counts and the series' last
   steps are recorded only once it has gone through, so a retry repeats nothing.
 """
@@ -59,7 +63,7 @@ from typing import Any, Sequence
 
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.neptune.queue import operations
-from rltrack.trackers.remote import EventId, RemoteBackend, check_names, check_tags, raised
+from rltrack.trackers.remote import EventId, RemoteBackend, check_names, check_tags, error_text, raised
 from rltrack.core.events import NUMERIC_KINDS, Event
 from rltrack.core.optional import ensure_installed, require
 
@@ -338,21 +342,35 @@ class NeptuneBackend(RemoteBackend):
         try:
             return call()
         except (ValueError, TypeError, AttributeError, MetadataInconsistency) as exc:  # AttributeError: a path that is a namespace
-            self._count("dropped", f"{what}: {type(exc).__name__}: {exc}")
+            self._count("dropped", f"{what}: {error_text(exc)}")
             return None
+
+
+#: Namespaces of a Neptune run that are not the user's: Neptune's own (its
+#: system fields, `sys/failed` and `sys/name` among them; hardware and console
+#: monitoring; source code) and rltrack's (hyperparameters, checkpoints). A
+#: series there would be dropped by the client (`sys/failed` is a Boolean, which
+#: has no `extend`) or mixed into fields that are not the user's (`sys/x`).
+RESERVED = frozenset({"sys", "monitoring", "source_code", "parameters", "checkpoints"})
+#: What a key in a reserved namespace is prefixed with: `sys/failed` becomes `user_sys/failed`.
+RENAMED = "user_"
 
 
 def neptune_path(key: str) -> str:
     """The series path `key` gets in Neptune: itself unless it has empty parts
     (`a//b`, a leading or trailing `/`), which Neptune's client drops, so that
-    `ns/a//b` and `ns/a/b` would write one series; then the parts that are
-    left, the last one followed by `-` and 8 hex digits of the key's SHA-1.
+    `ns/a//b` and `ns/a/b` would write one series (then the parts that are
+    left, the last one followed by `-` and 8 hex digits of the key's SHA-1),
+    or starts in a `RESERVED` namespace (then prefixed with `user_`).
     A pure function of the key: the same in every process and replay."""
     parts = key.split("/")
-    if all(parts):
-        return key
-    suffix = "-" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:8]
-    return "/".join(part for part in parts if part) + suffix
+    if not all(parts):
+        suffix = "-" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+        parts = [part for part in parts if part]
+        parts[-1:] = [(parts[-1] if parts else "") + suffix]
+    if parts[0] in RESERVED:
+        parts[0] = RENAMED + parts[0]
+    return "/".join(parts)
 
 
 def _summary(values: list[float]) -> dict[str, float]:
