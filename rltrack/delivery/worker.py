@@ -320,12 +320,12 @@ class DeliveryWorker:
                 self._keep_state()
         else:
             events, ids, starts, refusals = self._sendable(entries, ends)
-            taken = len(events)
+            taken, thinned = len(events), 0
             if self.thinning is not None and events:
                 events, ids, thinned = self.thinning.take(events, ids, starts)
-                if thinned:
-                    self.backend.run.report.count("thinned", self.thinning.describe(), thinned, section=self.backend.name)
             taken -= self._send(events, ids, refusals)
+            if thinned:  # counted once the batch is delivered: a failed send is taken again, and was counted twice
+                self.backend.run.report.count("thinned", self.thinning.describe(), thinned, section=self.backend.name)
         self._count_refused(refusals)
         self._backoff = BACKOFF_START
         self.failing_since = self.fix = None
