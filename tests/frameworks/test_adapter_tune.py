@@ -597,8 +597,10 @@ def test_a_sweep_says_once_what_its_trials_left_behind(tmp_path: Path, capfd: py
     assert len(lines) == 1, lines
     parent = callback.run_dirs[trials[0].trial_id].parent
     assert "4 of 4 trials' runs not delivered" in lines[0] and f"for run in {parent}/*/; do rltrack sync \"$run\" --to mlflow" in lines[0]  # and --to storage where Tune's storage_path is one
-    for trial in trials:
-        assert "mlflow.pending" in json.loads((callback.run_dirs[trial.trial_id] / "report.json").read_text())["counts"]
+    for trial in trials:  # the agent writes report.json on its own (at most once a second): read once it is there
+        report = callback.run_dirs[trial.trial_id] / "report.json"
+        wait_until(report.exists, 300, f"the agent to write {report}")
+        assert "mlflow.pending" in json.loads(report.read_text())["counts"]
 
 
 def test_a_sweep_whose_agent_delivers_within_the_bound_says_nothing(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
