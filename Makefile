@@ -40,14 +40,14 @@ RUN_ENV = $(if $(WHEEL),PYTHONSAFEPATH=1,)
 # build on this machine's disk (a range would take a CUDA build of several GB);
 # dm-acme last with --no-deps (it pins dm-launchpad, which has no wheels for
 # Python >= 3.11), and in the oldest environment tianshou and rsl-rl-lib too
-# (see requirements/constraints-oldest.txt). A wheel is installed again over
-# the one there (the same version number would be "already satisfied").
+# (see requirements/constraints-oldest.txt). With a wheel, the rltrack there is
+# removed first (a rebuild at the same version would be "already satisfied").
 define install
 	python3 -m venv $(1)
 	$(1)/bin/python -m pip install -q --upgrade pip
 	$(1)/bin/python -m pip install -q -c $(2) torch
+	$(if $(WHEEL),$(1)/bin/python -m pip uninstall -q -y rltrack)
 	$(1)/bin/python -m pip install -q -c $(2) $(RLTRACK_REQ) -r $(3)
-	$(if $(WHEEL),$(1)/bin/python -m pip install -q --no-deps --force-reinstall $(WHEEL))
 	$(1)/bin/python -m pip install -q -c $(2) --no-deps dm-acme $(4)
 	touch $(1)/.installed
 endef
