@@ -165,6 +165,25 @@ def test_a_store_whose_making_was_cut_short_and_holds_nothing_is_made_again(tmp_
     assert leftover_tables(tmp_path / "runs" / "mlflow.db") == []
 
 
+def test_a_store_half_made_when_its_disk_filled_is_retried_not_given_up(tmp_path):
+    """A disk that fills while a fresh store's schema is made leaves it half
+    made (`_alembic_tmp_*` behind) and holding nothing: the error is one to
+    retry, since the next open makes the store again. Before, the repair
+    sentence for a store holding runs came first and the lane gave up (CI)."""
+    from sqlite3 import OperationalError
+
+    from rltrack.trackers.mlflow.backend import MlflowBackend
+
+    database = tmp_path / "mlflow.db"
+    half_migrated_store(database)
+    backend = MlflowBackend(tracking_uri=f"sqlite:///{database}")
+    backend.tracking_uri = backend._tracking_uri
+    assert backend.cannot_heal(OperationalError("database or disk is full")) is None
+    with sqlite3.connect(database) as db:
+        db.execute("INSERT INTO experiments (name, lifecycle_stage) VALUES ('a user''s', 'active')")
+    assert "half-migrated" in (backend.cannot_heal(OperationalError("database or disk is full")) or "")
+
+
 def test_a_half_migrated_store_is_said_in_one_sentence_with_a_repair_that_works(tmp_path):
     root = tmp_path / "runs"
     run_dir = local_run(root)

@@ -97,10 +97,19 @@ def unused(database: Path | None, exc: Exception) -> bool:
     then deleting it and making it again loses nothing."""
     if database is None or not database.is_file() or not any(text in str(exc) for text in SCHEMA_ERRORS):
         return False
+    return holds_nothing(database)
+
+
+def holds_nothing(database: Path) -> bool:
+    """Whether the SQLite store `database` holds no run and no experiment of
+    its own (False where that cannot be read)."""
     try:
         with sqlite3.connect(database.resolve().as_uri() + "?mode=ro", uri=True) as db:
-            runs = db.execute("SELECT count(*) FROM runs").fetchone()[0]
-            experiments = db.execute("SELECT count(*) FROM experiments WHERE name != 'Default'").fetchone()[0]  # MLflow's own is 'Default'
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            runs = db.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+            experiments = (  # MLflow's own is 'Default'
+                db.execute("SELECT count(*) FROM experiments WHERE name != 'Default'").fetchone()[0] if "experiments" in tables else 0
+            )
     except sqlite3.Error:
         return False
     return bool(runs == 0 and experiments == 0)
@@ -109,7 +118,9 @@ def unused(database: Path | None, exc: Exception) -> bool:
 def half_migrated(database: Path | None) -> str | None:
     """The repair, in one sentence, of a SQLite store that an interrupted
     schema upgrade left half-made (alembic's `_alembic_tmp_*` tables still
-    there); None for any other store."""
+    there) while it holds runs; None for any other store, and for one that
+    holds nothing yet: the next open makes that one again (`unused`), as
+    after a disk that filled while the store was being made."""
     if database is None or not database.is_file():
         return None
     try:
@@ -117,7 +128,7 @@ def half_migrated(database: Path | None) -> str | None:
             left = [row[0] for row in db.execute(r"SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '\_alembic\_tmp\_%' ESCAPE '\'")]
     except sqlite3.Error:
         return None
-    if not left:
+    if not left or holds_nothing(database):
         return None
     drops = "; ".join(f"DROP TABLE {name}" for name in sorted(left))
     return (
