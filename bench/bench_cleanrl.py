@@ -1,15 +1,21 @@
 """CleanRL's own script, unchanged, with and without rltrack, and with W&B's `sync_tensorboard` (issue 34).
 
-Three ways to run CleanRL 1.2.0's `dqn.py` (installed from PyPI in the oldest
-environment; its `ppo.py` imports `gym`, and the oldest environment's gym
-0.25.1, DI-engine's pin, fails in it: `RandomNumberGenerator._generator_ctor()`
-under numpy 1.26, so DQN stands in for PPO) on CartPole-v1, same seed, CPU,
-torch on one thread:
+Three ways to run CleanRL 1.2.0's `ppo.py` (default) or `dqn.py` (`--script
+dqn`), as installed from PyPI in the oldest environment, on CartPole-v1, same
+seed, CPU, torch on one thread. `ppo.py` is written against gym 0.23: it runs
+with the overlay `make test-oldest` installs (`.venv-oldest/cleanrl-ppo`,
+requirements/test-oldest-cleanrl-ppo.txt) first on its PYTHONPATH, as in
+tests/frameworks/test_tensorboard_frameworks.py.
 
-  * plain      `python dqn.py ...`
-  * rltrack    `python -m rltrack.cli run --config <local + mlflow (SQLite file) + wandb (offline)> -- python dqn.py ...`
-  * wandb-sync `python dqn.py ... --track` with WANDB_MODE=offline: CleanRL's own W&B
+  * plain      `python ppo.py ...`
+  * rltrack    `python -m rltrack.cli run --config <local + mlflow (SQLite file) + wandb (offline)> -- python ppo.py ...`
+  * wandb-sync `python ppo.py ... --track` with WANDB_MODE=offline: CleanRL's own W&B
                path, `wandb.init(sync_tensorboard=True, ...)`
+
+Every rltrack run delivers to one MLflow store that exists before the first
+timed run, as a user's does after their first run (`--new-store`: a new
+SQLite file per run, whose schema migration is a one-time cost of about
+a second).
 
 Two figures per run:
 
@@ -82,10 +88,16 @@ PR_SET_CHILD_SUBREAPER = 36
 CHECKED_TAG, CHECKED_NAME = "charts/episodic_return", "collector/episodic_return"
 
 
-def dqn_script() -> str:
-    spec = importlib.util.find_spec("cleanrl.dqn")
+#: Where `make test-oldest` installs the gym 0.23 that `ppo.py` needs, put first on its PYTHONPATH.
+PPO_OVERLAY = Path(sys.prefix) / "cleanrl-ppo"
+
+
+def cleanrl_script(name: str) -> str:
+    spec = importlib.util.find_spec(f"cleanrl.{name}")  # its path, not imported
     if spec is None or not spec.origin:
         sys.exit("cleanrl is not installed here: run in the oldest environment (make test-oldest installs cleanrl 1.2.0)")
+    if name == "ppo" and not (PPO_OVERLAY / "gym").is_dir():
+        sys.exit(f"ppo.py needs gym 0.23.1 in {PPO_OVERLAY}: make test-oldest installs it")
     return spec.origin
 
 
@@ -109,9 +121,19 @@ def children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
-def dqn_command(steps: int) -> list[str]:
-    return [sys.executable, dqn_script(), "--seed", "1", "--cuda", "False", "--total-timesteps", str(steps),
-            "--learning-starts", str(min(10_000, steps // 5)), "--train-frequency", "10"]  # fmt: skip
+def cleanrl_command(name: str, steps: int) -> list[str]:
+    common = [sys.executable, cleanrl_script(name), "--seed", "1", "--cuda", "False", "--total-timesteps", str(steps)]
+    if name == "dqn":
+        return [*common, "--learning-starts", str(min(10_000, steps // 5)), "--train-frequency", "10"]
+    return common  # ppo.py's defaults: 4 envs x 128 steps per update
+
+
+def made_store(database: Path) -> str:
+    """An MLflow SQLite store made (its schema migrated) before the timed runs."""
+    uri = f"sqlite:///{database}"
+    subprocess.run([sys.executable, "-c", f"import mlflow; mlflow.MlflowClient({uri!r}).search_experiments()"], check=True,
+                   env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}, capture_output=True)  # fmt: skip
+    return uri
 
 
 def command(script: list[str], backends: tuple[str, ...] | None, wandb_sync: bool, config: Path) -> list[str]:
@@ -140,17 +162,19 @@ def check_delivered(workdir: Path) -> str:
     return f", {counts[0]} returns in MLflow and W&B"
 
 
-def run_once(name: str, script: list[str], scratch: Path, check: bool) -> tuple[float, float, float]:
+def run_once(name: str, script: list[str], scratch: Path, check: bool, store: str | None) -> tuple[float, float, float]:
     """(wall s of the script, CPU s of the script's tree at its exit, CPU s of everything the run started)."""
     backends, wandb_sync = {**VARIANTS, **FIXED_VARIANTS}[name]
     workdir = scratch / f"{name.replace(' ', '_').replace('+', '_')}-{time.monotonic_ns()}"
     workdir.mkdir()
     config = workdir / "rltrack.toml"
+    new_store = f"sqlite:///{workdir / 'mlflow.db'}"
     config.write_text(
         f'[run]\nroot = "{workdir / "rl"}"\nclose_timeout = 0\n\n[backends]\nuse = {json.dumps(list(backends or ()))}\n\n'
-        f'[backends.mlflow]\ntracking_uri = "sqlite:///{workdir / "mlflow.db"}"\nexperiment = "bench"\n'
+        f'[backends.mlflow]\ntracking_uri = "{store or new_store}"\nexperiment = "bench"\n'
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1",
+    path = [str(PPO_OVERLAY)] if "ppo.py" in " ".join(script) else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO)]), "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "MLFLOW_DISABLE_TELEMETRY": "true", "HOME": str(workdir), "RLTRACK_AGENT_IDLE": "2"}  # fmt: skip
     cpu_before = children_cpu()
     started = time.perf_counter()
@@ -176,12 +200,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=50_000)
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--json", type=Path, help="also write every run's figures to this file, after each run")
+    parser.add_argument("--script", choices=("ppo", "dqn"), default="ppo", help="CleanRL's script (default ppo)")
+    parser.add_argument("--new-store", action="store_true", help="a new MLflow SQLite file per run instead of one made beforehand")
     parser.add_argument("--fixed-cost", action="store_true", help="instead: a script writing one value, plain and under rltrack per tracker")
     args = parser.parse_args()
     adopt_orphans()
     scratch = Path(tempfile.mkdtemp(prefix="bench_cleanrl_"))
     variants = list(FIXED_VARIANTS if args.fixed_cost else VARIANTS)
-    script = [sys.executable, "-c", ONE_VALUE] if args.fixed_cost else dqn_command(args.steps)
+    script = [sys.executable, "-c", ONE_VALUE] if args.fixed_cost else cleanrl_command(args.script, args.steps)
+    store = None if args.new_store else made_store(scratch / "mlflow.db")
     figures: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu_script": [], "cpu": []} for v in variants}
     loads = [os.getloadavg()[0]]
     try:
@@ -189,14 +216,15 @@ def main() -> None:
             order = variants[repetition % len(variants) :] + variants[: repetition % len(variants)]
             print(f"repetition {repetition + 1} ({', '.join(order)}), load {os.getloadavg()[0]:.1f}", flush=True)
             for variant in order:
-                for name, value in zip(("wall", "cpu_script", "cpu"), run_once(variant, script, scratch, check=not args.fixed_cost)):
+                for name, value in zip(("wall", "cpu_script", "cpu"), run_once(variant, script, scratch, not args.fixed_cost, store)):
                     figures[variant][name].append(value)
                 loads.append(os.getloadavg()[0])
                 if args.json:
                     args.json.write_text(json.dumps({"steps": args.steps, "loads": loads, "figures": figures}, indent=1))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    what = "a script writing one value" if args.fixed_cost else f"CleanRL 1.2.0 dqn.py, CartPole-v1, {args.steps} steps"
+    what = "a script writing one value" if args.fixed_cost else f"CleanRL 1.2.0 {args.script}.py, CartPole-v1, {args.steps} steps"
+    what += ", a new MLflow store per run" if args.new_store else ", one MLflow store made beforehand"
     print(f"\n{what}, {args.repetitions} repetition(s), load {min(loads):.1f}-{max(loads):.1f}")
     print("| variant | wall median s | wall min-max s | wall x plain | CPU median s | CPU min-max s | CPU x plain "
           "| CPU of the script's tree at exit, median s | min-max s | x plain |")  # fmt: skip

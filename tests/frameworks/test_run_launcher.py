@@ -325,3 +325,30 @@ def test_the_launcher_says_what_is_wrong(tmp_path: Path) -> None:
     assert done.returncode == 2 and "run.launch_runs = 'all'" in done.stderr and "'per-process', 'one'" in done.stderr
     done = run("--", "no-such-program-here")
     assert done.returncode == 127 and "no-such-program-here" in done.stderr
+
+
+def test_the_launcher_starts_the_agent_while_a_script_of_its_python_starts(tmp_path: Path) -> None:
+    """The command's first writer finds the agent running instead of waiting
+    for it to start: the launcher starts it beside the command, when the
+    command runs this interpreter. This script writes nothing, so only the
+    launcher can have started the agent it waits for (at most 300 s)."""
+    script = textwrap.dedent(
+        """
+        from rltrack.agent.files import agent_dir, agent_running
+        from waiting import wait_until
+        wait_until(lambda: agent_running(agent_dir()), 300, "the agent the launcher starts")
+        print("agent running")
+        """
+    )
+    done = launch(tmp_path, script)
+    assert done.returncode == 0 and "agent running" in done.stdout, done.stderr
+
+
+def test_only_a_command_of_this_python_gets_the_agent_started_beside_it(tmp_path: Path) -> None:
+    from rltrack.cli.run_command import runs_this_python
+
+    env = dict(os.environ)
+    assert runs_this_python([sys.executable, "train.py"], env)
+    assert not runs_this_python(["sh", "-c", "true"], env)
+    (tmp_path / "python").symlink_to(os.path.realpath(sys.executable))  # the same binary in another environment's bin
+    assert not runs_this_python([str(tmp_path / "python"), "train.py"], env)
