@@ -30,6 +30,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -91,8 +92,8 @@ def _run(command: list[str], env: dict[str, str]) -> int:
         return 127
     previous = {sig: signal.signal(sig, _forwarder(child)) for sig in FORWARDED}
     try:
-        if runs_this_python(command, env):
-            _start_agent()
+        if runs_this_python(command, env):  # on a thread: a command done first is not held up by the agent's start
+            threading.Thread(target=_start_agent, name="rltrack-start-agent", daemon=True).start()
         code = child.wait()
     finally:
         for sig, handler in previous.items():
