@@ -162,8 +162,9 @@ def check_delivered(workdir: Path) -> str:
     return f", {counts[0]} returns in MLflow and W&B"
 
 
-def run_once(name: str, script: list[str], scratch: Path, check: bool, store: str | None) -> tuple[float, float, float]:
-    """(wall s of the script, CPU s of the script's tree at its exit, CPU s of everything the run started)."""
+def run_once(name: str, script: list[str], scratch: Path, check: bool, store: str | None, path: list[str]) -> tuple[float, float, float]:
+    """(wall s of the script, CPU s of the script's tree at its exit, CPU s of
+    everything the run started); `path`: directories the script needs first on its PYTHONPATH."""
     backends, wandb_sync = {**VARIANTS, **FIXED_VARIANTS}[name]
     workdir = scratch / f"{name.replace(' ', '_').replace('+', '_')}-{time.monotonic_ns()}"
     workdir.mkdir()
@@ -173,7 +174,6 @@ def run_once(name: str, script: list[str], scratch: Path, check: bool, store: st
         f'[run]\nroot = "{workdir / "rl"}"\nclose_timeout = 0\n\n[backends]\nuse = {json.dumps(list(backends or ()))}\n\n'
         f'[backends.mlflow]\ntracking_uri = "{store or new_store}"\nexperiment = "bench"\n'
     )
-    path = [str(PPO_OVERLAY)] if "ppo.py" in " ".join(script) else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*path, str(REPO)]), "WANDB_MODE": "offline", "WANDB_SILENT": "true", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "MLFLOW_DISABLE_TELEMETRY": "true", "HOME": str(workdir), "RLTRACK_AGENT_IDLE": "2"}  # fmt: skip
     cpu_before = children_cpu()
@@ -209,6 +209,7 @@ def main() -> None:
     variants = list(FIXED_VARIANTS if args.fixed_cost else VARIANTS)
     script = [sys.executable, "-c", ONE_VALUE] if args.fixed_cost else cleanrl_command(args.script, args.steps)
     store = None if args.new_store else made_store(scratch / "mlflow.db")
+    path = [str(PPO_OVERLAY)] if not args.fixed_cost and args.script == "ppo" else []
     figures: dict[str, dict[str, list[float]]] = {v: {"wall": [], "cpu_script": [], "cpu": []} for v in variants}
     loads = [os.getloadavg()[0]]
     try:
@@ -216,7 +217,7 @@ def main() -> None:
             order = variants[repetition % len(variants) :] + variants[: repetition % len(variants)]
             print(f"repetition {repetition + 1} ({', '.join(order)}), load {os.getloadavg()[0]:.1f}", flush=True)
             for variant in order:
-                for name, value in zip(("wall", "cpu_script", "cpu"), run_once(variant, script, scratch, not args.fixed_cost, store)):
+                for name, value in zip(("wall", "cpu_script", "cpu"), run_once(variant, script, scratch, not args.fixed_cost, store, path)):
                     figures[variant][name].append(value)
                 loads.append(os.getloadavg()[0])
                 if args.json:
