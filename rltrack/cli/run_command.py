@@ -17,7 +17,8 @@ While the command's Python starts (imports, often seconds of them), the
 launcher starts the agent the command's runs will need, when the command
 runs this interpreter (so the same agent directory): the command's first
 writer then finds it running instead of waiting for it to start (about
-0.2 s of the command's wall time, bench/bench_cleanrl.py).
+0.2 s of the command's wall time on a quiet machine, bench/RESULTS.md,
+"CleanRL under rltrack run").
 """
 
 from __future__ import annotations
