@@ -32,7 +32,7 @@ def _note(match: re.Match[str]) -> str:
 
 def config_reference() -> str:
     """The `[run]` keys, the filters and the backends with their keys and defaults, as Markdown tables."""
-    from rltrack.delivery.registry import BACKEND_TYPES, backend_class
+    from rltrack.delivery.registry import backend_class, backend_types
     from rltrack.filters import FILTER_TYPES
     from rltrack.training.config import RUN_OPTIONS
 
@@ -43,7 +43,7 @@ def config_reference() -> str:
     out += [f"| `{name}` | {_keys(cls)} | {_first_sentence(cls)} |" for name, cls in FILTER_TYPES.items()]
     out += ["", "### `[backends]`", "", '`use` lists the backends (default `["local"]`); `[backends.<name>]` holds the settings of one.', ""]
     out += ["| backend | keys (default) | page |", "|---|---|---|"]
-    for name in BACKEND_TYPES:
+    for name in backend_types():
         out.append(f"| `{name}` | {_keys(backend_class(name))} | {_PAGES.get(name, '')} |")
     return "\n".join(out) + "\n"
 

@@ -246,12 +246,12 @@ def _files(run_dir: Path) -> list[dict[str, Any]]:
 
 def delivery_status(run_dir: Path, backends: list[str]) -> list[dict[str, Any]]:
     """For each remote tracker the run used: events delivered, journal bytes pending (from `cursors/`)."""
-    from rltrack.delivery.registry import BACKEND_TYPES, RemoteBackend, backend_class
+    from rltrack.delivery.registry import RemoteBackend, backend_class, backend_types
     from rltrack.delivery.worker import Cursor, pending_bytes
 
     out = []
     for name in backends:
-        if name not in BACKEND_TYPES or not issubclass(backend_class(name), RemoteBackend):
+        if name not in backend_types() or not issubclass(backend_class(name), RemoteBackend):
             continue
         pending = pending_bytes(run_dir, name)
         out.append({

@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from rltrack.delivery.registry import BACKEND_TYPES, RemoteBackend, RunContext, backend_class, is_backend_name
+from rltrack.delivery.registry import RemoteBackend, RunContext, backend_class, backend_types, is_backend_name
 from rltrack.training.config import load_config
 from rltrack.delivery.construct import build_backend
 from rltrack.delivery.worker import LOCK_WAIT, Cursor, DeliveryBusy, DeliveryWorker, merge_into_report_file
@@ -74,7 +74,7 @@ def sync(
         return True
     for name in names:
         if not is_backend_name(name):
-            raise SyncError(f"--to {name}: no such backend; backends: {', '.join(BACKEND_TYPES)}")
+            raise SyncError(f"--to {name}: no such backend; backends: {', '.join(backend_types())}")
         if not _is_tracker(name):
             raise SyncError(f"--to {name}: the {name} backend writes during the run and has nothing to sync; sync delivers to trackers such as mlflow")
     report = Report()  # this sync's counts; added to report.json at the end

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rltrack.agent.files import agent_dir
-from rltrack.delivery.registry import BACKEND_TYPES, Backend, RemoteBackend, is_backend_name
+from rltrack.delivery.registry import Backend, RemoteBackend, backend_types, is_backend_name
 from rltrack.frameworks.canonical import NAME_MODES
 from rltrack.delivery.construct import ConfigError, backend_type, build_backend, build_filter, check_keys, choices
 from rltrack.filters import Filter, FilterChain
@@ -99,7 +99,7 @@ def _load(config: str | Path | Mapping[str, Any] | None, overrides: Mapping[str,
         for name in use:  # named here: the file would be blamed for the environment's mistake
             if not is_backend_name(name):
                 raise ConfigError(
-                    f"RLTRACK_BACKENDS={env!r}: {name!r} is not a backend;{choices(name, BACKEND_TYPES)}"
+                    f"RLTRACK_BACKENDS={env!r}: {name!r} is not a backend;{choices(name, backend_types())}"
                     " Fix the comma-separated list or unset the variable."
                 )
         if isinstance(merged["backends"], dict):  # else _validate reports the bad section
@@ -211,13 +211,13 @@ def _validate(cfg: dict[str, Any], where: str) -> list[Filter]:
     use = backends["use"]
     if not isinstance(use, list) or not all(isinstance(b, str) for b in use):
         raise ConfigError(f'{where}: backends.use = {use!r} must be a list of backend names, e.g. use = ["local"]')
-    check_keys(backends, ("use", *BACKEND_TYPES, *(name for name in use if name not in BACKEND_TYPES)), where, "backends.")
+    check_keys(backends, ("use", *backend_types(), *(name for name in use if name not in backend_types())), where, "backends.")
     for index, name in enumerate(use):
         if name == "storage":
             raise ConfigError(f'{where}: backends.use[{index}] = "storage": set run.storage = "s3://bucket/prefix" (or another URI) instead; [backends.storage] may hold its every and segment_bytes')
         if not is_backend_name(name):
             raise ConfigError(
-                f"{where}: backends.use[{index}] = {name!r} is not a backend;{choices(name, BACKEND_TYPES)}"
+                f"{where}: backends.use[{index}] = {name!r} is not a backend;{choices(name, backend_types())}"
                 ' A backend of your own is named by its import path, e.g. "mypackage.trackers:MyTracker".'
             )
         settings = backends.get(name, {})

@@ -3,7 +3,10 @@ interface delivery uses (`RemoteBackend`, fed by a `DeliveryWorker` with
 the events' ids and the tracker's saved state), each read back from its real
 store: MLflow's SQLite file, trackio's SQLite file, W&B's offline `.wandb`
 files, Neptune's offline folders. W&B (a wandb-core process per run) and
-Neptune (seconds to import) are the `slow` lane.
+Neptune (seconds to import) are the `slow` lane. The trackers are the ones
+registered in the entry-point group `rltrack.trackers` (rltrack's own and
+the example plug-in of tests/plugin, installed into the test environment):
+a registered tracker without a case here fails the suite.
 
 * every value arrives once, in order, at its step;
 * a delivery killed mid-batch (the tracker holds part of what it was given,
@@ -27,7 +30,7 @@ from mlflow_server import history, tracker
 from reliability_helpers import neptune_floats
 from trackio_reader import store
 
-from rltrack.delivery.registry import backend_class
+from rltrack.delivery.registry import backend_class, backend_types
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.remote import RemoteBackend
 from rltrack.delivery.worker import DeliveryWorker
@@ -90,14 +93,40 @@ HISTOGRAM = Event(1_700_000_000.0, {"h": [1.0, 2.0]}, kind="histogram", namespac
 MISSING_CHECKPOINT = Event(1_700_000_000.0, {"path": "no/such/file.pt", "iteration": 1}, kind="artifact", namespace="ckpt", steps={"step": 0})
 
 
-@pytest.fixture(
-    params=[
-        pytest.param(Tracker("mlflow", mlflow_values, HISTOGRAM), id="mlflow"),
-        pytest.param(Tracker("trackio", trackio_values, MISSING_CHECKPOINT, {"project": "contract"}), id="trackio"),
-        pytest.param(Tracker("wandb", wandb_values, MISSING_CHECKPOINT), id="wandb", marks=pytest.mark.slow),
-        pytest.param(Tracker("neptune", neptune_values, MISSING_CHECKPOINT, one_point_per_step=True), id="neptune", marks=pytest.mark.slow),
-    ]
-)
+def example_values(run_dir: Path) -> list[tuple[int, float]]:
+    from rltrack_example_tracker import values
+
+    return values(run_dir.parent / "example.db", KEY)
+
+
+#: How each registered tracker's store is read back, and the event of a kind it cannot take.
+CASES = {
+    "mlflow": pytest.param(Tracker("mlflow", mlflow_values, HISTOGRAM), id="mlflow"),
+    "trackio": pytest.param(Tracker("trackio", trackio_values, MISSING_CHECKPOINT, {"project": "contract"}), id="trackio"),
+    "wandb": pytest.param(Tracker("wandb", wandb_values, MISSING_CHECKPOINT), id="wandb", marks=pytest.mark.slow),
+    "neptune": pytest.param(Tracker("neptune", neptune_values, MISSING_CHECKPOINT, one_point_per_step=True), id="neptune", marks=pytest.mark.slow),
+    "example": pytest.param(Tracker("example", example_values, HISTOGRAM), id="example-plugin"),
+}
+
+
+def registered_trackers() -> list[str]:
+    """The registered backends fed from the journal event by event (not the
+    local files, nor the storage mirror, which takes the journal's lines)."""
+    names = []
+    for name in backend_types():
+        cls = backend_class(name)
+        if issubclass(cls, RemoteBackend) and not cls.takes_lines:
+            names.append(name)
+    return names
+
+
+def test_every_registered_tracker_has_a_contract_case():
+    trackers = registered_trackers()
+    assert {"mlflow", "wandb", "neptune", "trackio", "example"} <= set(trackers), trackers
+    assert sorted(set(trackers) - set(CASES)) == [], "registered trackers without a case in CASES"
+
+
+@pytest.fixture(params=[CASES[name] for name in registered_trackers() if name in CASES])
 def kind(request: pytest.FixtureRequest) -> Tracker:
     return request.param  # type: ignore[no-any-return]
 

@@ -14,7 +14,7 @@ import pytest
 
 import rltrack
 from rltrack import ConfigError, MissingExtraError, load_config, make_logger
-from rltrack.delivery.registry import BACKEND_TYPES
+from rltrack.delivery.registry import backend_types
 from rltrack.sinks.base import Backend
 from rltrack.filters import AggregateFilter, FilterChain, SmoothingFilter, TimeFilter
 from rltrack.core.optional import require
@@ -346,7 +346,7 @@ def test_wrong_section_shapes(config, parts):
 
 def test_unknown_backend_in_use(root):
     message = mistake({"run": {"root": root}, "backends": {"use": ["memory", "locl"]}})
-    assert_says(message, "backends.use[1] = 'locl' is not a backend", "allowed: local, console, memory", "Did you mean 'local'?")
+    assert_says(message, "backends.use[1] = 'locl' is not a backend", "allowed: console, local, memory", "Did you mean 'local'?")
 
 
 def test_unknown_backend_setting(root, tmp_path):
@@ -363,7 +363,7 @@ def test_bad_name_in_rltrack_backends(root, monkeypatch):
         message,
         "RLTRACK_BACKENDS='local,consol'",
         "'consol' is not a backend",
-        "allowed: local, console",
+        "allowed: console, local",
         "Did you mean 'console'?",
         "unset the variable",
     )
@@ -455,7 +455,7 @@ def _register(monkeypatch, tmp_path, name, *, source=None, cls=None):
     else:
         (tmp_path / f"{module_name}.py").write_text(source)
         monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(BACKEND_TYPES, name, f"{module_name}:Backend")
+    monkeypatch.setitem(backend_types(), name, f"{module_name}:Backend")
 
 
 def test_backend_whose_package_is_missing_names_the_extra_at_construction(root, tmp_path, monkeypatch):
