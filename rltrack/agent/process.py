@@ -104,6 +104,12 @@ FILES_PER_WRITER = 4
 FILES_RESERVED = 256
 
 
+def tracker_status(status: str) -> str:
+    """The status a tracker's run ends with when its writer ended with `status`
+    (a crash is a failed run: trackers know no "crashed")."""
+    return "failed" if status == "crashed" else status
+
+
 class Writer:
     """One registration: one writer of one run, from its logger's start until
     its files are complete and every tracker has it (or was given up)."""
@@ -186,8 +192,9 @@ class Agent:
                     self._save_state(writer)  # the logger reads the error there, and says it
                     if writer.ended_at is not None and time.monotonic() - writer.ended_at > RETRY_AFTER_END:
                         for worker in writer.workers.values():  # given up like a failing tracker: the rest waits for `rltrack sync`
-                            worker.give_up()
-                        self._finish(writer)
+                            worker.stop()
+                        if all(worker.done for worker in writer.workers.values()):  # each lane applies its stop at its next step
+                            self._finish(writer)
             now = time.monotonic()
             if now - self._status_at >= STATUS_EVERY:
                 self._contained("status", self._save_status)
@@ -307,7 +314,7 @@ class Agent:
             return
         writer.waiting.discard(name)
         if writer.status is not None:
-            worker.status, worker.journal_complete = writer.status, True
+            worker.end(tracker_status(writer.status))
         writer.workers[name] = worker
         tracker_run.workers.append(worker)
         writer.feed.consumers.append(worker)
@@ -337,7 +344,7 @@ class Agent:
         if writer.status is not None and files.closed:
             for worker in writer.workers.values():
                 if not worker.done and (worker.fix is not None or worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at)):
-                    worker.give_up()  # an error that cannot heal is not retried for minutes after the end: `rltrack sync` once fixed
+                    worker.stop()  # an error that cannot heal is not retried for minutes after the end: `rltrack sync` once fixed
             if writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END:
                 writer.waiting.clear()
             if not writer.waiting and all(worker.done for worker in writer.workers.values()):
@@ -353,10 +360,8 @@ class Agent:
         writer.status = status
         writer.ended_at = time.monotonic()
         writer.feed.complete = True
-        tracker_status = "failed" if status == "crashed" else status
         for worker in writer.workers.values():
-            worker.status = tracker_status
-            worker.journal_complete = True
+            worker.end(tracker_status(status))
 
     def _crashed(self, writer: Writer) -> None:
         """The writer's process is gone without closing the run: what its journal holds is delivered."""

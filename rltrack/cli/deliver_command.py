@@ -89,7 +89,7 @@ class Deliverer:
         complete = all(status is not None for status in ends.values())
         for writer, worker in workers.items():
             if complete and not worker.journal_complete:
-                worker.status, worker.journal_complete = ("failed" if ends[writer] == "crashed" else str(ends[writer])), True
+                worker.end("failed" if ends[writer] == "crashed" else str(ends[writer]))
             while worker.step():
                 pass
         if all(worker.done for worker in workers.values()):

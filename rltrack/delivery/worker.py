@@ -192,7 +192,15 @@ class DeliveryWorker:
     Another process delivering the same cursor is waited for (see
     `_lock_cursor`) while it advances, until it has saved no progress for
     `lock_wait` seconds (default `LOCK_WAIT`; 0: not waited for), `waiting`
-    called as the wait begins."""
+    called as the wait begins.
+
+    One thread owns the worker: the one that steps it (an agent lane,
+    `rltrack sync`'s own). Its phase moves `starting` -> `delivering` ->
+    `storing` (the tracker's run is ended, waiting for it to store what it
+    took) -> `done` (or straight to `done`: given up), and only that thread
+    changes it, and the status and cursor. Another thread (the agent's main
+    thread, which reads the registrations) sends requests, `end(status)` and
+    `stop()`, which the owner applies at its next step."""
 
     def __init__(
         self, backend: RemoteBackend, run_dir: Path, writer: str | None = None, *, close_at_end: bool = True, lock_wait: float | None = None,
@@ -224,18 +232,43 @@ class DeliveryWorker:
         self._failing_wall = 0  # the same as a wall time (whole seconds)
         #: What to do about the last error when retrying cannot heal it (see `RemoteBackend.cannot_heal`); None: it may pass.
         self.fix: str | None = None
-        #: Set by the owner once no more lines will be appended, with the status the tracker's run ends with.
+        #: Set once no more lines will be appended (`end`), with the status the tracker's run ends with.
         self.journal_complete = False
         self.status = "finished"
-        self.done = False  # delivered and ended, or given up
+        self.phase = "starting"  # see the class docstring
         self.next_try = 0.0  # `time.monotonic()` before which `step` waits (backoff after a failure)
         self._backoff = BACKOFF_START
-        self._started = False
-        self._storing_until: float | None = None  # the tracker's run is ended: waiting for it to store what it took
+        self._storing_until = 0.0  # in phase `storing`: how long the tracker may take to store what it took
+        #: What other threads asked for ("end", status) or ("stop", None), applied by the owner (`_apply_requests`).
+        self._requests: deque[tuple[str, str | None]] = deque()
+
+    @property
+    def done(self) -> bool:
+        """Delivered and ended, or given up: no step does anything more."""
+        return self.phase == "done"
+
+    def end(self, status: str) -> None:
+        """From any thread: the journal is complete, and the tracker's run
+        ends with `status` once it is delivered (applied at the next step)."""
+        self._requests.append(("end", status))
+
+    def stop(self) -> None:
+        """From any thread: give up at the next step; what is left waits in
+        the journal for `rltrack sync`."""
+        self._requests.append(("stop", None))
+
+    def _apply_requests(self) -> None:
+        while self._requests:  # deque's append and popleft are atomic: no lock
+            what, status = self._requests.popleft()
+            if what == "end" and status is not None:
+                self.status, self.journal_complete = status, True
+            elif what == "stop":
+                self.give_up()
 
     def step(self) -> bool:
         """Delivers one batch (or retries it, or ends the tracker's run at the
         end of a complete journal). True when more work is waiting right away."""
+        self._apply_requests()
         if self.done:
             return False
         now = time.monotonic()
@@ -283,10 +316,10 @@ class DeliveryWorker:
             self.thinning = Thinning(self.thinning.every, self.thinning.how)
 
     def _step(self, now: float) -> bool:
-        if not self._started:
+        if self.phase == "starting":
             self._start()
-            self._started = True
-        if self._storing_until is not None:
+            self.phase = "delivering"
+        if self.phase == "storing":
             self._confirm()
             if not self._untold or now > self._storing_until:
                 self.give_up()
@@ -443,8 +476,7 @@ class DeliveryWorker:
         """For `rltrack sync`: deliver everything on the calling thread, or
         stop once the tracker has been failing for `give_up_after` seconds
         (None: however long), with the rest left in the journal."""
-        self.status = status
-        self.journal_complete = True
+        self.end(status)
         try:
             while not self.done and self.fix is None and not (give_up_after is not None and self.failing_longer_than(give_up_after)):
                 if not self.step():
@@ -453,8 +485,9 @@ class DeliveryWorker:
             self.give_up()
 
     def give_up(self) -> None:
-        """Stops here (what is left waits in the journal for `rltrack sync`) and releases the cursor."""
-        self.done = True
+        """Stops here (what is left waits in the journal for `rltrack sync`)
+        and releases the cursor; on the owner's thread (others: `stop`)."""
+        self.phase = "done"
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
@@ -486,8 +519,7 @@ class DeliveryWorker:
         journal, by a new session (started as after a crash, see `_start`)."""
         self._read_offset = self.cursor.offset
         self._untold.clear()
-        self._storing_until = None
-        self._started = False
+        self.phase = "starting"
 
     def _taken(self, offset: int, events: int) -> None:
         """The tracker took the lines up to `offset`; the cursor may pass them
@@ -529,7 +561,7 @@ class DeliveryWorker:
                 self.last_error = f"close: {type(exc).__name__}: {exc}"
                 self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
         self._keep_state()  # the status the tracker's run ended with
-        self._storing_until = time.monotonic() + STORE_WAIT
+        self.phase, self._storing_until = "storing", time.monotonic() + STORE_WAIT
         self._confirm()
         if not self._untold:
             self.give_up()

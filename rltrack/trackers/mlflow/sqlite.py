@@ -3,9 +3,9 @@
 Why this exists: MLflow's SQLAlchemy store builds an ORM object, validates and
 flushes each metric on its own (about 150 µs a metric here), so even
 `log_batch` with 1000 metrics a call is only ~10x faster than one
-`log_metrics` call per record, and that work runs in the training process.
-The embedded default store is a SQLite file that only this process writes
-while it runs, so the delivery worker writes the very rows
+`log_metrics` call per record, and that work costs the agent's CPU, which
+it shares with training. The embedded default store is a SQLite file that
+only the agent writes metrics into while it runs, so its delivery writes the very rows
 `SqlAlchemyStore._log_metrics` would (table `metrics`, and `latest_metrics`
 updated by the same "(step, timestamp, value) is greater" rule) in one
 transaction. The MLflow UI, `get_metric_history`
