@@ -43,7 +43,7 @@ import rltrack  # noqa: E402
 from mlflow_server import MlflowServer, Postgres  # noqa: E402
 from report import Section, arguments, fmt_load, load_average  # noqa: E402
 from rltrack.cli.sync_command import sync  # noqa: E402
-from rltrack.delivery.worker import tracker_state  # noqa: E402
+from rltrack.delivery.cursor import tracker_state  # noqa: E402
 
 KEYS = 10
 NATIVE = "native"  # the row of MLflow's own client

@@ -43,7 +43,7 @@ import trackers
 from report import Section, arguments, verdict
 from timing import records
 
-from rltrack.delivery.worker import pending_bytes
+from rltrack.delivery.cursor import pending_bytes
 
 TARGET_MB = 100.0
 BLOCK = 10_000

@@ -57,7 +57,7 @@ from report import Section, arguments, verdict
 
 import rltrack
 from rltrack.agent.files import agent_running, registrations
-from rltrack.delivery.worker import tracker_state
+from rltrack.delivery.cursor import tracker_state
 
 METRICS = [f"m{k}" for k in range(10)]
 MARGIN = 1.0  # seconds past close_timeout the script may take to exit

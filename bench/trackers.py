@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "helpers"))  # mlflow_server.py, wandb_reader.py: the test suite's real-server helper and .wandb reader
 
 import rltrack  # noqa: E402
-from rltrack.delivery.worker import pending_bytes  # noqa: E402
+from rltrack.delivery.cursor import pending_bytes  # noqa: E402
 
 LOCAL = ["local"]
 ALL = ["local", "mlflow", "wandb", "neptune"]

@@ -64,13 +64,14 @@ from rltrack.delivery.registry import RemoteBackend, RunContext
 from rltrack.trackers.remote import error_text
 from rltrack.delivery.construct import build_backend
 from rltrack.agent.lanes import TrackerRun, import_clients, lane
-from rltrack.delivery.worker import DeliveryBusy, DeliveryWorker, merge_into_report_file
+from rltrack.delivery.cursor import DeliveryBusy
+from rltrack.delivery.worker import DeliveryWorker
 from rltrack.delivery.files import FilesDelivery
 from rltrack.journal import end_torn_tail, journal_path
 from rltrack.journal.feed import JournalFeed
 from rltrack.core.locks import hold
 from rltrack.core.report import Report
-from rltrack.delivery.run_end import record_end
+from rltrack.delivery.run_end import merge_into_report_file, record_end
 from rltrack.core.turns import Faults, Turns
 
 #: Seconds between looks at the registrations: a new run, or a run's end, is seen within that.

@@ -26,7 +26,9 @@ from typing import Any
 from rltrack.cli.sync_command import read_run_config
 from rltrack.delivery.construct import build_backend
 from rltrack.delivery.registry import RemoteBackend, RunContext, backend_class, is_backend_name
-from rltrack.delivery.worker import DeliveryBusy, DeliveryWorker, merge_into_report_file
+from rltrack.delivery.cursor import DeliveryBusy
+from rltrack.delivery.run_end import merge_into_report_file
+from rltrack.delivery.worker import DeliveryWorker
 from rltrack.core.report import Report
 from rltrack.journal import ended_with, journal_files
 from rltrack.runs.index import cache_folder

@@ -247,7 +247,7 @@ def _files(run_dir: Path) -> list[dict[str, Any]]:
 def delivery_status(run_dir: Path, backends: list[str]) -> list[dict[str, Any]]:
     """For each remote tracker the run used: events delivered, journal bytes pending (from `cursors/`)."""
     from rltrack.delivery.registry import RemoteBackend, backend_class, backend_types
-    from rltrack.delivery.worker import Cursor, pending_bytes
+    from rltrack.delivery.cursor import Cursor, pending_bytes
 
     out = []
     for name in backends:

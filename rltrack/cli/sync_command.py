@@ -32,7 +32,9 @@ from typing import IO, Any
 from rltrack.delivery.registry import RemoteBackend, RunContext, backend_class, backend_types, is_backend_name
 from rltrack.training.config import load_config
 from rltrack.delivery.construct import build_backend
-from rltrack.delivery.worker import LOCK_WAIT, Cursor, DeliveryBusy, DeliveryWorker, merge_into_report_file
+from rltrack.delivery.cursor import LOCK_WAIT, Cursor, DeliveryBusy
+from rltrack.delivery.run_end import merge_into_report_file
+from rltrack.delivery.worker import DeliveryWorker
 from rltrack.journal import JOURNAL_NAME, end_torn_tail, ended_with, journal_files, journal_path
 from rltrack.core.report import SHOWN_REFUSED, Report
 

@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 from rltrack.core.atomic_file import write_atomic
 from rltrack.sinks.base import Backend, RunContext
-from rltrack.delivery.worker import CURSOR_DIR
+from rltrack.delivery.cursor import CURSOR_DIR
 from rltrack.core.events import Event
 from rltrack.journal import Counts, Dump, End, count_skipped, journal_path
 from rltrack.journal.feed import Batch

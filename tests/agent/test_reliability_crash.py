@@ -42,7 +42,7 @@ from reliability_helpers import (
     wandb_files,
     wandb_history,
 )
-from rltrack.delivery.worker import Cursor
+from rltrack.delivery.cursor import Cursor
 from waiting import wait_while_advancing
 
 #: The kill scenarios run again, beside busy loops, in the reliability lane (`make test-reliability`).

@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent(
 
     logger = rltrack.make_logger({{"run": {{"root": sys.argv[1], "name": "ending"}},
                                    "backends": {{"use": ["local", "mlflow", "wandb", "neptune"], "wandb": {{"project": "exits"}}}}}})
-    from rltrack.delivery.worker import Cursor, tracker_state
+    from rltrack.delivery.cursor import Cursor, tracker_state
     from waiting import wait_until  # tests/helpers: child_env puts it on the path
 
     for i in range({records}):

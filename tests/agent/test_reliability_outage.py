@@ -25,7 +25,7 @@ import pytest
 import rltrack
 from mlflow_server import history, tracker
 from reliability_helpers import failing_since
-from rltrack.delivery.worker import Cursor
+from rltrack.delivery.cursor import Cursor
 from waiting import wait_until
 
 pytest_plugins = ["mlflow_server"]

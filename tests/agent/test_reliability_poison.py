@@ -33,7 +33,7 @@ from trackio_reader import store
 
 import rltrack
 from rltrack.core.events import Event
-from rltrack.delivery.worker import tracker_state
+from rltrack.delivery.cursor import tracker_state
 
 VALUES = 200
 POISON_AT = 100

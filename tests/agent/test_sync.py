@@ -18,7 +18,7 @@ import rltrack
 from mlflow_server import history, tracker
 from reliability_helpers import reported
 from rltrack.cli import entry as cli
-from rltrack.delivery.worker import Cursor, tracker_state
+from rltrack.delivery.cursor import Cursor, tracker_state
 from waiting import wait_until
 
 pytest_plugins = ["mlflow_server"]

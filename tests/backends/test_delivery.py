@@ -31,7 +31,8 @@ from waiting import wait_until, wait_while_advancing
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.remote import EventId, RemoteBackend
 from rltrack.training.config import make_logger
-from rltrack.delivery.worker import Cursor, DeliveryBusy, DeliveryWorker
+from rltrack.delivery.cursor import Cursor, DeliveryBusy
+from rltrack.delivery.worker import DeliveryWorker
 from rltrack.core.events import Event
 from rltrack.journal.feed import JournalFeed
 from rltrack.core.report import Report

@@ -29,7 +29,7 @@ from rltrack.sinks.base import RunContext
 from rltrack.trackers.mlflow.backend import MlflowBackend
 from rltrack.trackers.mlflow.batch import mlflow_key
 from rltrack.trackers.remote import EventId
-from rltrack.delivery.worker import Cursor
+from rltrack.delivery.cursor import Cursor
 from rltrack.core.events import Event
 from rltrack.core.report import Report
 from waiting import wait_until

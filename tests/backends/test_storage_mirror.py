@@ -19,7 +19,8 @@ from deliver import deliver_all
 from rltrack.core.events import Event
 from rltrack.core.report import Report
 from rltrack.core.storage import Storage
-from rltrack.delivery.worker import Cursor, DeliveryWorker
+from rltrack.delivery.cursor import Cursor
+from rltrack.delivery.worker import DeliveryWorker
 from rltrack.journal import JournalWriter, journal_path
 from rltrack.journal.layout import chain, parse_segment
 from rltrack.sinks.base import RunContext

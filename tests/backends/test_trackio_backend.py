@@ -32,7 +32,7 @@ import rltrack
 from journal_batch import journal_batch, with_saved_state
 from rltrack.delivery.registry import RunContext
 from rltrack.trackers.trackio import TrackioBackend
-from rltrack.delivery.worker import Cursor, tracker_state
+from rltrack.delivery.cursor import Cursor, tracker_state
 from rltrack.core.report import Report
 
 def series(rows: list[dict[str, Any]], key: str) -> list[tuple[int, Any]]:

@@ -29,7 +29,8 @@ from deliver import deliver_all
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.wandb.backend import WandbBackend
 from rltrack.trackers.wandb.files import HistoryFile, rows_in_files
-from rltrack.delivery.worker import DeliveryWorker, tracker_state
+from rltrack.delivery.cursor import tracker_state
+from rltrack.delivery.worker import DeliveryWorker
 from rltrack.core.events import Event
 from rltrack.journal import JournalWriter
 from rltrack.core.report import Report

@@ -33,7 +33,8 @@ from waiting import wait_until
 import rltrack
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.wandb.backend import WandbBackend
-from rltrack.delivery.worker import Cursor, DeliveryWorker, tracker_state
+from rltrack.delivery.cursor import Cursor, tracker_state
+from rltrack.delivery.worker import DeliveryWorker
 from rltrack.core.events import Event
 from rltrack.journal import JournalWriter
 from rltrack.core.report import Report

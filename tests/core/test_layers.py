@@ -95,7 +95,17 @@ def imports_of(module: str) -> set[str]:
     return found
 
 
+def entry_point_modules(group: str) -> set[str]:
+    """The package's modules that pyproject.toml registers in the entry-point
+    `group`: the module that reads the group imports them."""
+    import tomllib
+
+    project = tomllib.loads((PACKAGE_DIR.parent / "pyproject.toml").read_text())["project"]
+    return {known_module(value.partition(":")[0]) for value in project["entry-points"][group].values()}
+
+
 GRAPH: dict[str, set[str]] = {module: imports_of(module) for module in MODULES}
+GRAPH["rltrack.delivery.registry"] |= entry_point_modules("rltrack.trackers")
 
 
 def test_every_module_has_a_layer() -> None:
@@ -138,8 +148,8 @@ def test_no_import_circle() -> None:
 
 def test_the_walk_sees_imports_inside_functions_type_checking_blocks_and_module_names() -> None:
     """The probe itself works: the facade names its public modules in strings and
-    under TYPE_CHECKING, the CLI imports the agent inside a function, the backends
-    package names its backends' modules."""
+    under TYPE_CHECKING, the CLI imports the agent inside a function, the
+    registry imports the backends pyproject.toml registers as entry points."""
     assert {"rltrack.training.config", "rltrack.training.logger", "rltrack.journal"} <= GRAPH["rltrack"]
     assert "rltrack.agent.process" in GRAPH["rltrack.cli.entry"]
     assert "rltrack.trackers.mlflow.backend" in GRAPH["rltrack.delivery.registry"]

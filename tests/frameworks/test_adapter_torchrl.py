@@ -90,7 +90,7 @@ def test_ppo_trainer_values_reach_every_tracker_once_at_collected_frames(tmp_pat
     assert_once_everywhere(run_dir, logged)
     from mlflow import MlflowClient
 
-    from rltrack.delivery.worker import tracker_state
+    from rltrack.delivery.cursor import tracker_state
 
     state = tracker_state(run_dir, "mlflow")
     params = MlflowClient(state["tracking_uri"]).get_run(state["run_id"]).data.params

@@ -25,7 +25,7 @@ import rltrack
 from rltrack.adapters import tune as adapter
 from rltrack.frameworks.canonical import vocabulary
 from waiting import wait_until
-from rltrack.delivery.worker import tracker_state
+from rltrack.delivery.cursor import tracker_state
 
 RUN_INFO_COLUMNS = ["trial_id", "hostname", "pid", "date", "timestamp", "done", "node_ip", "training_iteration",
                     "iterations_since_restore", "checkpoint_dir_name", "config/lr", "config"]

@@ -107,7 +107,7 @@ def test_a_two_node_sweep_on_s3_delivers_to_postgresql_mlflow_through_a_restart_
     from reliability_helpers import failing_since
     from waiting import wait_until
 
-    from rltrack.delivery.worker import tracker_state
+    from rltrack.delivery.cursor import tracker_state
 
     # MLflow's client retries a refused request itself (7 times, backing off) and could carry a batch
     # through the outage unseen; with none, rltrack's own retry is what is tested (the agent inherits it)

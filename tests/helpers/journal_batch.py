@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rltrack.trackers.remote import EventId, RemoteBackend
-from rltrack.delivery.worker import tracker_state
+from rltrack.delivery.cursor import tracker_state
 from rltrack.core.events import Event
 from rltrack.journal import journal_path, read_batch
 

@@ -19,7 +19,7 @@ import pandas as pd
 import wandb_reader
 from mlflow import MlflowClient
 
-from rltrack.delivery.worker import tracker_state
+from rltrack.delivery.cursor import tracker_state
 
 #: A value as the library meant it: (stored name, axis, step, value).
 Logged = tuple[str, str, int, float]

@@ -34,7 +34,7 @@ import pytest
 from mlflow import MlflowClient
 from waiting import wait_until
 
-from rltrack.delivery.worker import tracker_state
+from rltrack.delivery.cursor import tracker_state
 
 START_TIMEOUT = 300.0  # seconds; a loaded CI machine can take minutes to import the server
 

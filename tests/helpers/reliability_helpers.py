@@ -24,7 +24,7 @@ import wandb_reader
 from growing_files import whole_lines
 
 import rltrack
-from rltrack.delivery.worker import tracker_state
+from rltrack.delivery.cursor import tracker_state
 from waiting import wait_until, wait_while_advancing
 
 REPO = Path(__file__).resolve().parents[2]  # tests/helpers/ -> the repository

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 from rltrack.core.events import Event
 from rltrack.sinks.base import RunContext

@@ -74,6 +74,7 @@ Why it is built this way:
 from __future__ import annotations
 
 import configparser
+import errno
 import functools
 import html
 import math
