@@ -26,12 +26,13 @@ from rltrack.runs.plot import (
     CONFIDENCE,
     SEED_NAME,
     GroupCurve,
+    clip_to_runs,
     default_group_keys,
     group_label,
     group_values,
     plot_runs,
 )
-from rltrack.runs.report import AXIS_UNITS, page, png_data_uri, primary_axis, section, table, value_panels, value_unit
+from rltrack.runs.report import page, png_data_uri, section, table, value_panels, value_unit
 from rltrack.runs.run import MAIN_METRICS, Run
 
 #: Most panels on a page (the rest are named under the figures).
@@ -46,8 +47,6 @@ def figures(runs: Sequence[Run], chosen: list[tuple[str, list[str]]], keys: list
         result = plot_runs(runs, metric, group_by=keys or None, size=PANEL_SIZE)
         axes = result.figure.axes[0]
         draw_members(axes, result.curves)
-        axis = primary_axis(runs, metric)
-        axes.set_xlabel(f"{axis} ({AXIS_UNITS.get(axis, 'steps')})")
         axes.set_ylabel(value_unit(metric))
         title = metric + (f" (= {', '.join(aliases)})" if aliases else "")
         parts.append(f'<h3 class="panel">{html.escape(title)}</h3><img alt="{html.escape(metric)}" src="{png_data_uri(result.figure)}">')
@@ -69,10 +68,7 @@ def draw_members(axes: Any, curves: list[GroupCurve]) -> None:
         if len(curve.runs) > 1:
             for x, y in curve.series:
                 axes.plot(x, y, color=mean.get_color(), linewidth=0.7, alpha=0.5)
-    values = [y for curve in curves for _, y in curve.series]
-    low, high = float(min(np.min(v) for v in values)), float(max(np.max(v) for v in values))
-    pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
-    axes.set_ylim(low - pad, high + pad)
+    clip_to_runs(axes, curves)
 
 
 def summary_rows(groups: dict[tuple[str, ...], list[Run]], keys: list[str], metrics: list[str]) -> list[list[str]]:

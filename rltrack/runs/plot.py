@@ -51,6 +51,14 @@ DPI = 100
 SEED_NAME = re.compile(r"(^|[_./])seed$", re.IGNORECASE)
 #: Run attributes that can be used as grouping keys besides hyperparameters.
 RUN_ATTRIBUTES = ("source", "task", "host")
+#: Step axes and what they count: the x axis's unit.
+AXIS_UNITS = {
+    "env_steps": "environment steps",
+    "train_iter": "training iterations",
+    "epoch": "epochs",
+    "step": "records",
+    "time": "seconds",
+}
 #: Subplots per row in a single run's metrics figure.
 COLUMNS = 3
 
@@ -76,6 +84,8 @@ class PlottedRun(Protocol):
     def timelog(self) -> dict[str, list[float]]: ...
     @property
     def df(self) -> pd.DataFrame: ...
+    @property
+    def samples(self) -> list[Any]: ...  # rltrack.runs.records.Sample
 
 
 class PlotError(ValueError):
@@ -203,21 +213,41 @@ class CrossRunPlot:
 
 def run_series(run: PlottedRun, metric: str, x_axis: str | None) -> tuple[list[float], list[float]]:
     """The metric's (x values, values): on the primary step axis, or against `x_axis`
-    (a step axis column of `run.df`, or `time` for seconds since the run's first record)."""
+    (a step axis of the run's values, or `time` for seconds since the run's first record)."""
     if x_axis is None:
         points = run.metrics.get(metric, [])
         return [step for step, _ in points], [value for _, value in points]
-    frame = run.df
-    if frame.empty:
-        return [], []
-    rows = frame[frame["key"] == metric]
+    chosen = [s for s in run.samples if s.kind == "scalars" and s.tag == metric]
     if x_axis == "time":
-        start = frame["time"].min()
-        return list(rows["time"] - start), list(rows["value"])
-    if x_axis not in rows.columns:
-        return [], []
-    rows = rows[rows[x_axis].notna()]
-    return list(rows[x_axis]), list(rows["value"])
+        start = min((s.time for s in run.samples if s.time is not None), default=0.0)
+        pairs = [(s.time - start, s.value) for s in chosen if s.time is not None]
+    else:
+        pairs = [(s.steps[x_axis], s.value) for s in chosen if x_axis in s.steps]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+def run_axes(runs: Sequence[PlottedRun]) -> list[str]:
+    """The x axes the runs' values are at (step axes, then `time` when values carry their time)."""
+    axes = dict.fromkeys(axis for run in runs for sample in run.samples for axis in sample.steps)
+    timed = any(sample.time is not None for run in runs for sample in run.samples)
+    return [*axes, *(["time"] if timed else [])]
+
+
+def check_axis(runs: Sequence[PlottedRun], x_axis: str | None) -> None:
+    """PlotError naming the axes the runs have when no run has `x_axis`."""
+    if x_axis is not None and x_axis not in (axes := run_axes(runs)):
+        raise PlotError(f"no run has the x axis {x_axis!r}; the runs have: {', '.join(axes) or 'none'}; pass one to --x, or leave --x out for each run's primary step axis")
+
+
+def primary_axis(runs: Sequence[PlottedRun], metric: str) -> str:
+    """The name of the step axis the metric's points are at (the first axis of its
+    samples), when the runs agree; else "step"."""
+    names = set()
+    for run in runs:
+        sample = next((s for s in run.samples if s.tag == metric and s.kind == "scalars"), None)
+        if sample is not None:
+            names.add(next(iter(sample.steps), "step"))
+    return names.pop() if len(names) == 1 else "step"
 
 
 def group_value(run: PlottedRun, key: str) -> Any:
@@ -242,6 +272,15 @@ def default_group_keys(runs: Sequence[PlottedRun]) -> list[str]:
         if len({repr(group_value(run, name)) for run in runs}) > 1:
             keys.append(name)
     return keys
+
+
+def check_group_keys(runs: Sequence[PlottedRun], keys: Sequence[str]) -> None:
+    """PlotError naming the keys the runs have when a grouping key is one no run has (a typo
+    would otherwise make one group `key=?` of every run)."""
+    unknown = [key for key in keys if all(group_value(run, key) is None for run in runs)]
+    if unknown:
+        have = sorted({name for run in runs for name in run.hparams} | set(RUN_ATTRIBUTES))
+        raise PlotError(f"no run has the grouping key(s) {', '.join(map(repr, unknown))}; the runs have: {', '.join(have)}")
 
 
 def group_values(run: PlottedRun, keys: Sequence[str]) -> tuple[str, ...]:
@@ -298,6 +337,8 @@ def plot_runs(
     if smooth < 1:
         raise PlotError(f"smoothing window must be a number of points >= 1, got {smooth}; use --smooth 1 for none")
     keys = list(group_by) if group_by else default_group_keys(runs)
+    check_group_keys(runs, keys)
+    check_axis(runs, x_axis)
     groups: dict[tuple[str, ...], list[tuple[PlottedRun, tuple[np.ndarray, np.ndarray]]]] = {}
     skipped: dict[str, str] = {}
     for run in runs:
@@ -313,7 +354,8 @@ def plot_runs(
         series = [s for _, s in members]
         x, mean, lower, upper, count = group_band(series, max_points=max_points)
         curves.append(GroupCurve(group_label(keys, values), [run.id for run, _ in members], series, x, mean, lower, upper, count))
-    return CrossRunPlot(draw_curves(curves, metric, x_axis or "step", size), curves, skipped)
+    x_label = x_axis or primary_axis(runs, metric)
+    return CrossRunPlot(draw_curves(curves, metric, f"{x_label} ({AXIS_UNITS.get(x_label, 'steps')})", size), curves, skipped)
 
 
 def _missing_metric_message(runs: Sequence[PlottedRun], metric: str, x_axis: str | None) -> str:
@@ -352,6 +394,7 @@ def draw_curves(curves: Sequence[GroupCurve], metric: str, x_label: str, size: t
     figure = new_figure(*size)
     axes = figure.add_subplot()
     draw_groups(axes, curves)
+    clip_to_runs(axes, curves)
     axes.set_xlabel(x_label)
     axes.set_ylabel(metric)
     axes.set_title(f"{metric}: mean over runs, {CONFIDENCE:.0%} confidence band")
@@ -365,6 +408,15 @@ def draw_groups(axes: Any, curves: Sequence[GroupCurve]) -> None:
         (line,) = axes.plot(curve.x, curve.mean, label=f"{curve.label} (n={len(curve.runs)})")
         axes.fill_between(curve.x, curve.lower, curve.upper, color=line.get_color(), alpha=0.25, linewidth=0)
     axes.grid(alpha=0.3)
+
+
+def clip_to_runs(axes: Any, curves: Sequence[GroupCurve]) -> None:
+    """The y range set to the runs' values: with few seeds the band can reach far
+    beyond every run (t(0.975, 1) = 12.7) and would squash the curves; it is cut at the edge."""
+    values = [y for curve in curves for _, y in curve.series]
+    low, high = float(min(np.min(v) for v in values)), float(max(np.max(v) for v in values))
+    pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
+    axes.set_ylim(low - pad, high + pad)
 
 
 def add_legend(figure: Figure, axes: Any, width_px: int) -> None:
