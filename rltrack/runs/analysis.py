@@ -4,7 +4,8 @@ From runs of any library (canonical metric names line them up), a score per
 run (rltrack.runs.scores: its rule said in every output), normalized per task
 by a reference table when one is given (named in every output), grouped by
 hyperparameters (as `rltrack plot` groups, or `group_by`) and by task (the
-run's task, or the hyperparameter `task_key`), then per group the aggregates
+run's task, the hyperparameter `task_key`, or one task of every run with
+`task_key="none"`: runs of libraries that name one environment differently), then per group the aggregates
 of rltrack.runs.stats with stratified bootstrap intervals: IQM, median, mean,
 optimality gap, the probability of improvement of each group over each other,
 performance profiles and sample-efficiency curves (the IQM over runs at each x
@@ -129,7 +130,13 @@ def task_group_keys(runs: Sequence[Run], task_key: str) -> list[str]:
     return keys
 
 
+#: `task_key` that makes every run one task (runs of several libraries on one environment, named differently).
+ONE_TASK = "none"
+
+
 def task_of(run: Run, task_key: str) -> str:
+    if task_key == ONE_TASK:
+        return "all"
     value = group_value(run, task_key)
     return "?" if value is None else str(value)
 
@@ -150,7 +157,7 @@ def compare_runs(
         raise CompareError(f"no runs to compare under {root}; give run patterns, --task or --where (see `rltrack runs ls`)")
     rule = parse_rule(score) if isinstance(score, str) else score
     table = load_reference(Path(reference)) if isinstance(reference, (str, Path)) else reference
-    if task_key != "task":
+    if task_key not in ("task", ONE_TASK):
         check_group_keys(runs, [task_key])
     keys = list(group_by) if group_by else task_group_keys(runs, task_key)
     check_group_keys(runs, keys)
@@ -165,13 +172,13 @@ def compare_runs(
             skipped[run.id] = f"no finite {metric!r}" + (f" against {x_axis!r}" if x_axis else "")
             continue
         name = task_of(run, task_key)
-        if table is not None:
-            table.normalize(name, 0.0)  # a task the table lacks is refused before any work
         series.setdefault((group_label(keys, group_values(run, keys)), name), []).append((run.id, x, y))
     if not series:
         from rltrack.runs.plot import _missing_metric_message
 
         raise CompareError(_missing_metric_message(runs, metric, x_axis))
+    if table is not None:
+        table.check(name for _, name in series)
     axis = x_axis or primary_axis(runs, metric)
     return _compare(series, rule, metric, axis, table, reps, seed, confidence, skipped)
 

@@ -33,6 +33,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -107,13 +108,18 @@ class Reference:
     def describe(self) -> str:
         return f"(score - min) / (max - min), min and max per task from {self.source}"
 
+    def check(self, tasks: Iterable[str]) -> None:
+        """ScoreError naming every task the table lacks, and those it has."""
+        missing = sorted(set(tasks) - set(self.bounds))
+        if missing:
+            raise ScoreError(
+                f"task(s) {', '.join(map(repr, missing))} not in the reference table {self.source} (it has: {', '.join(sorted(self.bounds))}); "
+                "add a line for each, or compare without --reference"
+            )
+
     def normalize(self, task: str, score: Any) -> Any:
         """(score - min) / (max - min) of the task, for a number or a numpy array."""
-        if task not in self.bounds:
-            raise ScoreError(
-                f"task {task!r} is not in the reference table {self.source} (it has: {', '.join(sorted(self.bounds)) or 'no task'}); "
-                "add a line for it, or compare without --reference"
-            )
+        self.check([task])
         low, high = self.bounds[task]
         return (score - low) / (high - low)
 

@@ -1,24 +1,18 @@
 """rltrack.runs.stats against rliable itself, on the same score matrices.
 
-rliable 1.2.0 (Agarwal et al., NeurIPS 2021) is installed with --no-deps (see the
-Makefile): it wants arch < 8, and arch 7.x calls pandas' `deprecate_kwarg` the way
-pandas 2 took it, which pandas 3 refuses at import. The fixture gives pandas'
-decorator its old first argument for arch's one use (a warning class, as pandas 2
-defaulted to) before importing arch; nothing of rltrack goes through it.
-
 Point estimates must equal rliable's to 1e-9. Intervals come from different random
 draws (rliable draws with numpy's global generator), so their bounds must agree
-within 2% of the scores' range at the same number of replications.
+within 2% of the scores' range at the same number of replications. How rliable is
+imported beside pandas 3: tests/helpers/rliable_reference.py.
 """
 
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 import pytest
 from scipy.stats import trim_mean
 
+from rliable_reference import import_rliable
 from rltrack.runs import stats
 
 REPS = 2000
@@ -26,15 +20,7 @@ REPS = 2000
 
 @pytest.fixture(scope="module")
 def rliable():
-    pytest.importorskip("rliable", reason="rliable is the reference the statistics are checked against (installed by the Makefile)")
-    import pandas.util._decorators as decorators
-
-    if "klass" in decorators.deprecate_kwarg.__code__.co_varnames[:1]:  # pandas 3
-        decorators.deprecate_kwarg = functools.partial(decorators.deprecate_kwarg, FutureWarning)
-    from rliable import library, metrics
-
-    np.random.seed(0)
-    return library, metrics
+    return import_rliable()
 
 
 def matrices(runs: int = 6) -> dict[str, np.ndarray]:
