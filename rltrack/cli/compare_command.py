@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 #: rltrack.runs.stats.DEFAULT_REPS, which this module does not import before the command runs (numpy, scipy).
 DEFAULT_REPS = 2000
 
-EXAMPLE = """example:
-  rltrack compare --task 'cartpole*' --metric collector/reward_mean --group-by lr --score last:10 --reference refs.toml --json"""
-
-
 def add_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = commands.add_parser(
         "compare",
@@ -37,8 +33,6 @@ def add_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
         "with a reference table if given, and reports per group of runs the interquartile mean, median, mean and "
         "optimality gap over tasks and seeds with stratified bootstrap confidence intervals (rliable's method), "
         "and the probability that a run of one group beats a run of another.",
-        epilog=EXAMPLE,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("patterns", nargs="*", metavar="RUN_PATTERN", help="a run directory, or a regex searched in the run ids and folder paths under --root (default: all live runs)")
     parser.add_argument("--task", help="only the runs of this task (glob patterns such as 'cartpole*' work)")

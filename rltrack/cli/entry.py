@@ -299,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     from rltrack.cli.run_command import add_command as add_run_command
 
     add_run_command(commands)  # run: sets a handler
+    from rltrack.cli.examples import add_examples
+
+    add_examples(parser)  # every subcommand's --help ends with an example
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv if argv[:1] == ["run"] else dash_values(argv))  # a command's own arguments are left as given
     if hasattr(args, "handler"):
