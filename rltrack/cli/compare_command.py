@@ -48,6 +48,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     output.add_argument("--csv", type=Path, metavar="DIR", help="write the tables as CSV files into DIR")
+    parser.add_argument("--html", type=Path, metavar="FILE", help="also write the comparison page: curves to explore (hover, zoom, smoothing, x axis) and these statistics' figures")
     parser.add_argument("--root", type=root_argument, default=Path("runs"), help="the runs root holding the index (default: runs; a storage URI is read from storage)")
     parser.set_defaults(handler=compare_command)
 
@@ -55,17 +56,26 @@ def add_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
 def compare_command(args: argparse.Namespace) -> int:
     try:
         from rltrack.runs.analysis import compare_runs, dumps
-        from rltrack.runs.plot import PlotError
+        from rltrack.runs.compare import render_comparison
+        from rltrack.runs.grouping import PlotError
         from rltrack.runs.query import QueryError
+        from rltrack.runs.select import chosen_runs
     except ImportError as exc:
         print(f"rltrack compare: a package is missing ({exc}); install the extra: pip install 'rltrack[runs]'", file=sys.stderr)
         return 2
+    group_by = [k.strip() for k in args.group_by.split(",") if k.strip()] if args.group_by else None
     try:
+        runs, unmatched = chosen_runs(args.root, args.patterns, args.task, args.where, all_by_default=True)
+        for pattern in unmatched:
+            print(f"rltrack compare: no run matches {pattern!r} under {args.root} (see `rltrack runs ls --root {args.root}`)", file=sys.stderr)
         comparison = compare_runs(
-            args.root, args.patterns, task=args.task, where=args.where, metric=args.metric, score=args.score,
-            group_by=[k.strip() for k in args.group_by.split(",") if k.strip()] if args.group_by else None,
+            args.root, runs=runs, metric=args.metric, score=args.score,
+            group_by=group_by,
             task_key=args.task_key, reference=args.reference, x_axis=args.x, reps=args.reps, seed=args.seed,
         )  # fmt: skip
+        if args.html:
+            args.html.parent.mkdir(parents=True, exist_ok=True)
+            args.html.write_text(render_comparison(runs, f"rltrack compare: {len(runs)} runs, {args.metric}", comparison, group_by), encoding="utf-8")
     except (PlotError, QueryError, LookupError, ValueError, OSError) as exc:
         print(f"rltrack compare: {exc}", file=sys.stderr)
         return 2

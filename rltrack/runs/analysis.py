@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rltrack.runs import stats
-from rltrack.runs.plot import (
+from rltrack.runs.grouping import (
     PlotError,
     check_axis,
     check_group_keys,
@@ -36,6 +36,7 @@ from rltrack.runs.plot import (
     group_label,
     group_value,
     group_values,
+    missing_metric_message,
     primary_axis,
     run_series,
 )
@@ -174,9 +175,7 @@ def compare_runs(
         name = task_of(run, task_key)
         series.setdefault((group_label(keys, group_values(run, keys)), name), []).append((run.id, x, y))
     if not series:
-        from rltrack.runs.plot import _missing_metric_message
-
-        raise CompareError(_missing_metric_message(runs, metric, x_axis))
+        raise CompareError(missing_metric_message(runs, metric, x_axis))
     if table is not None:
         table.check(name for _, name in series)
     axis = x_axis or primary_axis(runs, metric)

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltrack.sinks.tables import format_value
-from rltrack.runs.plot import AXIS_UNITS, DPI, plot_metrics, plot_timelog, primary_axis, stage_times
+from rltrack.runs.grouping import AXIS_UNITS, primary_axis
+from rltrack.runs.plot import DPI, plot_metrics, plot_timelog, stage_times
 from rltrack.frameworks.canonical import stored_names
 from rltrack.runs.run import MAIN_METRICS
 
@@ -228,14 +229,15 @@ def render_report(run: Run) -> str:
     return page(f"rltrack run {run.id}", sections)
 
 
-def page(title: str, sections: Sequence[str]) -> str:
-    """A whole page: `title` (escaped here) as its title and heading, then the sections."""
+def page(title: str, sections: Sequence[str], style: str = "", script: str = "") -> str:
+    """A whole page: `title` (escaped here) as its title and heading, then the sections;
+    `style` is added to the page's CSS, `script` (trusted: rltrack's own) ends its body."""
     heading = html.escape(title)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{heading}</title>'
-        f'<link rel="icon" href="data:,"><style>{STYLE}</style></head>'
-        f"<body><h1>{heading}</h1>{''.join(sections)}</body></html>\n"
+        f'<link rel="icon" href="data:,"><style>{STYLE}{style}</style></head>'
+        f"<body><h1>{heading}</h1>{''.join(sections)}{script}</body></html>\n"
     )
 
 
