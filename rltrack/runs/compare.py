@@ -53,7 +53,7 @@ def statistics_section(comparison: Comparison | None, reason: str) -> str:
         mine = comparison.aggregates[comparison.aggregates["group"] == group]
         rows.append([group, int((comparison.scores["group"] == group).sum()), *(f"{r.value:.4g} [{r.lower:.4g}, {r.upper:.4g}]" for r in mine.itertuples())])
     return (
-        table(["", ""], about)
+        table(["", "this comparison"], about)
         + table(["group", "runs", *(r for r in comparison.aggregates["aggregate"].unique())], rows, numeric_from=1)
         + '<p class="note">IQM: the mean of the middle 50% of all runs\' scores; median and mean: over tasks of each task\'s mean; '
         "optimality gap: how far scores fall below 1 (the reference max when normalized). Below: the intervals, the probability that a run "
