@@ -11,6 +11,7 @@
     rltrack run [--config F] [--name N] -- python x.py    a script's TensorBoard writers into the trackers
     rltrack plot --metric KEY RUN_PATTERN... -o out.png   a metric across runs, mean and 95% band per group
     rltrack report RUN... [--task T] [--where Q] -o p.html  one run as a page, or several compared on one
+    rltrack compare [RUN...] --metric KEY [--group-by K]  which group is better: IQM, median, mean, gap with bootstrap intervals
 
 This module only parses arguments; the work is done in `rltrack.cli.sync_command` and
 `rltrack.importers`.
@@ -292,9 +293,15 @@ def main(argv: list[str] | None = None) -> int:
 
     add_runs_commands(commands)  # runs ls/show/rm/archive/index, export: each sets a handler
     add_figure_commands(commands)  # plot, report
+    from rltrack.cli.compare_command import add_command as add_compare_command
+
+    add_compare_command(commands)  # compare: sets a handler
     from rltrack.cli.run_command import add_command as add_run_command
 
     add_run_command(commands)  # run: sets a handler
+    from rltrack.cli.examples import add_examples
+
+    add_examples(parser)  # every subcommand's --help ends with an example
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv if argv[:1] == ["run"] else dash_values(argv))  # a command's own arguments are left as given
     if hasattr(args, "handler"):

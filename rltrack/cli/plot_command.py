@@ -8,47 +8,10 @@ which itself reads runs: the drawing must not depend on the index.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-from pathlib import Path
-from typing import Sequence
 
 from rltrack.runs.plot import PlotError, parse_size, plot_runs
-from rltrack.runs.query import query
-from rltrack.runs.run import Run, open_run
-
-
-def select_runs(patterns: Sequence[str], root: Path) -> tuple[list[Run], list[str]]:
-    """The runs `patterns` name, each once, in order: a pattern is a run directory, or a
-    regular expression searched in the ids and in the folder paths (relative to `root`)
-    of the live (not archived) runs indexed under `root`. Also returns the patterns
-    that matched nothing."""
-    runs: dict[Path, Run] = {}
-    unmatched = []
-    indexed = None
-    for pattern in patterns:
-        if Path(pattern).is_dir():
-            paths = [Path(pattern)]
-        else:
-            try:
-                regex = re.compile(pattern)
-            except re.error as exc:
-                raise PlotError(
-                    f"run pattern {pattern!r} is not a directory nor a regular expression ({exc}); e.g. 'cartpole/2026/' or 'lr=0.001'"
-                ) from None
-            if indexed is None:
-                indexed = query(root, archived=False)
-            paths = [root / path for run_id, path in zip(indexed["id"], indexed["path"]) if regex.search(run_id) or regex.search(path)]
-        if not paths:
-            unmatched.append(pattern)
-        for path in paths:
-            key = path.resolve()
-            if key not in runs:
-                try:
-                    runs[key] = open_run(path)
-                except ValueError as exc:
-                    raise PlotError(str(exc)) from None
-    return list(runs.values()), unmatched
+from rltrack.runs.select import SelectionError, select_runs
 
 
 def plot_command(args: argparse.Namespace) -> int:
@@ -64,7 +27,7 @@ def plot_command(args: argparse.Namespace) -> int:
         result = plot_runs(runs, args.metric, x_axis=args.x, group_by=group_by, smooth=args.smooth, size=size)
         args.output.parent.mkdir(parents=True, exist_ok=True)
         result.save(str(args.output))
-    except PlotError as exc:
+    except (PlotError, SelectionError) as exc:
         print(f"rltrack plot: {exc}", file=sys.stderr)
         return 2
     except ImportError as exc:

@@ -12,30 +12,24 @@ import argparse
 import sys
 from rltrack.runs.compare import render_comparison
 from rltrack.runs.plot import PlotError
-from rltrack.cli.plot_command import select_runs
-from rltrack.runs.query import QueryError, query
+from rltrack.runs.query import QueryError
 from rltrack.runs.report import write_report
-from rltrack.runs.run import Run, open_run
+from rltrack.runs.run import Run
+from rltrack.runs.select import chosen_runs
 
 
-def chosen_runs(args: argparse.Namespace) -> list[Run]:
+def report_runs(args: argparse.Namespace) -> list[Run]:
     """The runs of the patterns, then those of `--task` / `--where` (each once, in order)."""
-    runs, unmatched = select_runs(args.runs, args.root) if args.runs else ([], [])
+    runs, unmatched = chosen_runs(args.root, args.runs, args.task, args.where)
     for pattern in unmatched:
         print(f"rltrack report: no run matches {pattern!r} under {args.root} (see `rltrack runs ls --root {args.root}`)", file=sys.stderr)
-    if args.task or args.where:
-        seen = {run.path.resolve() for run in runs}
-        table = query(args.root, where=args.where, task=args.task, archived=False)
-        for path in table["path"]:
-            if (args.root / path).resolve() not in seen:
-                runs.append(open_run(args.root / path))
     return runs
 
 
 def report_command(args: argparse.Namespace) -> int:
     """`rltrack report RUN... [--task T] [--where EXPR] -o page.html`."""
     try:
-        runs = chosen_runs(args)
+        runs = report_runs(args)
         if not runs:
             raise PlotError(f"no runs to report on; give run directories, run id patterns, --task or --where over the runs under {args.root}")
         if len(runs) == 1 and not (args.task or args.where):

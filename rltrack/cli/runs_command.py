@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from rltrack.core.storage import refuse_uri_as_path
-from rltrack.runs.index import ARCHIVE_DIR, connect, rebuild, refresh, resolve
-from rltrack.runs.query import QueryError, select
+from rltrack.runs.index import ARCHIVE_DIR, RUN_COLUMNS, connect, rebuild, refresh, resolve
+from rltrack.runs.query import QueryError, field_names, select
 from rltrack.runs.run import MAIN_METRICS, open_run
 
 DEFAULT_ROOT = Path("runs")
@@ -178,6 +178,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     try:
         with closing(connect(args.root)) as db:
             names, found = select(db, args.where, args.task, args.sort, None if args.all else False)
+            known = field_names(db) | set(RUN_COLUMNS)
     except QueryError as exc:
         return _fail("runs ls", str(exc))
     if args.json:
@@ -185,6 +186,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return 0
     if args.columns:
         columns = ["id", *[c.strip() for c in args.columns.split(",") if c.strip()]]
+        unknown = [c for c in columns if c not in known]
+        if unknown:
+            return _fail("runs ls", f"no run has the column(s) {', '.join(map(repr, unknown))}; the indexed runs have: {', '.join(sorted(known))}")
     else:
         metrics = [m for m in MAIN_METRICS if m in names and m != "collector/total_envstep_count"]
         addressed_by_path = ["path"] if any(row.get("writer") != "rltrack" for row in found) else []  # runs written without rltrack

@@ -1,16 +1,18 @@
 """Several runs on one self-contained HTML page (`rltrack report` over a task, a query or a list).
 
 What an RL user compares: the groups of runs (runs with equal hyperparameters,
-seeds apart: `rltrack.runs.plot.default_group_keys`), each drawn as the mean
-over its runs with a 95% band and each of its runs as a thin line, one panel
-per *value* (a native key and its canonical twin holding the same numbers are
-one panel, titled by the canonical name); the hyperparameters that tell the
-groups apart; a summary table of the main metrics per group (final value,
-mean ± sample std over the group's runs, and n); a table of the runs (group,
-seed, status, final values), as W&B's runs table and trackio's runs list
-show. Every chart names its axes and their units. Like the single-run page
-(rltrack.runs.report, whose helpers it uses), the page is one file: inline
-CSS, base64 PNGs, no script, everything from the runs escaped.
+seeds apart: `rltrack.runs.grouping.default_group_keys`), each drawn as the mean
+over its runs with a 95% band, one interactive panel per *value* (a native key
+and its canonical twin holding the same numbers are one panel, titled by the
+canonical name; rltrack.runs.explore: hover, zoom, smoothing, x axis, each run
+on demand); the hyperparameters that tell the groups apart; a summary table of
+the main metrics per group (final value, mean ± sample std over the group's
+runs, and n); a table of the runs (group, seed, status, final values), as
+W&B's runs table and trackio's runs list show; and what `rltrack compare`
+reports (rltrack.runs.analysis) with its figures. Every chart names its axes
+and their units. Like the single-run page (rltrack.runs.report, whose helpers
+it uses), the page is one file: inline CSS and script, no external URL,
+everything from the runs escaped.
 """
 
 from __future__ import annotations
@@ -20,59 +22,45 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from rltrack.runs.plot import (
-    CONFIDENCE,
-    SEED_NAME,
-    GroupCurve,
-    default_group_keys,
-    group_label,
-    group_values,
-    plot_runs,
-)
-from rltrack.runs.report import AXIS_UNITS, page, png_data_uri, primary_axis, section, table, value_panels, value_unit
+from rltrack.runs.analysis import Comparison, compare_runs
+from rltrack.runs.explore import STYLE as EXPLORE_STYLE
+from rltrack.runs.explore import explorer, panel
+from rltrack.runs.grouping import SEED_NAME, default_group_keys, group_label, group_values
+from rltrack.runs.plot import CONFIDENCE
+from rltrack.runs.report import page, section, table, value_panels, value_unit
 from rltrack.runs.run import MAIN_METRICS, Run
 
 #: Most panels on a page (the rest are named under the figures).
 MAX_PANELS = 12
-#: Size of one panel, in pixels.
-PANEL_SIZE = (760, 470)
 
 
-def figures(runs: Sequence[Run], chosen: list[tuple[str, list[str]]], keys: list[str]) -> str:
-    parts = []
-    for metric, aliases in chosen[:MAX_PANELS]:
-        result = plot_runs(runs, metric, group_by=keys or None, size=PANEL_SIZE)
-        axes = result.figure.axes[0]
-        draw_members(axes, result.curves)
-        axis = primary_axis(runs, metric)
-        axes.set_xlabel(f"{axis} ({AXIS_UNITS.get(axis, 'steps')})")
-        axes.set_ylabel(value_unit(metric))
-        title = metric + (f" (= {', '.join(aliases)})" if aliases else "")
-        parts.append(f'<h3 class="panel">{html.escape(title)}</h3><img alt="{html.escape(metric)}" src="{png_data_uri(result.figure)}">')
-        if result.skipped:
-            parts.append(f'<p class="note">{len(result.skipped)} run(s) without this metric.</p>')
+def panels(runs: Sequence[Run], chosen: list[tuple[str, list[str]]], keys: list[str]) -> tuple[list[dict[str, Any]], str]:
+    """The interactive panels' data (rltrack.runs.explore), at most MAX_PANELS, and a note naming the rest."""
+    drawn = [panel(runs, metric, metric + (f" (= {', '.join(aliases)})" if aliases else ""), value_unit(metric), keys) for metric, aliases in chosen[:MAX_PANELS]]
     rest = [metric for metric, _ in chosen[MAX_PANELS:]]
-    if rest:
-        parts.append(f'<p class="note">Not drawn ({len(rest)}): {html.escape(", ".join(rest))}.</p>')
-    return "".join(parts) or '<p class="note">no metrics</p>'
+    return drawn, f'<p class="note">Not drawn ({len(rest)}): {html.escape(", ".join(rest))}.</p>' if rest else ""
 
 
-def draw_members(axes: Any, curves: list[GroupCurve]) -> None:
-    """Each run of a group of several as a thin line in its group's colour (what a
-    user looks at beside the mean: do the seeds agree?), and the y range set to
-    the runs' values: with few seeds the band can reach far beyond every run
-    (t(0.975, 1) = 12.7), and would squash the curves; it is cut at the edge."""
-    means = axes.get_lines()[: len(curves)]
-    for curve, mean in zip(curves, means):
-        if len(curve.runs) > 1:
-            for x, y in curve.series:
-                axes.plot(x, y, color=mean.get_color(), linewidth=0.7, alpha=0.5)
-    values = [y for curve in curves for _, y in curve.series]
-    low, high = float(min(np.min(v) for v in values)), float(max(np.max(v) for v in values))
-    pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
-    axes.set_ylim(low - pad, high + pad)
+def statistics_section(comparison: Comparison | None, reason: str) -> str:
+    """What `rltrack compare` reports, as a table and (drawn by the page) its figures."""
+    if comparison is None:
+        return f'<p class="note">{html.escape(reason)}</p>'
+    about = [("metric", comparison.metric), ("score", comparison.score), ("normalization", comparison.normalization or "none (raw scores)"),
+             ("tasks", ", ".join(comparison.tasks)), ("intervals", f"{comparison.confidence:.0%} stratified bootstrap percentile intervals, "
+             f"{comparison.reps} replications (runs resampled within each task), seed {comparison.seed}")]  # fmt: skip
+    rows = []
+    for group in comparison.groups:
+        mine = comparison.aggregates[comparison.aggregates["group"] == group]
+        rows.append([group, int((comparison.scores["group"] == group).sum()), *(f"{r.value:.4g} [{r.lower:.4g}, {r.upper:.4g}]" for r in mine.itertuples())])
+    return (
+        table(["", "this comparison"], about)
+        + table(["group", "runs", *(r for r in comparison.aggregates["aggregate"].unique())], rows, numeric_from=1)
+        + '<p class="note">IQM: the mean of the middle 50% of all runs\' scores; median and mean: over tasks of each task\'s mean; '
+        "optimality gap: how far scores fall below 1 (the reference max when normalized). Below: the intervals, the probability that a run "
+        "of one group scores above a run of another (averaged over tasks), performance profiles (the fraction of runs scoring above τ) "
+        "and sample-efficiency curves (the IQM over runs at each x), each with its band.</p>"
+        '<div id="rltrack-stats"></div>'
+    )
 
 
 def summary_rows(groups: dict[tuple[str, ...], list[Run]], keys: list[str], metrics: list[str]) -> list[list[str]]:
@@ -109,18 +97,27 @@ def _mean_std(values: list[float]) -> str:
     return f"{mean:.4g} ± {std:.2g} (n={len(values)})"
 
 
-def render_comparison(runs: Sequence[Run], title: str) -> str:
-    """The comparison page of `runs` as a string."""
-    keys = default_group_keys(runs)
+def render_comparison(runs: Sequence[Run], title: str, comparison: Comparison | None = None, group_by: Sequence[str] | None = None) -> str:
+    """The comparison page of `runs` as a string, grouped by `group_by` (default: `default_group_keys`);
+    its statistics are `comparison`'s, else `rltrack compare`'s defaults over the first main metric."""
+    keys = list(group_by) if group_by else default_group_keys(runs)
     groups: dict[tuple[str, ...], list[Run]] = {}
     for run in runs:
         groups.setdefault(group_values(run, keys), []).append(run)
     groups = dict(sorted(groups.items()))
     chosen = value_panels(runs)
     main = [metric for metric, _ in chosen if metric in MAIN_METRICS] or [metric for metric, _ in chosen[:3]]
+    reason = "no metric to compare"
+    if comparison is None and main:
+        try:
+            comparison = compare_runs(runs=runs, metric=main[0], group_by=group_by)
+        except ValueError as exc:
+            reason = f"no statistics for {main[0]}: {exc}"
     differing = table(
         ["group", *keys, "runs"], [[group_label(keys, values), *values, len(members)] for values, members in groups.items()]
     ) if keys else '<p class="note">The runs have the same hyperparameters (seeds apart): one group.</p>'  # fmt: skip
+    drawn, not_drawn = panels(runs, chosen, keys)
+    controls, data_and_script = explorer(runs, drawn, comparison)
     sections = [
         section("groups", f"Groups ({len(runs)} runs)", differing),
         section(
@@ -134,7 +131,8 @@ def render_comparison(runs: Sequence[Run], title: str) -> str:
             "curves",
             "Curves",
             f'<p class="note">Per group: the mean over its runs, the band its {CONFIDENCE:.0%} Student-t interval '
-            "(no band where one run covers a step), each of its runs a thin line; one panel per value.</p>" + figures(runs, chosen, keys),
+            "(no band where one run covers a step; cut at the runs' range); one panel per value.</p>" + controls + not_drawn,
         ),
+        section("statistics", "Which group is better, and how sure", statistics_section(comparison, reason)),
     ]
-    return page(title, sections)
+    return page(title, sections, style=EXPLORE_STYLE, script=data_and_script)

@@ -28,16 +28,30 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rltrack.runs.grouping import (
+    AXIS_UNITS,
+    PlotError,
+    PlottedRun,
+    check_axis,
+    check_group_keys,
+    clean_series,
+    default_group_keys,
+    group_label,
+    group_values,
+    missing_metric_message,
+    primary_axis,
+    run_series,
+    shortened,
+)
+
 if TYPE_CHECKING:
-    import pandas as pd
     from matplotlib.figure import Figure
 
 #: Confidence of the band around each group's mean.
@@ -47,39 +61,8 @@ MAX_POINTS = 1000
 #: Default size of a cross-run plot, in pixels.
 PLOT_SIZE = (960, 600)
 DPI = 100
-#: Hyperparameters that tell seeds apart: never a default grouping key.
-SEED_NAME = re.compile(r"(^|[_./])seed$", re.IGNORECASE)
-#: Run attributes that can be used as grouping keys besides hyperparameters.
-RUN_ATTRIBUTES = ("source", "task", "host")
 #: Subplots per row in a single run's metrics figure.
 COLUMNS = 3
-
-
-class PlottedRun(Protocol):
-    """What the figures read of a run: rltrack.runs.run.Run has it. A protocol,
-    so that `Run.plot_metrics()` can call this module without the two modules
-    importing each other."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def task(self) -> str: ...
-    @property
-    def host(self) -> str: ...
-    @property
-    def hparams(self) -> dict[str, Any]: ...
-    @property
-    def metrics(self) -> dict[str, list[tuple[int, float]]]: ...
-    @property
-    def timelog(self) -> dict[str, list[float]]: ...
-    @property
-    def df(self) -> pd.DataFrame: ...
-
-
-class PlotError(ValueError):
-    """The plot cannot be drawn as asked (no run has the metric, bad option value)."""
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -125,27 +108,6 @@ def _t_coverage(theta: float, dof: int) -> float:
         term *= (k - 1) / k * cos2
         total += term
     return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
-
-
-def trailing_mean(values: np.ndarray, window: int) -> np.ndarray:
-    """The mean of each value and the `window - 1` before it (fewer at the start)."""
-    if window <= 1:
-        return values.astype(float)
-    sums = np.cumsum(np.insert(values.astype(float), 0, 0.0))
-    ends = np.arange(1, len(values) + 1)
-    starts = np.maximum(ends - window, 0)
-    return (sums[ends] - sums[starts]) / (ends - starts)
-
-
-def clean_series(x: Iterable[float], y: Iterable[float], smooth: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Finite points sorted by x, the last value kept for a repeated x, smoothed."""
-    xs, ys = np.asarray(list(x), dtype=float), np.asarray(list(y), dtype=float)
-    keep = np.isfinite(xs) & np.isfinite(ys)
-    xs, ys = xs[keep], ys[keep]
-    order = np.argsort(xs, kind="stable")
-    xs, ys = xs[order], ys[order]
-    last = np.append(xs[1:] != xs[:-1], True) if len(xs) else np.zeros(0, dtype=bool)
-    return xs[last], trailing_mean(ys[last], smooth)
 
 
 @dataclass
@@ -201,85 +163,6 @@ class CrossRunPlot:
         self.figure.savefig(path, format="png", dpi=DPI)
 
 
-def run_series(run: PlottedRun, metric: str, x_axis: str | None) -> tuple[list[float], list[float]]:
-    """The metric's (x values, values): on the primary step axis, or against `x_axis`
-    (a step axis column of `run.df`, or `time` for seconds since the run's first record)."""
-    if x_axis is None:
-        points = run.metrics.get(metric, [])
-        return [step for step, _ in points], [value for _, value in points]
-    frame = run.df
-    if frame.empty:
-        return [], []
-    rows = frame[frame["key"] == metric]
-    if x_axis == "time":
-        start = frame["time"].min()
-        return list(rows["time"] - start), list(rows["value"])
-    if x_axis not in rows.columns:
-        return [], []
-    rows = rows[rows[x_axis].notna()]
-    return list(rows[x_axis]), list(rows["value"])
-
-
-def group_value(run: PlottedRun, key: str) -> Any:
-    """A run's value for a grouping key: a hyperparameter, or `source`/`task`/`host`."""
-    if key in run.hparams:
-        return run.hparams[key]
-    if key in RUN_ATTRIBUTES:
-        return getattr(run, key)
-    return None
-
-
-def default_group_keys(runs: Sequence[PlottedRun]) -> list[str]:
-    """The hyperparameters every run has whose values differ between the runs,
-    seeds left out, and `source` when the runs come from several frameworks (a
-    hyperparameter only some runs have, as across frameworks, says nothing
-    about the others)."""
-    shared = set.intersection(*(set(run.hparams) for run in runs)) if runs else set()
-    keys = []
-    for name in sorted(shared | {"source"}):
-        if SEED_NAME.search(name):
-            continue
-        if len({repr(group_value(run, name)) for run in runs}) > 1:
-            keys.append(name)
-    return keys
-
-
-def group_values(run: PlottedRun, keys: Sequence[str]) -> tuple[str, ...]:
-    """The run's grouping values as text, `?` where it has none; a float to 12
-    significant digits (0.009, not 0.009000000000000001: the error of a sum
-    such as `0.001 * 9` tells no group apart and makes a legend unreadable)."""
-    return tuple("?" if (value := group_value(run, key)) is None else _text(value) for key in keys)
-
-
-def _text(value: Any) -> str:
-    return repr(float(format(value, ".12g"))) if isinstance(value, float) else str(value)
-
-
-def short_keys(keys: Sequence[str]) -> list[str]:
-    """Each key by its last part (`policy/learn/learning_rate` -> `learning_rate`)
-    where that part names one key only, else in full: what a legend shows."""
-    last = Counter(key.rsplit("/", 1)[-1] for key in keys)
-    return [key.rsplit("/", 1)[-1] if last[key.rsplit("/", 1)[-1]] == 1 else key for key in keys]
-
-
-#: Characters of one value in a group label (longer ones lose their middle).
-MAX_LABEL_VALUE = 40
-
-
-def group_label(keys: Sequence[str], values: Sequence[str]) -> str:
-    pairs = zip(short_keys(keys), values)
-    return ", ".join(f"{key}={shortened(value, MAX_LABEL_VALUE)}" for key, value in pairs) or "all runs"
-
-
-def shortened(text: str, limit: int) -> str:
-    """`text`, its middle replaced by "…" when longer than `limit` characters:
-    the start and the end (where values that differ often differ) stay."""
-    if len(text) <= limit:
-        return text
-    head = max((limit - 1) // 2, 1)
-    return text[:head] + "…" + text[len(text) - max(limit - 1 - head, 1):]
-
-
 def plot_runs(
     runs: Sequence[PlottedRun],
     metric: str,
@@ -298,6 +181,8 @@ def plot_runs(
     if smooth < 1:
         raise PlotError(f"smoothing window must be a number of points >= 1, got {smooth}; use --smooth 1 for none")
     keys = list(group_by) if group_by else default_group_keys(runs)
+    check_group_keys(runs, keys)
+    check_axis(runs, x_axis)
     groups: dict[tuple[str, ...], list[tuple[PlottedRun, tuple[np.ndarray, np.ndarray]]]] = {}
     skipped: dict[str, str] = {}
     for run in runs:
@@ -307,25 +192,14 @@ def plot_runs(
             continue
         groups.setdefault(group_values(run, keys), []).append((run, (x, y)))
     if not groups:
-        raise PlotError(_missing_metric_message(runs, metric, x_axis))
+        raise PlotError(missing_metric_message(runs, metric, x_axis))
     curves = []
     for values, members in sorted(groups.items()):
         series = [s for _, s in members]
         x, mean, lower, upper, count = group_band(series, max_points=max_points)
         curves.append(GroupCurve(group_label(keys, values), [run.id for run, _ in members], series, x, mean, lower, upper, count))
-    return CrossRunPlot(draw_curves(curves, metric, x_axis or "step", size), curves, skipped)
-
-
-def _missing_metric_message(runs: Sequence[PlottedRun], metric: str, x_axis: str | None) -> str:
-    available = Counter(key for run in runs for key in run.metrics)
-    near = [key for key, _ in available.most_common() if key.rsplit("/", 1)[-1] in metric or metric in key][:8]
-    shown = near or [key for key, _ in available.most_common(12)]
-    where = f" against x axis {x_axis!r}" if x_axis else ""
-    return (
-        f"none of the {len(runs)} runs has metric {metric!r}{where}; "
-        f"metrics they have include: {', '.join(shown) or 'none'}; pass one of them to --metric"
-        + ("" if not x_axis else " or leave out --x to use each run's primary step axis")
-    )
+    x_label = x_axis or primary_axis(runs, metric)
+    return CrossRunPlot(draw_curves(curves, metric, f"{x_label} ({AXIS_UNITS.get(x_label, 'steps')})", size), curves, skipped)
 
 
 def new_figure(width_px: int, height_px: int) -> Figure:
@@ -352,6 +226,7 @@ def draw_curves(curves: Sequence[GroupCurve], metric: str, x_label: str, size: t
     figure = new_figure(*size)
     axes = figure.add_subplot()
     draw_groups(axes, curves)
+    clip_to_runs(axes, curves)
     axes.set_xlabel(x_label)
     axes.set_ylabel(metric)
     axes.set_title(f"{metric}: mean over runs, {CONFIDENCE:.0%} confidence band")
@@ -365,6 +240,15 @@ def draw_groups(axes: Any, curves: Sequence[GroupCurve]) -> None:
         (line,) = axes.plot(curve.x, curve.mean, label=f"{curve.label} (n={len(curve.runs)})")
         axes.fill_between(curve.x, curve.lower, curve.upper, color=line.get_color(), alpha=0.25, linewidth=0)
     axes.grid(alpha=0.3)
+
+
+def clip_to_runs(axes: Any, curves: Sequence[GroupCurve]) -> None:
+    """The y range set to the runs' values: with few seeds the band can reach far
+    beyond every run (t(0.975, 1) = 12.7) and would squash the curves; it is cut at the edge."""
+    values = [y for curve in curves for _, y in curve.series]
+    low, high = float(min(np.min(v) for v in values)), float(max(np.max(v) for v in values))
+    pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
+    axes.set_ylim(low - pad, high + pad)
 
 
 def add_legend(figure: Figure, axes: Any, width_px: int) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rltrack.sinks.tables import format_value
+from rltrack.runs.grouping import AXIS_UNITS, primary_axis
 from rltrack.runs.plot import DPI, plot_metrics, plot_timelog, stage_times
 from rltrack.frameworks.canonical import stored_names
 from rltrack.runs.run import MAIN_METRICS
@@ -48,15 +49,6 @@ img { max-width: 100%; height: auto; display: block; margin: .5em 0; }
 """
 
 
-#: Step axes and what they count: the x axis's unit.
-AXIS_UNITS = {
-    "env_steps": "environment steps",
-    "train_iter": "training iterations",
-    "epoch": "epochs",
-    "step": "records",
-}
-
-
 def value_panels(runs: Sequence[Run]) -> list[tuple[str, list[str]]]:
     """(metric, the other names of the same value) per panel: a native key shares
     its canonical name's panel when, in every run that has it, it holds the same
@@ -74,17 +66,6 @@ def value_panels(runs: Sequence[Run]) -> list[tuple[str, list[str]]]:
     having = {key: sum(key in run.metrics for run in runs) for key in aliases}
     main = list(MAIN_METRICS)
     return sorted(aliases.items(), key=lambda c: (main.index(c[0]) if c[0] in main else len(main), -having[c[0]], c[0]))
-
-
-def primary_axis(runs: Sequence[Run], metric: str) -> str:
-    """The name of the step axis the metric's points are at (the first axis of its
-    samples), when the runs agree; else "step"."""
-    names = set()
-    for run in runs:
-        sample = next((s for s in run.samples if s.tag == metric and s.kind == "scalars"), None)
-        if sample is not None:
-            names.add(next(iter(sample.steps), "step"))
-    return names.pop() if len(names) == 1 else "step"
 
 
 #: Leaf name endings of counters -> what they count (the y axis's unit).
@@ -248,14 +229,15 @@ def render_report(run: Run) -> str:
     return page(f"rltrack run {run.id}", sections)
 
 
-def page(title: str, sections: Sequence[str]) -> str:
-    """A whole page: `title` (escaped here) as its title and heading, then the sections."""
+def page(title: str, sections: Sequence[str], style: str = "", script: str = "") -> str:
+    """A whole page: `title` (escaped here) as its title and heading, then the sections;
+    `style` is added to the page's CSS, `script` (trusted: rltrack's own) ends its body."""
     heading = html.escape(title)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{heading}</title>'
-        f'<link rel="icon" href="data:,"><style>{STYLE}</style></head>'
-        f"<body><h1>{heading}</h1>{''.join(sections)}</body></html>\n"
+        f'<link rel="icon" href="data:,"><style>{STYLE}{style}</style></head>'
+        f"<body><h1>{heading}</h1>{''.join(sections)}{script}</body></html>\n"
     )
 
 

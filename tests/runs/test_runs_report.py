@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import math
 import re
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -26,13 +26,13 @@ import pytest
 from PIL import Image
 
 import rltrack
+from browser import WINDOW, chromium, console_lines
 from rltrack.journal import read_journal
 from rltrack.runs import load
 
 HOSTILE_VALUE = "<script>alert('x')</script>"
 HOSTILE_KEY = 'a<b>&"c'
 SECTIONS = ["overview", "hyperparameters", "config", "summary", "metrics", "timings", "checkpoints"]
-WINDOW = (1200, 3000)
 
 
 class PageReader(HTMLParser):
@@ -184,24 +184,6 @@ def decode_png(url: str) -> Image.Image:
     return image
 
 
-def chromium(tmp_path: Path, page: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    """Headless Chromium on `page` with console messages logged to stderr (`INFO:CONSOLE...` lines)."""
-    executable = shutil.which("chromium")
-    if executable is None:
-        pytest.fail("the report test needs Debian's chromium: apt-get install -y chromium (`make test` installs it)")
-    command = [
-        executable, "--headless", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr", "--v=0",
-        f"--user-data-dir={tmp_path / 'profile'}", f"--window-size={WINDOW[0]},{WINDOW[1]}", *options, page.as_uri(),
-    ]  # fmt: skip
-    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done
-
-
-def console_lines(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
-
-
 #: Added to a copy of the page by the test only: what the browser decoded, written into the DOM and the console.
 CHECKER = """<script>
 window.addEventListener("load", () => {
@@ -297,7 +279,7 @@ def comparison(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_the_comparison_page_has_the_groups_their_sizes_and_one_panel_per_value(comparison):
     _, text, _ = comparison
     page = read_page(text)
-    assert page.sections == ["groups", "summary", "runs", "curves"]
+    assert page.sections == ["groups", "summary", "runs", "curves", "statistics"]
     groups = page.rows["groups"][1:]
     assert [(row[0], row[2]) for row in groups] == [("lr=0.001", "3"), ("lr=0.01", "3")]  # seeds and output_dir are no groups
     summary = {row[0]: row[1:] for row in page.rows["summary"][1:]}
@@ -305,13 +287,19 @@ def test_the_comparison_page_has_the_groups_their_sizes_and_one_panel_per_value(
     assert summary["lr=0.01"][1] == "81 ± 1 (n=3)"
     runs = page.rows["runs"][1:]  # a row per run: id, group, seed, status, the main metrics' finals
     assert sorted((row[1], row[2], row[4]) for row in runs) == [(f"lr={lr}", str(seed), f"{lr * 8000 + seed:g}") for lr in (0.001, 0.01) for seed in range(3)]
-    panels = re.findall(r'<h3 class="panel">([^<]*)</h3>', text)
+    panels = [panel["title"] for panel in page_data(text)["panels"]]  # drawn by the page's script (tests/runs/test_compare_page.py)
     assert "collector/reward_mean (= env_runners/episode_return_mean)" in panels
     assert not [p for p in panels if p.startswith("env_runners/episode_return_mean")]  # not twice under two names
     assert len(panels) == len(set(panels))
-    images = [decode_png(url) for url in page.urls if url.startswith("data:image/png")]
-    assert len(images) == len(panels) and all(image.size == (760, 470) for image in images)
-    assert "<script" not in text and "http" not in " ".join(page.urls)
+    assert re.findall(r"<script[^>]*>", text) == ['<script type="application/json" id="rltrack-data">', "<script>"]
+    assert "http" not in " ".join(page.urls) and not [url for url in page.urls if not url.startswith("data:")]
+
+
+def page_data(text: str) -> dict:
+    """The JSON block the comparison page's charts are drawn from."""
+    block = re.search(r'<script type="application/json" id="rltrack-data">(.*?)</script>', text, re.S)
+    assert block is not None
+    return json.loads(block[1])
 
 
 def test_the_charts_name_their_axes_with_units(tmp_path):
@@ -330,22 +318,15 @@ def test_the_charts_name_their_axes_with_units(tmp_path):
     assert value_unit("collector/total_episode_count") == "collector/total_episode_count (episodes)"
 
 
-def test_each_panel_draws_the_groups_runs_and_keeps_them_in_view(comparison):
-    from rltrack.runs.compare import draw_members
-    from rltrack.runs.plot import plot_runs
-
-    _, _, root = comparison
-    runs = [load(path) for path in sorted(root.iterdir()) if path.is_dir() and (path / "meta.json").is_file()]
-    result = plot_runs(runs, "collector/reward_mean", group_by=["lr"])
-    axes = result.figure.axes[0]
-    draw_members(axes, result.curves)
-    lines = axes.get_lines()
-    assert len(lines) == 2 + 6  # the two means, then each run thin in its group's colour
-    assert [line.get_color() for line in lines[2:]] == [lines[0].get_color()] * 3 + [lines[1].get_color()] * 3
-    finals = sorted(float(line.get_ydata()[-1]) for line in lines[2:])
+def test_each_panel_holds_every_runs_values_on_each_of_its_axes(comparison):
+    _, text, _ = comparison
+    reward = next(panel for panel in page_data(text)["panels"] if panel["metric"] == "collector/reward_mean")
+    assert [group["label"] for group in reward["groups"]] == ["lr=0.001", "lr=0.01"]
+    finals = sorted(run["y"][-1] for group in reward["groups"] for run in group["runs"])
     assert finals == [8000 * lr + seed for lr in (0.001, 0.01) for seed in range(3)]
-    low, high = axes.get_ylim()  # the runs' range (1 .. 82) and a margin, not the band's (t(0.975, 2) = 4.3)
-    assert low < 1 and high > 82 and high - low < 82 * 1.2
+    first = reward["groups"][0]["runs"][0]
+    assert first["x"]["env_steps"] == [500 * i for i in range(1, 9)] and first["x"]["train_iter"] == list(range(1, 9))
+    assert reward["primary"] == "env_steps" and {"env_steps", "train_iter", "time"} <= set(reward["axes"])
 
 
 def test_chromium_shows_the_comparison_page(comparison, tmp_path):
@@ -380,7 +361,7 @@ def test_values_that_happen_to_be_equal_keep_their_own_panels(tmp_path):
                 sb3_logger.dump(step=512 * iteration)
         runs.append(load(logger.run_dir))
     text = render_comparison(runs, "cartpole")
-    panels = re.findall(r'<h3 class="panel">([^<]*)</h3>', text)
+    panels = [panel["title"] for panel in page_data(text)["panels"]]
     assert "collector/reward_mean (= collector/ep_rew_mean)" in panels
     assert "collector/avg_envstep_per_episode (= collector/ep_len_mean)" in panels
     assert len(panels) == len(set(panels))
