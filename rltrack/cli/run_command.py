@@ -39,7 +39,8 @@ from typing import Any
 from rltrack.agent.files import agent_dir, ensure_running
 from rltrack.cli.run_child import ENV_COMMAND, ENV_FIRST, ENV_LAUNCH, ENV_NAME, ENV_RUN_DIR
 from rltrack.sinks.rundir import create_run_dir
-from rltrack.training.config import ConfigError, load_config
+from rltrack.trackers.remote import StoreNotReady
+from rltrack.training.config import ConfigError, launch_stores, load_config
 
 #: The directory whose `sitecustomize` attaches rltrack in every Python process of the command.
 SITE_DIR = Path(__file__).resolve().parent / "launch_site"
@@ -70,10 +71,12 @@ def launch(command: list[str], config: Path | None, name: str | None) -> int:
         return 2
     env = child_environment(command, config, name)
     try:
-        settings = load_config(env.get("RLTRACK_CONFIG") or None)["run"]  # a mistake in the config shows now, not in the script
-    except ConfigError as exc:
+        cfg = load_config(env.get("RLTRACK_CONFIG") or None)  # a mistake in the config shows now, not in the script
+        launch_stores(cfg)  # the trackers' stores whole before the command writes (rltrack.trackers.mlflow.whole)
+    except (ConfigError, StoreNotReady) as exc:
         print(f"rltrack run: {exc}", file=sys.stderr)
         return 2
+    settings = cfg["run"]
     one_run = None
     if settings["launch_runs"] == "one":  # named now: every process of the launch writes this directory
         one_run = create_run_dir(Path(settings["root"]).expanduser().resolve(), name or settings["name"] or command_name(command))
