@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from rltrack.agent.files import LAUNCHER_WAITS_ENV
 from rltrack.agent.link import AgentLink
 from rltrack.sinks.base import Backend, RunContext
 from rltrack.delivery.worker import time_left
@@ -303,7 +304,7 @@ class Logger:
                 return False
         elif complete:
             self.behind = self._agent.finish(status, deadline, self._journal_path)
-            if self.behind and not quiet:
+            if self.behind and not quiet and not (os.environ.get(LAUNCHER_WAITS_ENV) and not self._agent.gave_up):  # `rltrack run` waits on and says it
                 self._agent.say_left_behind(self.behind)
             complete = not self.behind
             if self._agent.gave_up:  # the agent is done with this writer: report.json holds its counts and the agent's
