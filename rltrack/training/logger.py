@@ -124,11 +124,13 @@ class Logger:
     ) -> None:
         """Hand over one record; returns in microseconds. `step` is an int (axis
         "step") or a mapping of named axes, the first being the primary one.
-        Without a step the record takes the last steps given to this logger."""
+        Without a step the record takes the last steps given to this logger.
+        A step that is no whole number (0.25) raises ValueError: cut, values
+        would land on steps they do not belong to."""
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r} is not one of {', '.join(KINDS)}")
         if type(step) is not int and step is not None:
-            step = as_steps(step)  # a mapping is copied now: the caller may change it afterwards
+            step = as_steps(step)  # a mapping is copied now: the caller may change it afterwards; a fractional step raises
         if self._accepting():  # a tuple, not an Event: building one here would cost this thread half of `write`
             self._hand_over((time.time(), dict(data), kind, namespace, step))
 

@@ -374,13 +374,13 @@ def neptune_path(key: str) -> str:
 
 
 def _summary(values: list[float]) -> dict[str, float]:
-    """What Neptune can chart of a histogram: its finite values' min, max, mean and std."""
-    finite = [v for v in values if math.isfinite(v)]
-    if not finite:
+    """What Neptune can chart of a histogram: its values' min, max, mean and std
+    (NaN and ±inf are left out before, rltrack.core.refusals)."""
+    if not values:
         return {}
-    summary = {"min": min(finite), "max": max(finite)}
+    summary = {"min": min(values), "max": max(values)}
     try:
-        summary.update(mean=statistics.fmean(finite), std=statistics.pstdev(finite))
+        summary.update(mean=statistics.fmean(values), std=statistics.pstdev(values))
     except OverflowError:  # values near the float limit: their sum overflows; min and max still say something
         pass
     return summary

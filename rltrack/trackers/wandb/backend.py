@@ -74,9 +74,9 @@ Why it is built this way:
 from __future__ import annotations
 
 import configparser
+import errno
 import functools
 import html
-import math
 import netrc
 import os
 import re
@@ -427,10 +427,7 @@ class WandbBackend(RemoteBackend):
                 self.run.report.count("dropped", "None value", section=self.name)
             return value
         if kind == "histogram":
-            finite = [v for v in value if math.isfinite(v)]
-            if len(finite) < len(value):
-                self.run.report.count("dropped", "non-finite histogram values", len(value) - len(finite), section=self.name)
-            return wandb.Histogram(finite) if finite else None
+            return wandb.Histogram(value) if value else None  # NaN and ±inf are left out before (rltrack.core.refusals)
         if kind == "text":
             return wandb.Html(f"<pre>{html.escape(str(value))}</pre>", inject=False, data_is_not_path=True)
         if kind == "image":
