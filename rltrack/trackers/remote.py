@@ -131,6 +131,13 @@ class RemoteBackend:
         cls(**settings)
 
     @classmethod
+    def check_environment(cls, settings: dict[str, Any]) -> None:
+        """What only this machine can tell about the settings (the tracker's
+        package installed, credentials in the environment), raising ValueError
+        or `MissingExtraError`; checked for a tracker in `backends.use` only,
+        where `validate` checks every table's values, used or not."""
+
+    @classmethod
     def make_store(cls, settings: dict[str, Any], stores: Path) -> None:
         """Makes the tracker's store whole where rltrack makes it (in `stores`,
         run.stores), when a run starts (`make_logger`, `rltrack run` before its

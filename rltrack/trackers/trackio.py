@@ -111,6 +111,9 @@ class TrackioBackend(RemoteBackend):
             raise ValueError(
                 f"server_url = {server_url!r} must be an http(s) URL, e.g. 'http://127.0.0.1:7860/?write_token=...'"
             )
+
+    @classmethod
+    def check_environment(cls, settings: dict[str, Any]) -> None:
         ensure_installed("trackio", "trackio", PURPOSE)
 
     def target(self, run: RunContext) -> str:

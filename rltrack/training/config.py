@@ -17,6 +17,7 @@ cannot drift from what `make_logger` accepts.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import os
 import re
@@ -220,9 +221,15 @@ def _validate(cfg: dict[str, Any], where: str) -> list[Filter]:
                 f"{where}: backends.use[{index}] = {name!r} is not a backend;{choices(name, BACKEND_TYPES)}"
                 ' A backend of your own is named by its import path, e.g. "mypackage.trackers:MyTracker".'
             )
-        settings = backends.get(name, {})
+    for name, settings in backends.items():  # every table, in use or not: a typo shows now, not the day it is switched on
+        if name == "use":
+            continue
         if not isinstance(settings, dict):
             raise ConfigError(f"{where}: backends.{name} must be a table of settings, got {settings!r}")
+        if name == "storage":  # its uri and run come from run.storage (checked by make_logger when set)
+            check_keys(settings, tuple(p for p in inspect.signature(backend_class(name)).parameters if p not in ("uri", "run")), f"{where}: backends.storage", "")
+        else:
+            backend_type(name, settings, where, in_use=name in use)
     return built
 
 

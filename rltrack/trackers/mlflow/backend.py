@@ -131,7 +131,6 @@ class MlflowBackend(RemoteBackend):
             raise ValueError(f"run_name = {run_name!r} must be a non-empty string (or left out: the run directory's name)")
         if tags is not None and not isinstance(tags, dict):
             raise ValueError(f"tags = {tags!r} must be a table of tag names to values, e.g. tags = {{team = \"rl\"}}")
-        ensure_installed("mlflow", "mlflow", PURPOSE)
         if not isinstance(settings["bulk_sqlite"], bool):
             raise ValueError(f"bulk_sqlite = {settings['bulk_sqlite']!r} must be true or false")
         in_flight = settings["in_flight"]
@@ -140,6 +139,10 @@ class MlflowBackend(RemoteBackend):
                 f"in_flight = {in_flight!r} must be a whole number from 1 to {MAX_IN_FLIGHT}: the batches sent to an MLflow server "
                 "at once (1: one at a time), e.g. in_flight = 4"
             )
+
+    @classmethod
+    def check_environment(cls, settings: dict[str, Any]) -> None:
+        ensure_installed("mlflow", "mlflow", PURPOSE)
 
     def target(self, run: RunContext) -> str:
         return f"{self._store_uri(run)} experiment {self.experiment or run.task}"

@@ -117,6 +117,10 @@ class NeptuneBackend(RemoteBackend):
             raise ValueError(f"mode = {mode!r} is not a Neptune mode rltrack can write with; use one of {', '.join(MODES)}")
         check_names(project=project, name=settings["name"], dir=settings["dir"])
         check_tags(settings["tags"])
+
+    @classmethod
+    def check_environment(cls, settings: dict[str, Any]) -> None:
+        mode, project = settings["mode"], settings["project"]
         ensure_installed("neptune", "neptune", "The neptune backend")
         if mode in ONLINE_MODES and not os.environ.get("NEPTUNE_API_TOKEN"):
             raise ValueError(f'mode = "{mode}" needs NEPTUNE_API_TOKEN in the environment of the training process (a token in the config is refused), or use mode = "offline"')

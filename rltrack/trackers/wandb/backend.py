@@ -206,6 +206,10 @@ class WandbBackend(RemoteBackend):
         check_tags(settings["tags"])
         if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
             raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
+
+    @classmethod
+    def check_environment(cls, settings: dict[str, Any]) -> None:
+        mode = settings["mode"]
         ensure_installed("wandb", "wandb", "The wandb backend")
         if mode in ("online", "shared") and not _has_api_key():
             raise ValueError(
