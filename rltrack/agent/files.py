@@ -44,6 +44,12 @@ from rltrack.core.locks import hold
 from rltrack.core.posix import fcntl
 
 AGENT_DIR_ENV = "RLTRACK_AGENT_DIR"
+#: One id per `rltrack run` (set by the launcher for every process below it): a registration
+#: records it, so that the launcher waits for its writers' delivery (rltrack.cli.run_wait).
+LAUNCH_ENV = "RLTRACK_RUN_LAUNCH"
+#: Set while the launcher waits for its writers' delivery: a logger's `close` that ends before the
+#: trackers have everything leaves saying so to the launcher.
+LAUNCHER_WAITS_ENV = "RLTRACK_RUN_WAITS"
 RUNS = "runs"
 LOCK = "agent.lock"
 SPAWN_LOCK = "spawn.lock"
@@ -107,6 +113,16 @@ def registration_key(run_dir: Path, writer: str | None) -> str:
     """One key per logger: a run resumed later, or written by several processes, gets one per session."""
     text = f"{run_dir.resolve()}\0{writer or ''}\0{os.getpid()}\0{time.time()}"
     return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
+def launch_registrations(directory: Path, launch: str) -> dict[str, dict[str, Any]]:
+    """The registrations (by key) of the writers one `rltrack run` started (`LAUNCH_ENV`) that the agent still serves."""
+    found = {}
+    for key, path in registrations(directory).items():
+        registration = read_json(path)
+        if registration is not None and registration.get("launch") == launch:
+            found[key] = registration
+    return found
 
 
 def registration_path(directory: Path, key: str) -> Path:

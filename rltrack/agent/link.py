@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from rltrack.agent.files import (
+    LAUNCH_ENV,
     agent_dir,
     death_untold,
     describe_death,
@@ -71,6 +72,7 @@ class AgentLink:
             "trackers": trackers,
             "sys_path": [os.path.abspath(p or ".") for p in sys.path],
             "status": None,
+            "launch": os.environ.get(LAUNCH_ENV),
         }
         write_private(registration_path(self.dir, self.key), self._registration)
         self._told: set[str] = set()  # the errors (and trackers' errors that cannot heal) said on stderr already

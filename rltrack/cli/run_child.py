@@ -50,7 +50,8 @@ if TYPE_CHECKING:
 ENV_COMMAND = "RLTRACK_RUN_COMMAND"
 #: `--name`, or empty.
 ENV_NAME = "RLTRACK_RUN_NAME"
-#: One id per launch, shared by every run it makes.
+#: One id per launch, shared by every run it makes; each writer's registration records it
+#: (rltrack.agent.files.LAUNCH_ENV, not imported here: this module runs at every Python start).
 ENV_LAUNCH = "RLTRACK_RUN_LAUNCH"
 #: `run.launch_runs = "one"`: the run directory every process of the launch writes (reserved by the launcher).
 ENV_RUN_DIR = "RLTRACK_RUN_DIR"

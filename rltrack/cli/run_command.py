@@ -11,7 +11,8 @@ else the script's name) and reserves its directory, which it removes again
 if nothing wrote it. It forwards SIGTERM and SIGHUP to the
 command, and SIGINT too unless the terminal sent it to both already (the
 launcher is in the terminal's foreground process group), waits for it,
-and exits with its exit code (128 + N when signal N ended it, as shells say).
+and exits with its exit code (128 + N when signal N ended it, as shells say),
+once the trackers have the command's runs (bounded: rltrack.cli.run_wait).
 
 While the command's Python starts (imports, often seconds of them), the
 launcher starts the agent the command's runs will need, when the command
@@ -36,10 +37,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rltrack.agent.files import agent_dir, ensure_running
+from rltrack.agent.files import LAUNCHER_WAITS_ENV, agent_dir, ensure_running
 from rltrack.cli.run_child import ENV_COMMAND, ENV_FIRST, ENV_LAUNCH, ENV_NAME, ENV_RUN_DIR
+from rltrack.cli.run_wait import DEFAULT_WAIT, wait_for_trackers
 from rltrack.sinks.rundir import create_run_dir
-from rltrack.training.config import ConfigError, load_config
+from rltrack.trackers.remote import StoreNotReady
+from rltrack.training.config import ConfigError, launch_stores, load_config
 
 #: The directory whose `sitecustomize` attaches rltrack in every Python process of the command.
 SITE_DIR = Path(__file__).resolve().parent / "launch_site"
@@ -54,12 +57,26 @@ def add_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[t
     )
     run.add_argument("--config", type=Path, metavar="FILE", help="rltrack config (TOML/YAML): trackers, filters, run root (default: RLTRACK_CONFIG, else local files under ./runs)")
     run.add_argument("--name", help="the run's name (default: the config's run.name, else the first writer's log directory)")
+    run.add_argument("--wait", type=_seconds, default=DEFAULT_WAIT, metavar="SECONDS",
+                     help=f"after the command, wait up to SECONDS until the trackers have its runs (default {DEFAULT_WAIT:.0f})")
+    run.add_argument("--no-wait", dest="wait", action="store_const", const=0.0, help="return as soon as the command ends; the agent delivers in the background")
     run.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
-    run.set_defaults(handler=lambda args: launch(args.command, args.config, args.name))
+    run.set_defaults(handler=lambda args: launch(args.command, args.config, args.name, args.wait))
 
 
-def launch(command: list[str], config: Path | None, name: str | None) -> int:
-    """Runs `command` attached; returns its exit code."""
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds >= 0, e.g. --wait 300 (or --no-wait)")
+    return value
+
+
+def launch(command: list[str], config: Path | None, name: str | None, wait: float = DEFAULT_WAIT) -> int:
+    """Runs `command` attached, then waits up to `wait` seconds for the
+    trackers to have its runs (rltrack.cli.run_wait); returns its exit code."""
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
@@ -69,20 +86,30 @@ def launch(command: list[str], config: Path | None, name: str | None) -> int:
         print(f"rltrack run: --config {str(config)!r} is no file; give the path of a .toml/.yaml config", file=sys.stderr)
         return 2
     env = child_environment(command, config, name)
+    if wait > 0:
+        env[LAUNCHER_WAITS_ENV] = "1"
     try:
-        settings = load_config(env.get("RLTRACK_CONFIG") or None)["run"]  # a mistake in the config shows now, not in the script
-    except ConfigError as exc:
+        cfg = load_config(env.get("RLTRACK_CONFIG") or None)  # a mistake in the config shows now, not in the script
+        launch_stores(cfg)  # the trackers' stores whole before the command writes (rltrack.trackers.mlflow.whole)
+    except (ConfigError, StoreNotReady) as exc:
         print(f"rltrack run: {exc}", file=sys.stderr)
         return 2
+    settings = cfg["run"]
     one_run = None
     if settings["launch_runs"] == "one":  # named now: every process of the launch writes this directory
         one_run = create_run_dir(Path(settings["root"]).expanduser().resolve(), name or settings["name"] or command_name(command))
         env[ENV_RUN_DIR] = str(one_run)
     try:
-        return _run(command, env)
+        code = _run(command, env)
     finally:
         if one_run is not None:
             _remove_if_empty(one_run)
+    if wait > 0:
+        try:
+            wait_for_trackers(env[ENV_LAUNCH], wait)
+        except KeyboardInterrupt:
+            print("\nrltrack run: stopped waiting for the trackers; the agent goes on delivering (`rltrack status`)", file=sys.stderr)
+    return code
 
 
 def _run(command: list[str], env: dict[str, str]) -> int:

@@ -17,6 +17,20 @@ an adapter built itself, `Logger.emit`): MLflow (`int(time * 1000)`:
 logs (`time.localtime`) refused it, MLflow and trackio again and again.
 `encodable` leaves the whole event out of every delivery.
 
+The same, decided here once for every delivery, for what an event may
+hold that no store takes as it is:
+
+* NaN and ±inf among a histogram's entries: no bin holds them (W&B's and
+  trackio's histograms refuse them, the TensorBoard files and Neptune's
+  summary left them out without a word). Each is left out of the histogram
+  and counted, one `NON_FINITE_ENTRY` per entry, in every sink and tracker;
+  the journal keeps them.
+* a step beyond 64-bit integers (on any axis): every store's step is an
+  int64 (MLflow's, trackio's SQLite, TensorBoard's `Event.step`); the event
+  is left out of every delivery, counted, where before MLflow dropped it,
+  trackio refused it and the TensorBoard files clamped its step. (A step
+  that is no whole number never reaches the journal: `fractional_step`.)
+
 `refused` is also the one way a tracker's own refusals are counted (see
 rltrack.trackers.remote and rltrack.delivery.worker): category `refused` of
 the delivery's section in report.json, one reason per record, naming the
@@ -30,6 +44,8 @@ journal order.
 
 from __future__ import annotations
 
+import math
+import numbers
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -43,6 +59,13 @@ LONE_SURROGATE = "a lone surrogate (no UTF-8 form)"
 #: The event times every store takes as a date: from 1970 to about the year 5000 (seconds since 1970).
 LATEST_TIME = 1e11
 
+
+#: The integers every store takes as a step (an int64).
+INT64 = (-(2**63), 2**63 - 1)
+#: Why a histogram's NaN or ±inf entry is left out (one count per entry).
+NON_FINITE_ENTRY = "histogram entry: not finite (NaN, ±inf: no bin holds it)"
+#: Why an event with a step beyond 64 bits is left out.
+STEP_BEYOND_64_BITS = "a step beyond 64-bit integers (every store's step is an int64)"
 
 #: Refused values a delivery names by their place; beyond, they are counted by reason alone (report.json stays small).
 MAX_PLACES = 100
@@ -91,15 +114,54 @@ def encodable(event: Event) -> tuple[Event | None, list[str]]:
         return None, [f"{event.kind} event: its time {event.time!r} names no date"]
     if not utf8(event.namespace + "".join(event.steps)):  # joined: one test (surrogates never join into a pair)
         return None, [f"{event.kind} event: {LONE_SURROGATE} in its namespace or a step name"]
+    if not all(INT64[0] <= step <= INT64[1] for step in event.steps.values()):
+        return None, [f"{event.kind} event: {STEP_BEYOND_64_BITS}"]
+    if event.kind == "histogram":
+        event, left_out = _finite_entries(event)
+        if event is None:
+            return None, left_out
+    else:
+        left_out = []
     if utf8("".join(event.data)) if event.kind in NUMERIC_KINDS else _encodable(event.data):  # numbers: only keys hold text
-        return event, []
-    data, left_out = {}, []
+        return event, left_out
+    data = {}
     for key, value in event.data.items():
         if _encodable(key) and _encodable(value):
             data[key] = value
         else:
             left_out.append(f"{event.kind} value: {LONE_SURROGATE} in its key or value")
     return (event.derive(data) if data else None), left_out
+
+
+def _finite_entries(event: Event) -> tuple[Event | None, list[str]]:
+    """A histogram event without its NaN and ±inf entries (a key left with
+    none is left out), and one `NON_FINITE_ENTRY` per entry left out."""
+    data, dropped = {}, 0
+    for key, values in event.data.items():
+        if isinstance(values, list) and not all(type(v) is not float or math.isfinite(v) for v in values):
+            finite = [v for v in values if type(v) is not float or math.isfinite(v)]
+            dropped += len(values) - len(finite)
+            if finite:
+                data[key] = finite
+        else:
+            data[key] = values
+    if not dropped:
+        return event, []
+    return (event.derive(data) if data else None), [NON_FINITE_ENTRY] * dropped
+
+
+def fractional_step(axis: str, value: Any) -> str | None:
+    """What is wrong with a step that is a number but no whole one (0.25,
+    NaN): cut to an integer, values written at 0, 0.25 and 0.5 would all land
+    on step 0. `Logger.write` raises it; the pipeline drops such an axis of an
+    event an adapter built, counted. None for whole numbers and what is no
+    number (the pipeline converts or counts that)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, numbers.Integral):
+        return None
+    if math.isfinite(value) and value == int(value):
+        return None
+    return (f"step axis {axis!r} = {value!r} is no whole number: every store's step is an integer (values at 0, 0.25 and 0.5 "
+            "would all land on step 0); scale the axis to whole numbers (e.g. thousandths) or log the fraction as a value")
 
 
 def split_refused(

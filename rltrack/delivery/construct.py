@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import reprlib
 from importlib import metadata
 from typing import Any, Callable, Mapping, TypeVar
 
@@ -40,11 +41,13 @@ def build_filter(spec: Any, where: str) -> Filter:
     return _checked(lambda: cls(**params), where)
 
 
-def backend_type(name: str, settings: Mapping[str, Any], where: str) -> type[Backend | RemoteBackend]:
+def backend_type(name: str, settings: Mapping[str, Any], where: str, in_use: bool = True) -> type[Backend | RemoteBackend]:
     """The class of backend `name`, with `settings` checked by its class method
     `validate`: the training process checks the backends the agent builds
     without building them (no tracker client, nothing of its package imported
-    beyond what the check needs)."""
+    beyond what the check needs). `in_use`: also what only this machine can
+    tell (`RemoteBackend.check_environment`: the package installed,
+    credentials), which a table of a backend not in `backends.use` is spared."""
     try:
         cls = backend_class(name)
     except MissingExtraError as exc:
@@ -56,6 +59,8 @@ def backend_type(name: str, settings: Mapping[str, Any], where: str) -> type[Bac
     own = _checked(lambda: split_settings(settings)[0], where) if issubclass(cls, RemoteBackend) else dict(settings)
     params = check_params(cls, own, where)
     _checked(lambda: cls.validate(params), where)
+    if in_use and issubclass(cls, RemoteBackend):
+        _checked(lambda: cls.check_environment(params), where)
     return cls
 
 
@@ -109,7 +114,7 @@ def _checked(call: Callable[[], T], where: str) -> T:
 def check_keys(mapping: Mapping[str, Any], allowed: tuple[str, ...], where: str, prefix: str) -> None:
     for key in mapping:
         if key not in allowed:
-            raise ConfigError(f"{where}: unknown key {prefix + str(key)!r};{choices(str(key), allowed)}")
+            raise ConfigError(f"{where}: unknown key {prefix + str(key)!r} (= {reprlib.repr(mapping[key])});{choices(str(key), allowed)}")
 
 
 def choices(found: str, allowed: Any) -> str:

@@ -86,6 +86,16 @@ class SessionLost(Exception):
     `resume`) and takes the rest."""
 
 
+class StoreNotReady(RuntimeError):
+    """A tracker's store could not be made whole when the run starts
+    (`RemoteBackend.make_store`); the message says why and what to do.
+    `repair`: what the user must do (retrying cannot help); None: it may pass."""
+
+    def __init__(self, message: str, repair: str | None = None) -> None:
+        super().__init__(message)
+        self.repair = repair
+
+
 class EventId(NamedTuple):
     """Which journal line an event was read from: its writer (None: the
     run's only journal) and the byte offset after the line."""
@@ -119,6 +129,22 @@ class RemoteBackend:
     def validate(cls, settings: dict[str, Any]) -> None:
         """As `Backend.validate`: the training process checks a tracker's settings, the agent builds it."""
         cls(**settings)
+
+    @classmethod
+    def check_environment(cls, settings: dict[str, Any]) -> None:
+        """What only this machine can tell about the settings (the tracker's
+        package installed, credentials in the environment), raising ValueError
+        or `MissingExtraError`; checked for a tracker in `backends.use` only,
+        where `validate` checks every table's values, used or not."""
+
+    @classmethod
+    def make_store(cls, settings: dict[str, Any], stores: Path) -> None:
+        """Makes the tracker's store whole where rltrack makes it (in `stores`,
+        run.stores), when a run starts (`make_logger`, `rltrack run` before its
+        command): before the first value, so that no client opening it races
+        its making. Nothing for a tracker whose store makes itself safely
+        (trackio makes its tables with `CREATE TABLE IF NOT EXISTS` under a
+        lock of its own, which its dashboard takes too)."""
 
     @property
     def cursor_name(self) -> str:

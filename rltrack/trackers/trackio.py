@@ -35,8 +35,8 @@ Why it is built this way:
   run directory. Every conversion, rename and drop is in the report.
 * **64-bit integers only**, as trackio's store (orjson, SQLite) takes: a
   value beyond is stored as a float (counted as converted; beyond a float,
-  dropped), an event with a step beyond is left out and counted as refused
-  with its place in the journal (before, either stopped trackio for good).
+  dropped); an event with a step beyond is left out of every delivery and
+  counted as refused with its place in the journal (rltrack.core.refusals).
 * **No status.** trackio keeps none for a run (`finish` only flushes), so
   `close` has nothing to write.
 * **Remote** (`space_id`, or `server_url` of a self-hosted trackio server with
@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import sys
 import threading
@@ -63,13 +62,12 @@ from rltrack.sinks.base import RunContext
 from rltrack.trackers.remote import EventId, RemoteBackend, check_names
 from rltrack.core.events import NUMERIC_KINDS, Event
 from rltrack.core.optional import ensure_installed, require
+from rltrack.core.refusals import INT64
 
 PURPOSE = "The trackio backend"
 #: trackio's module constants holding its directory (see the module docstring).
 _DIR_CONSTANTS = {"TRACKIO_DIR": "", "MEDIA_DIR": "media", "ARTIFACTS_DIR": "artifacts"}
 _STORE_LOCK = threading.Lock()
-#: The integers trackio's store takes (orjson's, SQLite's): a step beyond them stopped trackio for good.
-INT64 = (-(2**63), 2**63 - 1)
 
 
 class TrackioBackend(RemoteBackend):
@@ -113,6 +111,9 @@ class TrackioBackend(RemoteBackend):
             raise ValueError(
                 f"server_url = {server_url!r} must be an http(s) URL, e.g. 'http://127.0.0.1:7860/?write_token=...'"
             )
+
+    @classmethod
+    def check_environment(cls, settings: dict[str, Any]) -> None:
         ensure_installed("trackio", "trackio", PURPOSE)
 
     def target(self, run: RunContext) -> str:
@@ -125,14 +126,6 @@ class TrackioBackend(RemoteBackend):
     def open(self, run: RunContext) -> None:
         super().open(run)
         self.store = self._store_dir(run)
-
-    def sendable(self, event: Event) -> tuple[Event | None, list[str]]:
-        """Also leaves out an event with a step beyond 64 bits (trackio's
-        SQLite: "Python int too large to convert to SQLite INTEGER")."""
-        sent, left_out = super().sendable(event)
-        if sent is not None and not all(INT64[0] <= step <= INT64[1] for step in sent.steps.values()):
-            return None, [*left_out, f"{sent.kind} event: a step beyond trackio's 64-bit integers"]
-        return sent, left_out
 
     def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         with _STORE_LOCK, self._at_store():
@@ -320,14 +313,7 @@ class TrackioBackend(RemoteBackend):
         if event.kind == "text":
             return trackio.Markdown(str(value))._to_dict()
         if event.kind == "histogram":
-            finite = [
-                v for v in value if isinstance(v, (int, float)) and math.isfinite(v)
-            ]
-            if len(finite) < len(value):
-                counts["dropped", "non-finite histogram values"] += len(value) - len(
-                    finite
-                )
-            return trackio.Histogram(finite)._to_dict() if finite else None
+            return trackio.Histogram(value)._to_dict() if value else None  # NaN and ±inf are left out before (rltrack.core.refusals)
         if event.kind in ("image", "video"):
             if self._remote is not None:
                 counts[

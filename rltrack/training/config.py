@@ -17,6 +17,7 @@ cannot drift from what `make_logger` accepts.
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rltrack.agent.files import agent_dir
-from rltrack.delivery.registry import Backend, RemoteBackend, backend_types, is_backend_name
+from rltrack.delivery.registry import Backend, RemoteBackend, backend_class, backend_types, is_backend_name
 from rltrack.frameworks.canonical import NAME_MODES
 from rltrack.delivery.construct import ConfigError, backend_type, build_backend, build_filter, check_keys, choices
 from rltrack.filters import Filter, FilterChain
@@ -220,9 +221,15 @@ def _validate(cfg: dict[str, Any], where: str) -> list[Filter]:
                 f"{where}: backends.use[{index}] = {name!r} is not a backend;{choices(name, backend_types())}"
                 ' A backend of your own is named by its import path, e.g. "mypackage.trackers:MyTracker".'
             )
-        settings = backends.get(name, {})
+    for name, settings in backends.items():  # every table, in use or not: a typo shows now, not the day it is switched on
+        if name == "use":
+            continue
         if not isinstance(settings, dict):
             raise ConfigError(f"{where}: backends.{name} must be a table of settings, got {settings!r}")
+        if name == "storage":  # its uri and run come from run.storage (checked by make_logger when set)
+            check_keys(settings, tuple(p for p in inspect.signature(backend_class(name)).parameters if p not in ("uri", "run")), f"{where}: backends.storage", "")
+        else:
+            backend_type(name, settings, where, in_use=name in use)
     return built
 
 
@@ -261,6 +268,8 @@ def make_logger(
         agent_dir()  # an agent directory another user owns is refused before a run directory is made
     root = Path(run["root"]).expanduser()
     run["stores"] = str(Path(run["stores"] or root).expanduser().resolve())  # the agent runs in another directory
+    if run["delivery"] == "agent":
+        make_stores(trackers, Path(run["stores"]))
     if resume is None:
         run["task"] = run["task"] or default_task(run["name"])
     if run["worker"] is not None:
@@ -285,6 +294,23 @@ def make_logger(
         run_dir, redactor.mapping(cfg), chain, in_process, report, run["tracked"], redactor, resumed=resume is not None,
         files=files, trackers=trackers,
     )  # fmt: skip
+
+
+def make_stores(trackers: Mapping[str, dict[str, Any]], stores: Path) -> None:
+    """Makes every tracker's store whole before the run's first value (see
+    `RemoteBackend.make_store`); raises what the tracker raises when it cannot."""
+    for name, settings in trackers.items():
+        backend_class(name).make_store(settings, stores)
+
+
+def launch_stores(cfg: Mapping[str, Any]) -> None:
+    """`make_stores` for the runs a launch (`rltrack run`) will start with the loaded `cfg`."""
+    run = cfg["run"]
+    if run["delivery"] != "agent":
+        return
+    use = [name for name in cfg["backends"]["use"] if issubclass(backend_class(name), RemoteBackend)]
+    trackers = {name: _paths_resolved(cfg["backends"].get(name, {})) for name in use}
+    make_stores(trackers, Path(run["stores"] or run["root"]).expanduser().resolve())
 
 
 def _under(run_dir: Path, root: Path) -> str:

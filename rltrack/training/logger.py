@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from rltrack.agent.files import LAUNCHER_WAITS_ENV
 from rltrack.agent.link import AgentLink
 from rltrack.sinks.base import Backend, RunContext
 from rltrack.delivery.worker import time_left
@@ -123,11 +124,13 @@ class Logger:
     ) -> None:
         """Hand over one record; returns in microseconds. `step` is an int (axis
         "step") or a mapping of named axes, the first being the primary one.
-        Without a step the record takes the last steps given to this logger."""
+        Without a step the record takes the last steps given to this logger.
+        A step that is no whole number (0.25) raises ValueError: cut, values
+        would land on steps they do not belong to."""
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r} is not one of {', '.join(KINDS)}")
         if type(step) is not int and step is not None:
-            step = as_steps(step)  # a mapping is copied now: the caller may change it afterwards
+            step = as_steps(step)  # a mapping is copied now: the caller may change it afterwards; a fractional step raises
         if self._accepting():  # a tuple, not an Event: building one here would cost this thread half of `write`
             self._hand_over((time.time(), dict(data), kind, namespace, step))
 
@@ -303,7 +306,7 @@ class Logger:
                 return False
         elif complete:
             self.behind = self._agent.finish(status, deadline, self._journal_path)
-            if self.behind and not quiet:
+            if self.behind and not quiet and not (os.environ.get(LAUNCHER_WAITS_ENV) and not self._agent.gave_up):  # `rltrack run` waits on and says it
                 self._agent.say_left_behind(self.behind)
             complete = not self.behind
             if self._agent.gave_up:  # the agent is done with this writer: report.json holds its counts and the agent's

@@ -31,6 +31,7 @@ from rltrack.core.events import DEFAULT_STEP_AXIS, Event
 from rltrack.filters import FilterChain
 from rltrack.journal import JournalWriter, control_line
 from rltrack.core.redact import Redactor
+from rltrack.core.refusals import fractional_step
 from rltrack.core.report import Report
 from rltrack.core.turns import Faults, Turns
 from rltrack.core.values import normalize
@@ -254,6 +255,10 @@ class Pipeline:
     def _clean_steps(self, steps: dict[str, Any]) -> dict[str, int]:
         clean = {}
         for axis, value in steps.items():
+            mistake = None if type(value) is int else fractional_step(axis, value)
+            if mistake is not None:  # an event an adapter built (`emit`): the axis is dropped, not cut
+                self.report.count("dropped", mistake)
+                continue
             try:
                 clean[str(axis)] = int(value)
             except Exception:  # a step's own `__int__` may raise anything: the axis is dropped, not the record
@@ -363,11 +368,18 @@ def _shown(value: Any) -> str:
 
 
 def as_steps(step: int | Mapping[str, int]) -> dict[str, Any]:
-    """A `step` argument as a dict of axes (an int is axis "step"). The exact
-    types are tested first: an isinstance check against the Mapping ABC costs
-    more than the rest of a `write`."""
+    """A `step` argument as a dict of axes (an int is axis "step"); raises
+    ValueError for a step that is no whole number (`fractional_step`): cut,
+    it would put values on steps they do not belong to. The exact types are
+    tested first: an isinstance check against the Mapping ABC costs more
+    than the rest of a `write`."""
     if type(step) is int:
-        return {DEFAULT_STEP_AXIS: step}
-    if type(step) is dict or isinstance(step, abc.Mapping):
-        return dict(step)
-    return {DEFAULT_STEP_AXIS: step}
+        steps = {DEFAULT_STEP_AXIS: step}
+    elif type(step) is dict or isinstance(step, abc.Mapping):
+        steps = dict(step)
+    else:
+        steps = {DEFAULT_STEP_AXIS: step}
+    for axis, value in steps.items():
+        if type(value) is not int and (mistake := fractional_step(axis, value)) is not None:
+            raise ValueError(mistake)
+    return steps

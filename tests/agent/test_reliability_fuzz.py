@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import array_shapes, arrays
 
 import rltrack
+from rltrack.core.refusals import STEP_BEYOND_64_BITS
 from reliability_helpers import child_env, close_delivered
 
 keys = st.one_of(  # few distinct keys: progress.csv is rewritten for each new column (see docs/RELIABILITY.md)
@@ -155,7 +156,7 @@ def test_every_value_is_delivered_converted_routed_or_dropped_and_counted(fuzz_r
     leaves = sum(len(flat_values(r)) for r in written)
     assert kept + counts.get("core.dropped", 0) == leaves, "a value vanished without being counted"
 
-    in_range = [e for e in journal if e.kind == "scalars" and -(2**63) <= e.primary_step < 2**63]  # MLflow's steps are int64
+    in_range = [e for e in journal if e.kind == "scalars" and all(-(2**63) <= step < 2**63 for step in e.steps.values())]  # every store's steps are int64
     numeric = [v for e in in_range for v in e.data.values()]
     mlflow_dropped = report["counts"].get("mlflow.dropped", {})
     assert report["counts"].get("mlflow.delivered", {}).get("metric values", 0) + sum(
@@ -164,5 +165,7 @@ def test_every_value_is_delivered_converted_routed_or_dropped_and_counted(fuzz_r
     assert report["counts"].get("mlflow.converted", {}).get("±inf stored by MLflow as ±1.8e308", 0) == sum(
         isinstance(v, float) and math.isinf(v) for v in numeric
     )
-    beyond = sum(1 for e in journal if not -(2**63) <= e.primary_step < 2**63)
-    assert sum(n for reason, n in mlflow_dropped.items() if "64-bit steps" in reason) == beyond
+    beyond = sum(1 for e in journal if not all(-(2**63) <= step < 2**63 for step in e.steps.values()))
+    for delivery in ("files", "mlflow", "wandb", "neptune"):  # left out of every delivery, counted with one reason
+        refused = report["counts"].get(f"{delivery}.refused", {})
+        assert sum(n for reason, n in refused.items() if STEP_BEYOND_64_BITS in reason) == beyond, delivery

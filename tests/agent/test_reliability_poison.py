@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,6 +34,7 @@ from trackio_reader import store
 
 import rltrack
 from rltrack.core.events import Event
+from rltrack.core.refusals import NON_FINITE_ENTRY, STEP_BEYOND_64_BITS
 from rltrack.delivery.cursor import tracker_state
 
 VALUES = 200
@@ -76,7 +78,7 @@ CASES: dict[str, tuple[Callable[[rltrack.Logger, int], None], tuple[str, ...]]] 
     "wandb_reserved_names": (lambda lg, i: lg.write({"_step": 5.0, "_runtime": 6.0, "_timestamp": 7.0}, step=i), ()),
     "time_names_no_date": (lambda lg, i: lg.emit(Event(math.nan, {"x": -1.0}, steps={"step": i})), EVERY_DELIVERY),
     "int_beyond_64_bits": (lambda lg, i: lg.write({"big": 2**70, "huge": 10**400}, step=i), ()),
-    "step_beyond_64_bits": (lambda lg, i: lg.write({"y": 1.0}, step=2**70), ("trackio",)),
+    "step_beyond_64_bits": (lambda lg, i: lg.write({"y": 1.0}, step=2**70), EVERY_DELIVERY),
     "neptune_reserved_namespaces": (lambda lg, i: lg.write({"failed": 1.0, "name": 2.0}, step=i, namespace="sys"), ()),
     "held": (held, ()),
 }
@@ -166,6 +168,37 @@ def test_a_poisoned_record_is_left_out_counted_and_never_stops_a_store(home: Pat
     assert sorted(refused) == sorted(refusers), counts
     for reasons in refused.values():  # one record, named by its place in the journal
         assert sum(reasons.values()) == 1 and all("journal.jsonl line ending at byte" in reason for reason in reasons), reasons
+
+
+def same_poison(logger: rltrack.Logger, step: int) -> None:
+    """Issue 42's poison: NaN and ±inf in a histogram, a step beyond 64 bits, fractional steps."""
+    logger.write({"h": [1.0, math.nan, math.inf, -math.inf, 2.0]}, kind="histogram", step=step)
+    logger.write({"y": 1.0}, step=2**70)
+    with pytest.raises(ValueError, match="'step' = 0.25 is no whole number"):
+        logger.write({"y": 2.0}, step={"step": 0.25})  # refused at the call: never cut onto step 0
+    logger.emit(Event(time.time(), {"z": 3.0}, steps={"step": step, "frac": 0.5}))  # an adapter's event: the axis dropped, counted
+
+
+@pytest.mark.slow
+def test_the_same_poison_is_counted_with_the_same_reason_by_every_sink_and_tracker(home: Path) -> None:
+    run_dir = run_case(home / "runs", "same_poison", same_poison, range(VALUES))
+    expected = [float(i) for i in range(VALUES)]
+    assert every_store(run_dir) == dict.fromkeys(["progress.csv", "tensorboard", "mlflow", "wandb", "trackio", "neptune"], expected)
+    counts = report(run_dir)["counts"]
+    assert not [name for name in counts if name.endswith((".errors", ".pending"))], counts
+    for delivery in EVERY_DELIVERY:
+        reasons: dict[str, int] = {}
+        for reason, n in counts[f"{delivery}.refused"].items():
+            what = reason.partition(": journal.jsonl line ending at byte")[0]
+            reasons[what] = reasons.get(what, 0) + n
+        assert reasons == {NON_FINITE_ENTRY: 3, f"scalars event: {STEP_BEYOND_64_BITS}": 1}, (delivery, counts)
+    assert [reason for reason in counts["core.dropped"] if "'frac' = 0.5 is no whole number" in reason], counts
+    accumulator = EventAccumulator(str(run_dir / "log" / "serial"), size_guidance={"histograms": 0, "scalars": 0})
+    accumulator.Reload()
+    (histogram,) = accumulator.Histograms("h")  # the finite entries are kept
+    assert (histogram.step, histogram.histogram_value.num, histogram.histogram_value.sum) == (POISON_AT, 2, 3.0)
+    assert [value for _, value in neptune_floats(run_dir, "h/max")] == [2.0]
+    assert [row["z"] for row in wandb_rows(run_dir) if "z" in row] == [3.0]
 
 
 def test_wandb_reserved_names_are_renamed_and_listed_never_overwritten(home: Path) -> None:

@@ -6,6 +6,7 @@ backend and `<logdir>/<run name>/` of the `tensorboard` backend.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -16,6 +17,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import rltrack
+from rltrack.core.refusals import STEP_BEYOND_64_BITS
 
 
 def make(tmp_path: Path, backends: list[str], **settings: dict) -> rltrack.Logger:
@@ -130,14 +132,16 @@ def test_non_finite_scalars_reach_tensorboard(tmp_path: Path) -> None:
     assert "core.errors" not in (logger.run_dir / "report.json").read_text()
 
 
-def test_steps_beyond_int64_do_not_corrupt_the_file(tmp_path: Path) -> None:
+def test_steps_beyond_int64_are_left_out_counted_and_do_not_corrupt_the_file(tmp_path: Path) -> None:
     with make(tmp_path, ["local"]) as logger:
         logger.write({"a": 1.0}, step=2**70)
         logger.write({"a": 2.0}, step=-(2**70))
         logger.write({"a": 3.0}, step=-5)
         logger.write({"a": 4.0}, step=7)
     got = scalars(accumulate(logger.run_dir / "log" / "serial"), "a")
-    assert got == [(2**63 - 1, 1.0), (-(2**63), 2.0), (-5, 3.0), (7, 4.0)]
+    assert got == [(-5, 3.0), (7, 4.0)]  # not clamped onto the largest step: left out, counted
+    refused = json.loads((logger.run_dir / "report.json").read_text())["counts"]["files.refused"]
+    assert sum(refused.values()) == 2 and all(STEP_BEYOND_64_BITS in reason for reason in refused)
 
 
 def test_tensorboard_backend_writes_under_its_logdir(tmp_path: Path) -> None:

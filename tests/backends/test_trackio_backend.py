@@ -27,6 +27,7 @@ pytest.importorskip(
 from reliability_helpers import PYTHON, child_env, read_run_dir, sync_run
 from trackio_reader import store
 from waiting import wait_until
+from rltrack.core.refusals import NON_FINITE_ENTRY
 
 import rltrack
 from journal_batch import journal_batch, with_saved_state
@@ -124,7 +125,7 @@ def test_a_run_reaches_trackio_value_by_value(tmp_path):
         "time": "__time",
         "env_steps": "env_steps_value",
     }
-    assert report["counts"]["trackio.dropped"]["non-finite histogram values"] == 1
+    assert sum(n for reason, n in report["counts"]["trackio.refused"].items() if reason.startswith(NON_FINITE_ENTRY)) == 1
     assert (
         tracker_state(logger.run_dir, "trackio")["project"]
         == "sweep"

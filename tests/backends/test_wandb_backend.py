@@ -27,6 +27,7 @@ from journal_batch import journal_batch, with_saved_state
 from reliability_helpers import reported
 from deliver import deliver_all
 from rltrack.sinks.base import RunContext
+from rltrack.core.refusals import NON_FINITE_ENTRY
 from rltrack.trackers.wandb.backend import WandbBackend
 from rltrack.trackers.wandb.files import HistoryFile, rows_in_files
 from rltrack.delivery.cursor import tracker_state
@@ -164,8 +165,9 @@ def test_media_hparams_checkpoint_and_exit_code(full_run):
     assert run_record.display_name == "everything" and list(run_record.tags) == ["ppo", "test"] and run_record.run_group == "g1"
     assert [e.exit_code for e in wandb_reader.of_type(run_file, "exit")] == [0]
 
-    counts = json.loads((full_run.run_dir / "report.json").read_text())["counts"]["wandb.dropped"]
-    assert counts["non-finite histogram values"] == 1
+    all_counts = json.loads((full_run.run_dir / "report.json").read_text())["counts"]
+    assert sum(n for reason, n in all_counts["wandb.refused"].items() if reason.startswith(NON_FINITE_ENTRY)) == 1
+    counts = all_counts["wandb.dropped"]
     assert any("evaluator/missing" in reason and "FileNotFoundError" in reason for reason in counts)
 
 

@@ -55,9 +55,10 @@ from urllib.parse import urlsplit
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.mlflow.batch import MAX_TAG_VALUE, MlflowBatch, mlflow_key
 from rltrack.trackers.mlflow.sqlite import SqliteMetricWriter, sqlite_path, store_file
-from rltrack.trackers.mlflow.store import embedded_store, half_migrated, made_once, unused
+from rltrack.trackers.mlflow.store import embedded_store, half_migrated
+from rltrack.trackers.mlflow.whole import forget_store, make_whole
 from rltrack.trackers.inflight import InFlight, shared_pool
-from rltrack.trackers.remote import EventId, RemoteBackend, raised
+from rltrack.trackers.remote import EventId, RemoteBackend, StoreNotReady, raised
 from rltrack.core.events import Event
 from rltrack.core.optional import ensure_installed, require
 
@@ -130,7 +131,6 @@ class MlflowBackend(RemoteBackend):
             raise ValueError(f"run_name = {run_name!r} must be a non-empty string (or left out: the run directory's name)")
         if tags is not None and not isinstance(tags, dict):
             raise ValueError(f"tags = {tags!r} must be a table of tag names to values, e.g. tags = {{team = \"rl\"}}")
-        ensure_installed("mlflow", "mlflow", PURPOSE)
         if not isinstance(settings["bulk_sqlite"], bool):
             raise ValueError(f"bulk_sqlite = {settings['bulk_sqlite']!r} must be true or false")
         in_flight = settings["in_flight"]
@@ -140,13 +140,26 @@ class MlflowBackend(RemoteBackend):
                 "at once (1: one at a time), e.g. in_flight = 4"
             )
 
+    @classmethod
+    def check_environment(cls, settings: dict[str, Any]) -> None:
+        ensure_installed("mlflow", "mlflow", PURPOSE)
+
     def target(self, run: RunContext) -> str:
         return f"{self._store_uri(run)} experiment {self.experiment or run.task}"
 
     def _store_uri(self, run: RunContext) -> str:
         return self._tracking_uri or f"sqlite:///{embedded_store(run.stores)}"
 
+    @classmethod
+    def make_store(cls, settings: dict[str, Any], stores: Path) -> None:
+        """Makes the run's SQLite store whole before its first value (see rltrack.trackers.mlflow.whole)."""
+        database = sqlite_path(settings.get("tracking_uri") or f"sqlite:///{embedded_store(stores)}")
+        if database is not None:
+            make_whole(database)
+
     def cannot_heal(self, exc: Exception) -> str | None:
+        if isinstance(exc, StoreNotReady) and exc.repair:
+            return exc.repair
         if raised(exc, "UnsupportedModelRegistryStoreURIException", "ArgumentError"):
             return f"fix tracking_uri ({self.tracking_uri!r})"
         if getattr(exc, "error_code", None) in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
@@ -362,58 +375,21 @@ _CLIENTS_LOCK = threading.Lock()
 
 
 def _shared_client(tracking_uri: str) -> Any:
-    """One `MlflowClient` per store for every run the agent delivers: the
-    store (and a SQLite file's schema migration) is set up once, by one thread
-    of one process at a time (`made_once`).
-    A SQLite store file deleted and created anew at the same path (the run
-    root removed and a run started again while the agent was still up) is
-    set up again, see `_forget_store`."""
+    """One `MlflowClient` per store for every run the agent delivers. A SQLite
+    store is made whole first if it is not (`make_whole`: never migrated in
+    place, see rltrack.trackers.mlflow.whole); one deleted and made anew at
+    the same path (the run root removed and a run started again while the
+    agent was still up) gets a client of its own, see `forget_store`."""
     with _CLIENTS_LOCK:
         held = _CLIENTS.get(tracking_uri)
         if held is not None and (sqlite_path(tracking_uri) is None or held[0] == store_file(tracking_uri)):
             return held[1]
+        database = sqlite_path(tracking_uri)
         if held is not None:
-            _forget_store(tracking_uri)
-        client = made_once(sqlite_path(tracking_uri), lambda: _made(tracking_uri))
+            forget_store(tracking_uri)
+        if database is not None:
+            make_whole(database)
+        client = require("mlflow", "mlflow", PURPOSE).MlflowClient(tracking_uri)
+        client.search_experiments(max_results=1)
         _CLIENTS[tracking_uri] = (store_file(tracking_uri), client)
         return client
-
-
-def _made(tracking_uri: str) -> Any:
-    """A client of the store, opened (a SQLite file created, its schema made
-    or checked). A SQLite store whose making was cut short and that holds
-    nothing yet is deleted and made again (see rltrack.trackers.mlflow.store)."""
-    mlflow = require("mlflow", "mlflow", PURPOSE)
-    try:
-        client = mlflow.MlflowClient(tracking_uri)
-        client.search_experiments(max_results=1)
-        return client
-    except Exception as exc:
-        database = sqlite_path(tracking_uri)
-        if database is None or not unused(database, exc):
-            raise
-    database.unlink()
-    _forget_store(tracking_uri)
-    client = mlflow.MlflowClient(tracking_uri)
-    client.search_experiments(max_results=1)
-    return client
-
-
-def _forget_store(tracking_uri: str) -> None:
-    """Drops what MLflow keeps of a SQLite store for the process: the store
-    of each URI (an `lru_cache` of `TrackingStoreRegistry`, which every client
-    of the URI asks) and its SQLAlchemy engine (a class-level map of engines
-    by URI), whose pooled connections still point at a deleted file ("attempt
-    to write a readonly database", and nothing in the new file). Private parts
-    of MLflow, named as in the tested releases: `_engine_map` (3.17),
-    `_db_uri_sql_alchemy_engine_map` (2.22), each with `<name>_lock`;
-    tests/backends/test_mlflow_sqlite.py fails if they move."""
-    registry = require("mlflow.tracking._tracking_service.registry", "mlflow", PURPOSE).TrackingStoreRegistry
-    store = require("mlflow.store.tracking.sqlalchemy_store", "mlflow", PURPOSE).SqlAlchemyStore
-    for name in ("_engine_map", "_db_uri_sql_alchemy_engine_map"):
-        engines = getattr(store, name, None)
-        if engines is not None:
-            with getattr(store, name + "_lock"):
-                for uri in [uri for uri in engines if sqlite_path(uri) == sqlite_path(tracking_uri)]:
-                    del engines[uri]
-    registry._get_store_with_resolved_uri.cache_clear()  # every URI's: the others are made again, from their engines

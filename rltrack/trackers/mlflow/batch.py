@@ -47,7 +47,6 @@ MAX_TAG_VALUE = 8000
 MAX_METRICS_PER_REQUEST = 1000
 MAX_PARAMS_TAGS_PER_REQUEST = 100
 MAX_ENTITIES_PER_REQUEST = 1000
-MIN_STEP, MAX_STEP = -(2**63), 2**63 - 1  # MLflow stores steps as 64-bit integers
 REQUEST_BYTES_BUDGET = 900_000  # MLflow refuses requests over 1 MB; leave room for JSON framing
 
 STEP_AXIS_PREFIX = "steps/"
@@ -128,10 +127,7 @@ class MlflowBatch:
     def _add(self, event: Event) -> None:
         ms = int(event.time * 1000)
         self.last_ms = max(self.last_ms, ms)
-        step = event.primary_step or 0
-        if not MIN_STEP <= step <= MAX_STEP:
-            self.counts["dropped", "event whose step is beyond MLflow's 64-bit steps (kept in the journal)"] += 1
-            return
+        step = event.primary_step or 0  # within 64 bits: an event with a step beyond is left out before (rltrack.core.refusals)
         if event.kind in NUMERIC_KINDS:
             self._numbers(event, ms, step)
         elif event.kind == "hparams":

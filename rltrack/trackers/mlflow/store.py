@@ -14,13 +14,12 @@ locking is not reliable across machines on a network file system. So:
   made atomically), every other node writes `mlflow.<node>.db` beside it;
   the node is `RLTRACK_NODE`, else the host's name. Two machines never
   write one SQLite file.
-* the store's schema is made by one process at a time (`made_once`): under
-  an `flock` on `<store>.lock`, which also holds between agents of one node
-  (several Python environments, several users' settings).
-* a store whose making was cut short (its agent killed midway: an old schema
-  revision, a table the next step creates already there) holds nothing yet,
-  and is made again (`unused`); one that holds runs and was left
-  half-migrated is said in one sentence with its repair (`half_migrated`).
+* the store is made whole before a run's first value, by one process at a
+  time (rltrack.trackers.mlflow.whole): under an `flock` on `<store>.lock`,
+  which also holds between agents of one node (several Python environments,
+  several users' settings).
+* a store that holds runs and was left half-migrated is said in one
+  sentence with its repair (`half_migrated`).
 """
 
 from __future__ import annotations
@@ -31,16 +30,9 @@ import socket
 import sqlite3
 import tempfile
 from pathlib import Path
-from typing import Callable, TypeVar
-
-from rltrack.core.locks import hold
 
 NODE_ENV = "RLTRACK_NODE"
 DEFAULT_STORE = "mlflow.db"
-#: Seconds a process waits for another one making the store's schema.
-SCHEMA_WAIT = 600.0
-
-T = TypeVar("T")
 
 
 def node_name() -> str:
@@ -70,36 +62,6 @@ def embedded_store(stores: Path) -> Path:
     return stores / f"mlflow.{re.sub(r'[^A-Za-z0-9._-]', '_', node)}.db"
 
 
-def made_once(database: Path | None, make: Callable[[], T]) -> T:
-    """`make()` (which opens the store, creating its schema if the file is
-    new) while holding `<database>.lock`, so that no two processes migrate
-    one SQLite file at once; `database` None (a server, another database): just `make()`."""
-    if database is None:
-        return make()
-    database.parent.mkdir(parents=True, exist_ok=True)
-    lock = database.with_name(database.name + ".lock")
-    fd = hold(lock, SCHEMA_WAIT)
-    if fd is None:
-        raise TimeoutError(f"another process has held {lock} for over {SCHEMA_WAIT:.0f} s while making the MLflow store {database}")
-    try:
-        return make()
-    finally:
-        os.close(fd)
-
-
-#: What MLflow raises opening a store whose schema was left half-made.
-SCHEMA_ERRORS = ("_alembic_tmp_", "out-of-date database schema", "already exists", "duplicate column", "Online migration")
-
-
-def unused(database: Path | None, exc: Exception) -> bool:
-    """Whether `exc`, opening the SQLite store `database`, says its schema was
-    left half-made, and the store holds no run and no experiment of its own:
-    then deleting it and making it again loses nothing."""
-    if database is None or not database.is_file() or not any(text in str(exc) for text in SCHEMA_ERRORS):
-        return False
-    return holds_nothing(database)
-
-
 def holds_nothing(database: Path) -> bool:
     """Whether the SQLite store `database` holds no run and no experiment of
     its own (False where that cannot be read)."""
@@ -119,8 +81,8 @@ def half_migrated(database: Path | None) -> str | None:
     """The repair, in one sentence, of a SQLite store that an interrupted
     schema upgrade left half-made (alembic's `_alembic_tmp_*` tables still
     there) while it holds runs; None for any other store, and for one that
-    holds nothing yet: the next open makes that one again (`unused`), as
-    after a disk that filled while the store was being made."""
+    holds nothing yet: that one is made again (rltrack.trackers.mlflow.whole),
+    as after a disk that filled while the store was being made."""
     if database is None or not database.is_file():
         return None
     try:

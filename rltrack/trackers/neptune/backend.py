@@ -117,6 +117,10 @@ class NeptuneBackend(RemoteBackend):
             raise ValueError(f"mode = {mode!r} is not a Neptune mode rltrack can write with; use one of {', '.join(MODES)}")
         check_names(project=project, name=settings["name"], dir=settings["dir"])
         check_tags(settings["tags"])
+
+    @classmethod
+    def check_environment(cls, settings: dict[str, Any]) -> None:
+        mode, project = settings["mode"], settings["project"]
         ensure_installed("neptune", "neptune", "The neptune backend")
         if mode in ONLINE_MODES and not os.environ.get("NEPTUNE_API_TOKEN"):
             raise ValueError(f'mode = "{mode}" needs NEPTUNE_API_TOKEN in the environment of the training process (a token in the config is refused), or use mode = "offline"')
@@ -374,13 +378,13 @@ def neptune_path(key: str) -> str:
 
 
 def _summary(values: list[float]) -> dict[str, float]:
-    """What Neptune can chart of a histogram: its finite values' min, max, mean and std."""
-    finite = [v for v in values if math.isfinite(v)]
-    if not finite:
+    """What Neptune can chart of a histogram: its values' min, max, mean and std
+    (NaN and ±inf are left out before, rltrack.core.refusals)."""
+    if not values:
         return {}
-    summary = {"min": min(finite), "max": max(finite)}
+    summary = {"min": min(values), "max": max(values)}
     try:
-        summary.update(mean=statistics.fmean(finite), std=statistics.pstdev(finite))
+        summary.update(mean=statistics.fmean(values), std=statistics.pstdev(values))
     except OverflowError:  # values near the float limit: their sum overflows; min and max still say something
         pass
     return summary

@@ -77,7 +77,6 @@ import configparser
 import errno
 import functools
 import html
-import math
 import netrc
 import os
 import re
@@ -207,6 +206,10 @@ class WandbBackend(RemoteBackend):
         check_tags(settings["tags"])
         if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
             raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
+
+    @classmethod
+    def check_environment(cls, settings: dict[str, Any]) -> None:
+        mode = settings["mode"]
         ensure_installed("wandb", "wandb", "The wandb backend")
         if mode in ("online", "shared") and not _has_api_key():
             raise ValueError(
@@ -428,10 +431,7 @@ class WandbBackend(RemoteBackend):
                 self.run.report.count("dropped", "None value", section=self.name)
             return value
         if kind == "histogram":
-            finite = [v for v in value if math.isfinite(v)]
-            if len(finite) < len(value):
-                self.run.report.count("dropped", "non-finite histogram values", len(value) - len(finite), section=self.name)
-            return wandb.Histogram(finite) if finite else None
+            return wandb.Histogram(value) if value else None  # NaN and ±inf are left out before (rltrack.core.refusals)
         if kind == "text":
             return wandb.Html(f"<pre>{html.escape(str(value))}</pre>", inject=False, data_is_not_path=True)
         if kind == "image":
