@@ -4,7 +4,7 @@ drives the real framework's own logging call (SB3's `Logger.record/dump`,
 Tune's `LoggerCallback` hooks on a real `Trial`, Acme's `Logger.write`,
 SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`,
 TorchRL's `Logger.log_scalar`, Tianshou's `BaseLogger.log_training_data`,
-rsl_rl's `LogWriter.add_scalar`, a `jax.debug.callback` target), and
+rsl_rl's `LogWriter.add_scalar`, a `jax.debug.callback` target, Brax's `progress_fn`), and
 the run's journal and meta.json are read back:
 
 * every value arrives once, in the order it was logged, under the namespace
@@ -397,7 +397,38 @@ raise RuntimeError("training failed")
         return self.logger.runs[None].run_dir
 
 
-CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Jax]
+class Brax(Case):
+    """Brax's `progress_fn(step, metrics)` as its trainers call it, values as jax arrays."""
+
+    name, module, namespace, axis = "brax", "brax", "", "env_steps"
+    CRASH = """
+import json, sys
+import jax.numpy as jnp
+from rltrack.adapters.brax import ProgressFn
+progress = ProgressFn(json.loads(sys.argv[1]))
+progress(1, {"contract_a": jnp.float32(1.0)})
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.brax import ProgressFn
+
+        self.progress = ProgressFn(config)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        import jax.numpy as jnp
+
+        self.progress(step, {key: jnp.float32(value) for key, value in values.items()})
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self.progress.log_hparams(hparams)
+
+    def close(self) -> Path:
+        self.progress.close()
+        return self.progress.run_dir
+
+
+CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Jax, Brax]
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)
