@@ -4,7 +4,7 @@ drives the real framework's own logging call (SB3's `Logger.record/dump`,
 Tune's `LoggerCallback` hooks on a real `Trial`, Acme's `Logger.write`,
 SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`,
 TorchRL's `Logger.log_scalar`, Tianshou's `BaseLogger.log_training_data`,
-rsl_rl's `LogWriter.add_scalar`, a `jax.debug.callback` target, Brax's `progress_fn`), and
+rsl_rl's `LogWriter.add_scalar`, a `jax.debug.callback` target, Brax's `progress_fn`, PufferLib's `log(logs, step)`), and
 the run's journal and meta.json are read back:
 
 * every value arrives once, in the order it was logged, under the namespace
@@ -428,7 +428,41 @@ raise RuntimeError("training failed")
         return self.progress.run_dir
 
 
-CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Jax, Brax]
+class PufferLib(Case):
+    """PufferLib 3's duck-typed logger as `PuffeRL` calls it (`log(logs, step)`, `close(model_path)`);
+    its args are given when the logger is made, as to PufferLib's own loggers."""
+
+    name, module, namespace, axis = "pufferlib", "rltrack.adapters.pufferlib", "", "env_steps"
+    CRASH = """
+import json, sys
+from rltrack.adapters.pufferlib import RLTrackLogger
+logger = RLTrackLogger(config=json.loads(sys.argv[1]))
+logger.log({"contract_a": 1.0}, 1)
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        self.config, self.logger = config, None
+
+    def _made(self, args: dict[str, Any] | None = None) -> Any:
+        from rltrack.adapters.pufferlib import RLTrackLogger
+
+        if self.logger is None:
+            self.logger = RLTrackLogger(args, config=self.config)
+        return self.logger
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self._made().log(values, step)
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self._made(hparams)
+
+    def close(self) -> Path:
+        self._made().close()
+        return self.logger.run_dir
+
+
+CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Jax, Brax, PufferLib]
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)
