@@ -4,7 +4,7 @@ drives the real framework's own logging call (SB3's `Logger.record/dump`,
 Tune's `LoggerCallback` hooks on a real `Trial`, Acme's `Logger.write`,
 SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`,
 TorchRL's `Logger.log_scalar`, Tianshou's `BaseLogger.log_training_data`,
-rsl_rl's `LogWriter.add_scalar`), and
+rsl_rl's `LogWriter.add_scalar`, a `jax.debug.callback` target, Brax's `progress_fn`, PufferLib's `log(logs, step)`), and
 the run's journal and meta.json are read back:
 
 * every value arrives once, in the order it was logged, under the namespace
@@ -366,7 +366,103 @@ raise RuntimeError("training failed")
         return Path(self.writer.logger.run_dir)
 
 
-CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl]
+class Jax(Case):
+    """`SeedLogger` as `jax.debug.callback` calls it, the values as jax arrays (no seed given: one run)."""
+
+    name, module, namespace, axis = "jax", "jax", "", "env_steps"
+    CRASH = """
+import json, sys
+import jax.numpy as jnp
+from rltrack.adapters.jax import SeedLogger
+log = SeedLogger(json.loads(sys.argv[1]))
+log({"contract_a": jnp.float32(1.0)}, step=jnp.int32(1))
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.jax import SeedLogger
+
+        self.logger = SeedLogger(config)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        import jax.numpy as jnp
+
+        self.logger({key: jnp.float32(value) for key, value in values.items()}, step=jnp.int32(step))
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self.logger.log_hparams(hparams)
+
+    def close(self) -> Path:
+        self.logger.close()
+        return self.logger.runs[None].run_dir
+
+
+class Brax(Case):
+    """Brax's `progress_fn(step, metrics)` as its trainers call it, values as jax arrays."""
+
+    name, module, namespace, axis = "brax", "brax", "", "env_steps"
+    CRASH = """
+import json, sys
+import jax.numpy as jnp
+from rltrack.adapters.brax import ProgressFn
+progress = ProgressFn(json.loads(sys.argv[1]))
+progress(1, {"contract_a": jnp.float32(1.0)})
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.brax import ProgressFn
+
+        self.progress = ProgressFn(config)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        import jax.numpy as jnp
+
+        self.progress(step, {key: jnp.float32(value) for key, value in values.items()})
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self.progress.log_hparams(hparams)
+
+    def close(self) -> Path:
+        self.progress.close()
+        return self.progress.run_dir
+
+
+class PufferLib(Case):
+    """PufferLib 3's duck-typed logger as `PuffeRL` calls it (`log(logs, step)`, `close(model_path)`);
+    its args are given when the logger is made, as to PufferLib's own loggers."""
+
+    name, module, namespace, axis = "pufferlib", "rltrack.adapters.pufferlib", "", "env_steps"
+    CRASH = """
+import json, sys
+from rltrack.adapters.pufferlib import RLTrackLogger
+logger = RLTrackLogger(config=json.loads(sys.argv[1]))
+logger.log({"contract_a": 1.0}, 1)
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        self.config, self.logger = config, None
+
+    def _made(self, args: dict[str, Any] | None = None) -> Any:
+        from rltrack.adapters.pufferlib import RLTrackLogger
+
+        if self.logger is None:
+            self.logger = RLTrackLogger(args, config=self.config)
+        return self.logger
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self._made().log(values, step)
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self._made(hparams)
+
+    def close(self) -> Path:
+        self._made().close()
+        return self.logger.run_dir
+
+
+CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Jax, Brax, PufferLib]
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)

@@ -1,0 +1,114 @@
+"""What the loggers of JAX, Brax, PufferLib and Stoix share: a run named after
+the library's own experiment name (unless the config names it), and their
+values as plain Python numbers.
+
+These libraries hand over jax arrays, numpy scalars and 0-d arrays. Converting
+them here, on the caller's thread (`np.asarray(x).item()`, about a microsecond
+for a value already on the host), keeps the journal and every tracker exact and
+leaves no "converted" notice for conversions that lose nothing; an array of
+more than one value is kept as an array (a histogram).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from rltrack.core.events import Event
+from rltrack.core.optional import installed_version
+from rltrack.core.values import flatten
+from rltrack.frameworks.canonical import by_namespace, names_mode, with_canonical_names
+
+#: Types taken as they are: the common case costs one set lookup.
+_PLAIN = frozenset((int, float, type(None)))
+
+
+def open_run(
+    config: str | Path | Mapping[str, Any] | None,
+    sections: dict[str, Any],
+    *,
+    framework: str,
+    distribution: str | None = None,
+    name: str | None = None,
+    task: str | None = None,
+) -> Any:
+    """A new rltrack `Logger`: `config` and the sections (`run=`, `backends=`,
+    `filters=`) as `rltrack.make_logger` takes them; the run named `name` and
+    put in experiment `task` where the config names neither; the framework and
+    its version in meta.json's info."""
+    from rltrack.training.config import load_config, make_logger
+
+    run = dict(sections.pop("run", None) or {})
+    named = load_config(config, run=run, **sections)["run"]
+    if name and not named.get("name"):
+        run["name"] = name
+    if task and not named.get("task"):
+        run["task"] = task
+    logger = make_logger(config, run=run, **sections)
+    logger.set_run_info({"framework": framework, f"{framework}_version": installed_version(distribution or framework)})
+    return logger
+
+
+def plain(value: Any) -> Any:
+    """A Python int, float or None for a number of any library (a jax array, a
+    numpy or torch scalar, a 0-d or one-element array; a bool as 0/1); an array
+    of several values as a numpy array; anything else unchanged."""
+    if type(value) in _PLAIN:
+        return value
+    if type(value) is bool:
+        return int(value)
+    try:
+        import numpy as np
+
+        array = np.asarray(value)
+    except Exception:  # noqa: BLE001 - not array-like: the pipeline counts what it does with it
+        return value
+    if array.dtype.kind not in "biuf":
+        return value
+    if array.size != 1:
+        return array
+    item = array.item()
+    return int(item) if type(item) is bool else item
+
+
+def emit_values(logger: Any, metrics: Mapping[str, Any], steps: dict[str, int], source: str, canonical: Mapping[str, str] | None = None) -> None:
+    """A (nested) metrics dict as events of `source`: keys flattened with "/"
+    and kept as written (the part before the first "/" is the namespace), each
+    value a plain number (`plain`) or, with several values, a histogram; the
+    canonical twins of `canonical`'s keys beside them per `run.names`."""
+    scalars: dict[str, Any] = {}
+    arrays: dict[str, Any] = {}
+    for key, value in flatten(dict(metrics)).items():
+        value = plain(value)
+        (arrays if hasattr(value, "shape") else scalars)[key] = value
+    if canonical:
+        scalars = with_canonical_names(scalars, canonical, names_mode(logger))
+    now = time.time()
+    for kind, flat in (("scalars", scalars), ("histogram", arrays)):
+        for namespace, data in by_namespace(flat).items():
+            logger.emit(Event(now, data, kind, namespace, dict(steps), source, run=logger.name))
+
+
+def typed_hparams(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments as hyperparameters that keep their types: numbers,
+    bools, strings and None as they are, sequences of them as lists, mappings
+    nested; a function (or `functools.partial`) by its qualified name, another
+    object (an environment, a network) by its class name."""
+    return {str(key): _typed(value) for key, value in values.items()}
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return typed_hparams(value)
+    if isinstance(value, (list, tuple)):
+        return [_typed(item) for item in value]
+    converted = plain(value)
+    if type(converted) in _PLAIN:
+        return converted
+    func = getattr(value, "func", value)  # functools.partial
+    if callable(func) and hasattr(func, "__qualname__"):
+        return f"{getattr(func, '__module__', '')}.{func.__qualname__}".lstrip(".")
+    return type(value).__name__
