@@ -55,3 +55,12 @@ def assert_once_everywhere(run_dir: Path, logged: list[Logged]) -> None:
         assert found_mlflow == values, f"MLflow {name}: {found_mlflow} != {values}"
         found_wandb = Counter((axis, int(row[axis]), _key(float(row[name]))) for row in rows if name in row)
         assert found_wandb == values, f"W&B {name}: {found_wandb} != {values}"
+
+
+def tracker_hparams(run_dir: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    """The run's MLflow params (text, as MLflow keeps them) and its W&B config
+    (values with their JSON types), read back from the stores."""
+    state = tracker_state(run_dir, "mlflow")
+    params = MlflowClient(state["tracking_uri"]).get_run(state["run_id"]).data.params
+    (wandb_file,) = wandb_reader.run_files(run_dir)
+    return params, wandb_reader.config(wandb_file)
