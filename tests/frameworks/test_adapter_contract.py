@@ -4,7 +4,7 @@ drives the real framework's own logging call (SB3's `Logger.record/dump`,
 Tune's `LoggerCallback` hooks on a real `Trial`, Acme's `Logger.write`,
 SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`,
 TorchRL's `Logger.log_scalar`, Tianshou's `BaseLogger.log_training_data`,
-rsl_rl's `LogWriter.add_scalar`), and
+rsl_rl's `LogWriter.add_scalar`, transformers' `TrainerCallback.on_log`), and
 the run's journal and meta.json are read back:
 
 * every value arrives once, in the order it was logged, under the namespace
@@ -366,7 +366,55 @@ raise RuntimeError("training failed")
         return Path(self.writer.logger.run_dir)
 
 
-CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl]
+class Transformers(Case):
+    """transformers' `TrainerCallback` hooks as its `Trainer` calls them (`on_log(logs)` at
+    `state.global_step`); hyperparameters are `TrainingArguments` fields, here added by a
+    dataclass subclass as TRL's configs add theirs. The crash is a real `Trainer` whose model raises."""
+
+    name, module, namespace, axis = "transformers", "transformers", "train", "train_iter"
+    CRASH = """
+import json, sys, torch
+from transformers import Trainer, TrainingArguments
+from rltrack.adapters.transformers import RLTrackCallback
+class Fails(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(1))
+    def forward(self, x):
+        raise RuntimeError("training failed")
+args = TrainingArguments(output_dir="out", report_to=[], use_cpu=True, max_steps=1)
+trainer = Trainer(model=Fails(), args=args, train_dataset=[{"x": torch.ones(1)}], callbacks=[RLTrackCallback(json.loads(sys.argv[1]))])
+trainer.log({"contract_a": 1.0})
+trainer.train()
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from transformers import TrainerControl, TrainerState, TrainingArguments
+
+        from rltrack.adapters.transformers import RLTrackCallback
+
+        self.callback = RLTrackCallback(config)
+        self.args, self.state, self.control = TrainingArguments(output_dir="out", report_to=[], use_cpu=True), TrainerState(), TrainerControl()
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self.state.global_step = step
+        self.callback.on_log(self.args, self.state, self.control, logs=dict(values))
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        from dataclasses import field, make_dataclass
+
+        from transformers import TrainingArguments
+
+        fields = [(key, type(value), field(default=value)) for key, value in hparams.items()]
+        self.args = make_dataclass("ContractConfig", fields, bases=(TrainingArguments,))(output_dir="out", report_to=[], use_cpu=True)
+        self.callback.on_train_begin(self.args, self.state, self.control)
+
+    def close(self) -> Path:
+        self.callback.close()
+        return Path(self.callback.logger.run_dir)
+
+
+CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Transformers]
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)
