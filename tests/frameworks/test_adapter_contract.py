@@ -4,7 +4,7 @@ drives the real framework's own logging call (SB3's `Logger.record/dump`,
 Tune's `LoggerCallback` hooks on a real `Trial`, Acme's `Logger.write`,
 SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`,
 TorchRL's `Logger.log_scalar`, Tianshou's `BaseLogger.log_training_data`,
-rsl_rl's `LogWriter.add_scalar`, transformers' `TrainerCallback.on_log`), and
+rsl_rl's `LogWriter.add_scalar`, transformers' `TrainerCallback.on_log`, skrl's agent writer), and
 the run's journal and meta.json are read back:
 
 * every value arrives once, in the order it was logged, under the namespace
@@ -62,8 +62,9 @@ class Case:
     namespace: ClassVar[str]  # where RECORDS' keys land
     axis: ClassVar[str]  # the step axis the framework's step is on
     HPARAMS: ClassVar[bool] = True
-    #: A script run as `python -c CRASH CONFIG_JSON`: logs one value through the framework, then raises.
+    #: A script run as `python -c CRASH CONFIG_JSON *ARGS`: logs one value through the framework, then raises.
     CRASH: ClassVar[str]
+    ARGS: ClassVar[tuple[str, ...]] = ()
 
     def open(self, config: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -414,7 +415,61 @@ trainer.train()
         return Path(self.callback.logger.run_dir)
 
 
-CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Transformers]
+class Skrl(Case):
+    """A real skrl PPO agent (tests/helpers/skrl_task.py) writing through its own writer, as its
+    `post_interaction` does (`track_data`, then `write_tracking_data` at `timestep`): on the
+    axis `timestep` the step is skrl's own (`env_steps` is it × `num_envs`). Hyperparameters
+    are the agent's config fields, here added by a dataclass subclass of skrl's `PPO_CFG`."""
+
+    name, module, namespace, axis = "skrl", "skrl", "", "timestep"
+    CRASH = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from skrl_task import ppo_trainer
+from rltrack.adapters.skrl import attach
+trainer = ppo_trainer()
+attach(trainer, config=json.loads(sys.argv[1]))
+trainer.agents.track_data("contract_a", 1.0)
+trainer.agents.write_tracking_data(timestep=1, timesteps=10)
+raise RuntimeError("training failed")
+"""
+    ARGS = (str(REPO / "tests" / "helpers"),)
+
+    def open(self, config: dict[str, Any]) -> None:
+        self.config, self.cfg_class, self.logger = config, None, None
+
+    def _started(self) -> Any:
+        if self.logger is None:  # skrl's hyperparameters are its config, given when the agent is built
+            from skrl_task import ppo_trainer
+
+            from rltrack.adapters.skrl import attach
+
+            self.trainer = ppo_trainer(cfg_class=self.cfg_class)
+            self.logger = attach(self.trainer, config=self.config)
+        return self.trainer.agents
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        agent = self._started()
+        for key, value in values.items():
+            agent.track_data(key, value)
+        agent.write_tracking_data(timestep=step, timesteps=100)
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        from dataclasses import field, make_dataclass
+
+        from skrl.agents.torch.ppo import PPO_CFG
+
+        fields = [(key, type(value), field(default=value)) for key, value in hparams.items()]
+        self.cfg_class = make_dataclass("ContractCfg", fields, bases=(PPO_CFG,), kw_only=True)
+        self._started()
+
+    def close(self) -> Path:
+        self._started()
+        self.logger.close()
+        return Path(self.logger.run_dir)
+
+
+CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Transformers, Skrl]
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)
@@ -477,7 +532,7 @@ def test_a_run_closed_normally_is_finished(case: Case, tmp_path: Path) -> None:
 def test_a_process_where_training_raises_ends_its_run_failed(case: Case, tmp_path: Path) -> None:
     root = tmp_path / "runs"
     env = {"PYTHONPATH": ":".join([str(REPO), *([str(STANDINS)] if str(STANDINS) in sys.path else [])]), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", case.CRASH, json.dumps(config(root, case.name))], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", case.CRASH, json.dumps(config(root, case.name)), *case.ARGS], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=300, check=False)  # fmt: skip
     assert done.returncode != 0 or case.name == "tune", done.stderr
     metas = [json.loads(meta.read_text()) for meta in root.rglob("meta.json")]
