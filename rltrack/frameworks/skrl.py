@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Mapping
+from typing import Any
 
+from rltrack.frameworks.hparams import plain
 from rltrack.frameworks.stages import STEP_AXIS
 
 SOURCE = "skrl"
@@ -47,19 +48,7 @@ def hparams(agent_cfg: Any, trainer_cfg: Any, num_envs: int) -> dict[str, Any]:
     merges them, and `num_envs`; classes and functions (a learning-rate
     scheduler, a preprocessor, a reward shaper) as their dotted names."""
     merged = {**config_dict(agent_cfg), **config_dict(trainer_cfg), "num_envs": int(num_envs)}
-    return {str(key): _jsonable(value) for key, value in merged.items()}
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, Mapping):
-        return {str(key): _jsonable(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(item) for item in value]
-    if hasattr(value, "__qualname__"):
-        return f"{getattr(value, '__module__', '')}.{value.__qualname__}".lstrip(".")
-    return str(value)
+    return plain(merged)
 
 
 def run_name(agent_cfg: Any, experiment_dir: str) -> str:

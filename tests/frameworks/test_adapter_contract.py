@@ -4,7 +4,7 @@ drives the real framework's own logging call (SB3's `Logger.record/dump`,
 Tune's `LoggerCallback` hooks on a real `Trial`, Acme's `Logger.write`,
 SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`,
 TorchRL's `Logger.log_scalar`, Tianshou's `BaseLogger.log_training_data`,
-rsl_rl's `LogWriter.add_scalar`, transformers' `TrainerCallback.on_log`, skrl's agent writer), and
+rsl_rl's `LogWriter.add_scalar`, transformers' `TrainerCallback.on_log`, skrl's agent writer, rl_games' observer and writer), and
 the run's journal and meta.json are read back:
 
 * every value arrives once, in the order it was logged, under the namespace
@@ -62,6 +62,8 @@ class Case:
     namespace: ClassVar[str]  # where RECORDS' keys land
     axis: ClassVar[str]  # the step axis the framework's step is on
     HPARAMS: ClassVar[bool] = True
+    #: The events' `source`, when not the case's name (values carried by another adapter).
+    SOURCE: ClassVar[str | None] = None
     #: A script run as `python -c CRASH CONFIG_JSON *ARGS`: logs one value through the framework, then raises.
     CRASH: ClassVar[str]
     ARGS: ClassVar[tuple[str, ...]] = ()
@@ -469,7 +471,59 @@ raise RuntimeError("training failed")
         return Path(self.logger.run_dir)
 
 
-CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Transformers, Skrl]
+class RlGames(Case):
+    """rl_games' observer API as its agent calls it (`before_init(base_name, config,
+    experiment_name)` before it makes its writer), then its tensorboardX writer in
+    `<experiment>/summaries` as its agent writes (`info/<key>` at the frame count),
+    carried by the TensorBoard hook the observer attaches (whose translation decides the axis:
+    a tag prefix it has no table for is on the writer's own `step`). Hyperparameters: its config dict."""
+
+    name, module, namespace, axis = "rl_games", "rl_games", "info", "step"
+    SOURCE = "tensorboard"
+    CRASH = """
+import json, sys
+from tensorboardX import SummaryWriter
+from rltrack.adapters.rl_games import RLTrackObserver
+config = json.loads(sys.argv[1])
+RLTrackObserver(config).before_init("run", {"name": "contract"}, "contract")
+writer = SummaryWriter(config["run"]["root"] + "/../rl_games_runs/contract/summaries")
+writer.add_scalar("info/contract_a", 1.0, 1)
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.rl_games import RLTrackObserver
+
+        self.observer, self.root, self.writer = RLTrackObserver(config), config["run"]["root"], None
+        self.rl_games_config: dict[str, Any] = {"name": "contract"}
+
+    def _started(self) -> Any:
+        if self.writer is None:  # the agent hands its config over, then makes its writer
+            from tensorboardX import SummaryWriter
+
+            self.observer.before_init("run", self.rl_games_config, "contract")
+            self.writer = SummaryWriter(self.root + "/../rl_games_runs/contract/summaries")
+        return self.writer
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        writer = self._started()
+        for key, value in values.items():
+            writer.add_scalar(f"info/{key}", value, step)
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self.rl_games_config.update(hparams)
+        self._started()
+
+    def close(self) -> Path:
+        from rltrack.adapters.tensorboard import detach
+
+        self._started().close()
+        detach()
+        self.observer.logger.close()
+        return Path(self.observer.logger.run_dir)
+
+
+CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Transformers, Skrl, RlGames]
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)
@@ -503,7 +557,7 @@ def test_values_arrive_once_in_order_at_the_frameworks_step(case: Case, tmp_path
         arrived = logged(events, case.namespace, key)
         assert [value for _, value in arrived] == [values[key] for _, values in RECORDS], key
         assert [steps.get(case.axis) for steps, _ in arrived] == [step for step, _ in RECORDS], (key, arrived)
-    assert {event.source for event in events if event.kind == "scalars"} <= {case.name, "rllib"}
+    assert {event.source for event in events if event.kind == "scalars"} <= {case.SOURCE or case.name, "rllib"}
 
 
 def test_hyperparameters_keep_their_types(case: Case, tmp_path: Path) -> None:
