@@ -39,9 +39,10 @@ RUN_ENV = $(if $(WHEEL),PYTHONSAFEPATH=1,)
 # $(call install,venv,constraints,requirements,no-deps packages): torch first, alone, as the CPU
 # build on this machine's disk (a range would take a CUDA build of several GB);
 # dm-acme last with --no-deps (it pins dm-launchpad, which has no wheels for
-# Python >= 3.11), in the main one rliable and arch too (tests/runs cross-checks
-# with rliable, whose arch pin clashes with pandas 3) and pufferlib-core (it pins
-# torch==2.9.0), and in the oldest environment tianshou and rsl-rl-lib too
+# Python >= 3.11), in the main environment rliable and arch too (tests/runs
+# cross-checks with rliable, whose arch pin clashes with pandas 3), pufferlib-core
+# (it pins torch==2.9.0) and rl-games (1.6.5 pins psutil < 6; what it needs to
+# train is there), and in the oldest environment tianshou and rsl-rl-lib too
 # (see requirements/constraints-oldest.txt). With a wheel, the rltrack there is
 # removed first (a rebuild at the same version would be "already satisfied").
 define install
@@ -62,7 +63,7 @@ define installed
 endef
 
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/test.txt $(WHEEL)
-	$(call install,$(VENV),requirements/constraints.txt,requirements/test.txt,rliable arch pufferlib-core)
+	$(call install,$(VENV),requirements/constraints.txt,requirements/test.txt,rliable arch pufferlib-core rl-games)
 
 $(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt requirements/test-oldest-nodeps.txt requirements/test-oldest-cleanrl-ppo.txt $(WHEEL)
 	$(call install,$(OLDEST_VENV),requirements/constraints-oldest.txt,requirements/test-oldest.txt,tianshou rsl-rl-lib)

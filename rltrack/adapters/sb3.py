@@ -103,7 +103,7 @@ from rltrack.adapters.sb3_stages import (
     recorder_for,
 )
 from rltrack.adapters.sb3_writer import WriterBody
-from rltrack.frameworks.sb3 import CANONICAL, FORMAT_NAME, NAMESPACES, attribute_hparams
+from rltrack.frameworks.sb3 import CANONICAL, FORMAT_NAME, NAMESPACES, model_hparams
 from rltrack.core.optional import require
 
 if TYPE_CHECKING:
@@ -193,12 +193,7 @@ class CallbackBody:
         if self.stages:
             self._start_stages(writer)
         if self.log_hparams:
-            hparams = model_hparams(self.model)
-            if _HPARAMS_SENT.get(self.rltrack_logger) != hparams:  # not sent yet by another instance of ours
-                _HPARAMS_SENT[self.rltrack_logger] = hparams
-                self.rltrack_logger.log_hparams(hparams)
-                info = {"framework": "stable-baselines3", "sb3_version": hparams["sb3_version"], "algo": hparams["algo"]}
-                self.rltrack_logger.set_run_info(info)
+            record_hparams(self.model, self.rltrack_logger)
 
     def _start_stages(self, writer: Any) -> None:
         """Shares one stage recorder per rltrack logger and model. Below an
@@ -274,6 +269,17 @@ class CallbackBody:
             self._cleanup()  # removes the staging directory
             self._cleanup = None
             self._staging = None
+
+
+def record_hparams(model: Any, logger: Logger) -> None:
+    """Sends `model_hparams(model)` to `logger` (`log_hparams`) and the framework
+    to its run info, unless this logger got the same ones already (from another
+    callback of ours, or from `attach`'s hook at the start of the same `learn()`)."""
+    hparams = model_hparams(model)
+    if _HPARAMS_SENT.get(logger) != hparams:
+        _HPARAMS_SENT[logger] = hparams
+        logger.log_hparams(hparams)
+        logger.set_run_info({"framework": "stable-baselines3", "sb3_version": hparams["sb3_version"], "algo": hparams["algo"]})
 
 
 # ---- SB3-dependent classes, built on first use ------------------------------
@@ -388,8 +394,13 @@ def add_writer(sb3_logger: Any, logger: Logger, *, writer: Any = None, **writer_
     return writer
 
 
-def attach(model: BaseAlgorithm, logger: Logger, *, stages: bool = True, buffer_seconds: float = 60.0, **writer_options: Any) -> Any:
-    """Adds an `RLTrackWriter` to `model`'s SB3 logger and returns the writer.
+def attach(
+    model: BaseAlgorithm, logger: Logger, *, stages: bool = True, buffer_seconds: float = 60.0, log_hparams: bool = True, **writer_options: Any
+) -> Any:
+    """Adds an `RLTrackWriter` to `model`'s SB3 logger and returns the writer;
+    with `log_hparams` (default) the model's hyperparameters are recorded at
+    the first step of each `learn()` (`record_hparams`, as `RLTrackCallback`
+    records them; sent again only when they changed, e.g. `total_timesteps`).
 
     If the model has a logger set with `model.set_logger(...)`, the writer is
     appended to it now and its own outputs stay as they are. Otherwise SB3
@@ -421,26 +432,30 @@ def attach(model: BaseAlgorithm, logger: Logger, *, stages: bool = True, buffer_
         recorder = recorder_for(logger, model, buffer_seconds)
         recorder.writer = writer
         writer.use_stages(recorder)
-    _observe_steps(env, model, writer, recorder)
+    _observe_steps(env, model, writer, recorder, log_hparams)
     return writer
 
 
-def _observe_steps(venv: Any, model: Any, writer: Any, recorder: StageRecorder | None) -> None:
+def _observe_steps(venv: Any, model: Any, writer: Any, recorder: StageRecorder | None, log_hparams: bool) -> None:
     """The hook of `attach` on `venv.step_wait`: at each step, adds `writer`
     to the model's SB3 logger when that logger is new (SB3 builds one per
-    `learn()`; a user may set another), and hands the step's infos to the
+    `learn()`; a user may set another), records the hyperparameters at the
+    first step of each `learn()` (`log_hparams`), and hands the step's infos to the
     stage recorder unless an `RLTrackCallback` feeds it. The hook is an
     attribute of this one VecEnv object, not a wrapper: the model's env keeps
     its type and its wrapper chain, which SB3 walks side by side with the eval
     env's (`EvalCallback`'s type check, `sync_envs_normalization` copying
     `VecNormalize` statistics level by level)."""
-    seen: list[Any] = [None]
+    seen: list[Any] = [None, None]  # the model's SB3 logger; its `start_time`, set anew by each `learn()`
 
     def on_step(infos: Any) -> None:
         sb3_logger = vars(model).get("_logger")
         if sb3_logger is not seen[0] and sb3_logger is not None:
             seen[0] = sb3_logger
             add_writer(sb3_logger, writer.logger, writer=writer)
+        if log_hparams and seen[1] != model.start_time:
+            seen[1] = model.start_time
+            record_hparams(model, writer.logger)
         if recorder is not None and not recorder.fed_by_callback:
             recorder.observed_step(infos)
 
@@ -456,32 +471,8 @@ def _observe_steps(venv: Any, model: Any, writer: Any, recorder: StageRecorder |
     venv._rltrack_on_step = on_step
 
 
-def model_hparams(model: BaseAlgorithm) -> dict[str, Any]:
-    """The JSON-friendly configuration of an SB3 model: its public attributes
-    that are numbers, strings, classes (by name), spaces (as text), schedules
-    (their value at the start of training) and containers of those, plus
-    `algo`, `env_id`, `total_timesteps` and `sb3_version`. Networks, buffers,
-    environments and optimizers are left out."""
-    import stable_baselines3
-
-    hparams: dict[str, Any] = {"algo": type(model).__name__, **attribute_hparams(vars(model))}
-    env = getattr(model, "env", None)
-    if env is not None:
-        try:
-            spec = env.get_attr("spec", indices=[0])[0]
-        except Exception:  # a VecEnv wrapper without get_attr, or an env without spec
-            spec = None
-        if spec is not None and getattr(spec, "id", None):
-            hparams["env_id"] = spec.id
-    total = getattr(model, "_total_timesteps", 0)
-    if total:
-        hparams["total_timesteps"] = int(total)
-    hparams["sb3_version"] = stable_baselines3.__version__
-    return hparams
-
-
 __all__ = [
     "CANONICAL", "FORMAT_NAME", "NAMESPACES", "RLTrackCallback", "RLTrackWriter", "add_writer", "attach", "axis_options", "di_checkpoint",
-    "model_hparams", "train_iter",
+    "model_hparams", "record_hparams", "train_iter",
 ]  # fmt: skip
 

@@ -44,3 +44,35 @@ def settings(config: Mapping[str, Any]) -> dict[str, Any]:
         for key, value in config.items()
         if is_setting(str(key), value)
     }
+
+
+def plain(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A framework's configuration as hyperparameters a tracker takes, types
+    kept: numbers, text, bools and None as they are, mappings and sequences
+    level by level, numpy and torch scalars as numbers; a class or a function (a
+    scheduler, a preprocessor) as its dotted name; an object with public
+    attributes of such values as those attributes; any other object as its text, or
+    its class's dotted name when its text is a default repr (an address
+    differs in every process)."""
+    return {str(key): _plain(value) for key, value in config.items()}
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a numpy or torch scalar
+        return value.item()
+    if isinstance(value, Mapping):
+        return plain(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    named = value if hasattr(value, "__qualname__") else None
+    attributes = vars(value) if named is None and hasattr(value, "__dict__") else {}
+    settings = {key: item for key, item in attributes.items() if not key.startswith("_") and (item is None or isinstance(item, (bool, int, float, str)))}
+    if settings:
+        return settings  # an object built from settings (rl_games' reward shaper, from its config's dict)
+    text = "" if named is not None else str(value)
+    if named is None and not OBJECT_REPR.search(text):
+        return text
+    named = named or type(value)
+    return f"{getattr(named, '__module__', '')}.{named.__qualname__}".lstrip(".")

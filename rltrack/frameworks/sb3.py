@@ -19,6 +19,8 @@ import math
 import re
 from typing import Any, Mapping
 
+from rltrack.core.optional import installed_version
+
 #: The name rltrack's writer answers to in SB3's `exclude=` arguments.
 FORMAT_NAME = "rltrack"
 
@@ -134,6 +136,28 @@ def attribute_hparams(attributes: Mapping[str, Any]) -> dict[str, Any]:
         converted = _jsonable(value, top=True)
         if converted is not _SKIP:
             hparams[name] = converted
+    return hparams
+
+
+def model_hparams(model: Any) -> dict[str, Any]:
+    """The JSON-friendly configuration of an SB3 model: its public attributes
+    that are numbers, strings, classes (by name), spaces (as text), schedules
+    (their value at the start of training) and containers of those, plus
+    `algo`, `env_id`, `total_timesteps` and `sb3_version`. Networks, buffers,
+    environments and optimizers are left out."""
+    hparams: dict[str, Any] = {"algo": type(model).__name__, **attribute_hparams(vars(model))}
+    env = getattr(model, "env", None)
+    if env is not None:
+        try:
+            spec = env.get_attr("spec", indices=[0])[0]
+        except Exception:  # a VecEnv wrapper without get_attr, or an env without spec
+            spec = None
+        if spec is not None and getattr(spec, "id", None):
+            hparams["env_id"] = spec.id
+    total = getattr(model, "_total_timesteps", 0)
+    if total:
+        hparams["total_timesteps"] = int(total)
+    hparams["sb3_version"] = installed_version("stable-baselines3")
     return hparams
 
 

@@ -4,7 +4,8 @@ drives the real framework's own logging call (SB3's `Logger.record/dump`,
 Tune's `LoggerCallback` hooks on a real `Trial`, Acme's `Logger.write`,
 SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`,
 TorchRL's `Logger.log_scalar`, Tianshou's `BaseLogger.log_training_data`,
-rsl_rl's `LogWriter.add_scalar`, a `jax.debug.callback` target, Brax's `progress_fn`, PufferLib's `log(logs, step)`), and
+rsl_rl's `LogWriter.add_scalar`, transformers' `TrainerCallback.on_log`, skrl's agent writer, rl_games' observer and writer,
+a `jax.debug.callback` target, Brax's `progress_fn`, PufferLib's `log(logs, step)`), and
 the run's journal and meta.json are read back:
 
 * every value arrives once, in the order it was logged, under the namespace
@@ -62,8 +63,11 @@ class Case:
     namespace: ClassVar[str]  # where RECORDS' keys land
     axis: ClassVar[str]  # the step axis the framework's step is on
     HPARAMS: ClassVar[bool] = True
-    #: A script run as `python -c CRASH CONFIG_JSON`: logs one value through the framework, then raises.
+    #: The events' `source`, when not the case's name (values carried by another adapter).
+    SOURCE: ClassVar[str | None] = None
+    #: A script run as `python -c CRASH CONFIG_JSON *ARGS`: logs one value through the framework, then raises.
     CRASH: ClassVar[str]
+    ARGS: ClassVar[tuple[str, ...]] = ()
 
     def open(self, config: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -366,6 +370,160 @@ raise RuntimeError("training failed")
         return Path(self.writer.logger.run_dir)
 
 
+class Transformers(Case):
+    """transformers' `TrainerCallback` hooks as its `Trainer` calls them (`on_log(logs)` at
+    `state.global_step`); hyperparameters are `TrainingArguments` fields, here added by a
+    dataclass subclass as TRL's configs add theirs. The crash is a real `Trainer` whose model raises."""
+
+    name, module, namespace, axis = "transformers", "transformers", "train", "train_iter"
+    CRASH = """
+import json, sys, torch
+from transformers import Trainer, TrainingArguments
+from rltrack.adapters.transformers import RLTrackCallback
+class Fails(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(1))
+    def forward(self, x):
+        raise RuntimeError("training failed")
+args = TrainingArguments(output_dir="out", report_to=[], use_cpu=True, max_steps=1)
+trainer = Trainer(model=Fails(), args=args, train_dataset=[{"x": torch.ones(1)}], callbacks=[RLTrackCallback(json.loads(sys.argv[1]))])
+trainer.log({"contract_a": 1.0})
+trainer.train()
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from transformers import TrainerControl, TrainerState, TrainingArguments
+
+        from rltrack.adapters.transformers import RLTrackCallback
+
+        self.callback = RLTrackCallback(config)
+        self.args, self.state, self.control = TrainingArguments(output_dir="out", report_to=[], use_cpu=True), TrainerState(), TrainerControl()
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self.state.global_step = step
+        self.callback.on_log(self.args, self.state, self.control, logs=dict(values))
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        from dataclasses import field, make_dataclass
+
+        from transformers import TrainingArguments
+
+        fields = [(key, type(value), field(default=value)) for key, value in hparams.items()]
+        self.args = make_dataclass("ContractConfig", fields, bases=(TrainingArguments,))(output_dir="out", report_to=[], use_cpu=True)
+        self.callback.on_train_begin(self.args, self.state, self.control)
+
+    def close(self) -> Path:
+        self.callback.close()
+        return Path(self.callback.logger.run_dir)
+
+
+class Skrl(Case):
+    """A real skrl PPO agent (tests/helpers/skrl_task.py) writing through its own writer, as its
+    `post_interaction` does (`track_data`, then `write_tracking_data` at `timestep`): on the
+    axis `timestep` the step is skrl's own (`env_steps` is it × `num_envs`). Hyperparameters
+    are the agent's config fields, here added by a dataclass subclass of skrl's `PPO_CFG`."""
+
+    name, module, namespace, axis = "skrl", "skrl", "", "timestep"
+    CRASH = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from skrl_task import ppo_trainer
+from rltrack.adapters.skrl import attach
+trainer = ppo_trainer()
+attach(trainer, config=json.loads(sys.argv[1]))
+trainer.agents.track_data("contract_a", 1.0)
+trainer.agents.write_tracking_data(timestep=1, timesteps=10)
+raise RuntimeError("training failed")
+"""
+    ARGS = (str(REPO / "tests" / "helpers"),)
+
+    def open(self, config: dict[str, Any]) -> None:
+        self.config, self.cfg_class, self.logger = config, None, None
+
+    def _started(self) -> Any:
+        if self.logger is None:  # skrl's hyperparameters are its config, given when the agent is built
+            from skrl_task import ppo_trainer
+
+            from rltrack.adapters.skrl import attach
+
+            self.trainer = ppo_trainer(cfg_class=self.cfg_class)
+            self.logger = attach(self.trainer, config=self.config)
+        return self.trainer.agents
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        agent = self._started()
+        for key, value in values.items():
+            agent.track_data(key, value)
+        agent.write_tracking_data(timestep=step, timesteps=100)
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        from dataclasses import field, make_dataclass
+
+        from skrl.agents.torch.ppo import PPO_CFG
+
+        fields = [(key, type(value), field(default=value)) for key, value in hparams.items()]
+        self.cfg_class = make_dataclass("ContractCfg", fields, bases=(PPO_CFG,), kw_only=True)
+        self._started()
+
+    def close(self) -> Path:
+        self._started()
+        self.logger.close()
+        return Path(self.logger.run_dir)
+
+
+class RlGames(Case):
+    """rl_games' observer API as its agent calls it (`before_init(base_name, config,
+    experiment_name)` before it makes its writer), then its tensorboardX writer in
+    `<experiment>/summaries` as its agent writes (`info/<key>` at the frame count),
+    carried by the TensorBoard hook the observer attaches (whose translation decides the axis:
+    a tag prefix it has no table for is on the writer's own `step`). Hyperparameters: its config dict."""
+
+    name, module, namespace, axis = "rl_games", "rl_games", "info", "step"
+    SOURCE = "tensorboard"
+    CRASH = """
+import json, sys
+from tensorboardX import SummaryWriter
+from rltrack.adapters.rl_games import RLTrackObserver
+config = json.loads(sys.argv[1])
+RLTrackObserver(config).before_init("run", {"name": "contract"}, "contract")
+writer = SummaryWriter(config["run"]["root"] + "/../rl_games_runs/contract/summaries")
+writer.add_scalar("info/contract_a", 1.0, 1)
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.rl_games import RLTrackObserver
+
+        self.observer, self.root, self.writer = RLTrackObserver(config), config["run"]["root"], None
+        self.rl_games_config: dict[str, Any] = {"name": "contract"}
+
+    def _started(self) -> Any:
+        if self.writer is None:  # the agent hands its config over, then makes its writer
+            from tensorboardX import SummaryWriter
+
+            self.observer.before_init("run", self.rl_games_config, "contract")
+            self.writer = SummaryWriter(self.root + "/../rl_games_runs/contract/summaries")
+        return self.writer
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        writer = self._started()
+        for key, value in values.items():
+            writer.add_scalar(f"info/{key}", value, step)
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self.rl_games_config.update(hparams)
+        self._started()
+
+    def close(self) -> Path:
+        from rltrack.adapters.tensorboard import detach
+
+        self._started().close()
+        detach()
+        self.observer.logger.close()
+        return Path(self.observer.logger.run_dir)
+
+
 class Jax(Case):
     """`SeedLogger` as `jax.debug.callback` calls it, the values as jax arrays (no seed given: one run)."""
 
@@ -462,7 +620,7 @@ raise RuntimeError("training failed")
         return self.logger.run_dir
 
 
-CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Jax, Brax, PufferLib]
+CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Transformers, Skrl, RlGames, Jax, Brax, PufferLib]
 
 
 @pytest.fixture(params=CASES, ids=lambda case: case.name)
@@ -496,7 +654,7 @@ def test_values_arrive_once_in_order_at_the_frameworks_step(case: Case, tmp_path
         arrived = logged(events, case.namespace, key)
         assert [value for _, value in arrived] == [values[key] for _, values in RECORDS], key
         assert [steps.get(case.axis) for steps, _ in arrived] == [step for step, _ in RECORDS], (key, arrived)
-    assert {event.source for event in events if event.kind == "scalars"} <= {case.name, "rllib"}
+    assert {event.source for event in events if event.kind == "scalars"} <= {case.SOURCE or case.name, "rllib"}
 
 
 def test_hyperparameters_keep_their_types(case: Case, tmp_path: Path) -> None:
@@ -525,7 +683,7 @@ def test_a_run_closed_normally_is_finished(case: Case, tmp_path: Path) -> None:
 def test_a_process_where_training_raises_ends_its_run_failed(case: Case, tmp_path: Path) -> None:
     root = tmp_path / "runs"
     env = {"PYTHONPATH": ":".join([str(REPO), *([str(STANDINS)] if str(STANDINS) in sys.path else [])]), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", case.CRASH, json.dumps(config(root, case.name))], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", case.CRASH, json.dumps(config(root, case.name)), *case.ARGS], capture_output=True, text=True,
                           env=env, cwd=tmp_path, timeout=300, check=False)  # fmt: skip
     assert done.returncode != 0 or case.name == "tune", done.stderr
     metas = [json.loads(meta.read_text()) for meta in root.rglob("meta.json")]

@@ -450,6 +450,38 @@ def test_callback_alone_attaches_to_sb3s_own_logger(tmp_path):
     assert hparams.data["total_timesteps"] == 2 * ROLLOUT and hparams.data["policy_class"] == "ActorCriticPolicy"
 
 
+def test_attach_alone_records_the_hyperparameters_in_mlflow_and_wandb(tmp_path):
+    """The README's first example (`attach(model, logger)`, no callback): the
+    model's hyperparameters reach MLflow's params and W&B's config (typed), once
+    per `learn()` whose hyperparameters differ (a second `learn()` changes
+    `total_timesteps`), and none with `log_hparams=False`."""
+    from library_readback import config, tracker_hparams
+
+    torch.set_num_threads(1)
+    logger = rltrack.make_logger(config(tmp_path / "runs", name="readme"))
+    model = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
+    attach(model, logger)
+    model.learn(ROLLOUT)
+    model.learn(2 * ROLLOUT, reset_num_timesteps=False)
+    logger.close()
+    sent = [e.data for e in rltrack.read_journal(logger.run_dir) if e.kind == "hparams"]
+    assert [h["total_timesteps"] for h in sent] == [ROLLOUT, 3 * ROLLOUT]  # SB3 adds the timesteps done before
+    assert sent[0] == {**model_hparams(model), "total_timesteps": ROLLOUT}
+    params, wandb_config = tracker_hparams(logger.run_dir)
+    assert params["algo"] == "PPO" and params["n_steps"] == str(ROLLOUT // N_ENVS) and params["gamma"] == "0.99"
+    assert params["total_timesteps"] == str(ROLLOUT)  # MLflow keeps a param's first value (the second is in a tag)
+    assert wandb_config["total_timesteps"] == 3 * ROLLOUT
+    assert wandb_config["n_steps"] == ROLLOUT // N_ENVS and wandb_config["gamma"] == 0.99 and wandb_config["env_id"] == "CartPole-v1"
+    assert json.loads((logger.run_dir / "meta.json").read_text())["info"]["framework"] == "stable-baselines3"
+
+    quiet = make_logger(tmp_path / "quiet")
+    quiet_model = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)
+    attach(quiet_model, quiet, log_hparams=False)
+    quiet_model.learn(ROLLOUT)
+    quiet.close()
+    assert not [e for e in quiet.backends["memory"].events if e.kind == "hparams"]
+
+
 def test_save_freq_below_an_eval_callback_warns(tmp_path):
     logger = make_logger(tmp_path)
     model = PPO("MlpPolicy", cartpole(), **PPO_KWARGS)

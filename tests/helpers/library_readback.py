@@ -20,6 +20,7 @@ import wandb_reader
 from mlflow import MlflowClient
 
 from rltrack.delivery.cursor import tracker_state
+from rltrack.trackers.mlflow.batch import mlflow_key
 
 #: A value as the library meant it: (stored name, axis, step, value).
 Logged = tuple[str, str, int, float]
@@ -51,7 +52,16 @@ def assert_once_everywhere(run_dir: Path, logged: list[Logged]) -> None:
         (axis,) = axes  # one library name, one axis
         found_csv = Counter((axis, int(row[axis]), _key(float(row[name]))) for _, row in table.iterrows() if name in row and not pd.isna(row[name]))
         assert found_csv == values, f"progress.csv {name}: {found_csv} != {values}"
-        found_mlflow = Counter((axis, m.step, _key(m.value)) for m in client.get_metric_history(run_id, name))
+        found_mlflow = Counter((axis, m.step, _key(m.value)) for m in client.get_metric_history(run_id, mlflow_key(name)))  # within MLflow's character rules
         assert found_mlflow == values, f"MLflow {name}: {found_mlflow} != {values}"
         found_wandb = Counter((axis, int(row[axis]), _key(float(row[name]))) for row in rows if name in row)
         assert found_wandb == values, f"W&B {name}: {found_wandb} != {values}"
+
+
+def tracker_hparams(run_dir: Path) -> tuple[dict[str, str], dict[str, Any]]:
+    """The run's MLflow params (text, as MLflow keeps them) and its W&B config
+    (values with their JSON types), read back from the stores."""
+    state = tracker_state(run_dir, "mlflow")
+    params = MlflowClient(state["tracking_uri"]).get_run(state["run_id"]).data.params
+    (wandb_file,) = wandb_reader.run_files(run_dir)
+    return params, wandb_reader.config(wandb_file)
