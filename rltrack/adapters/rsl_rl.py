@@ -19,9 +19,10 @@ the config names it.
 What the runner writes becomes (rltrack.frameworks.rsl_rl):
 
 * `add_scalar(tag, value, it)`: one `scalars` value at `{"train_iter": it}`,
-  in the namespace of its tag (`Loss/` -> learner, `Perf/` -> time, `Train/`
-  and `Episode/` -> collector; an environment's own extras keep their
-  prefix), with canonical twins per `run.names`; the tags rsl_rl writes
+  under its tag as written (`Loss/value`), filed locally under its stage
+  (`Loss/` -> learner, `Perf/` -> time, `Train/` and `Episode/` ->
+  collector; an environment's own extras under their prefix), with
+  canonical twins per `run.names`; the tags rsl_rl writes
   against seconds of training (`Train/mean_reward/time`) at `{"seconds": s}`;
 * `store_config(env_cfg, train_cfg)`: `hparams` `{"train_cfg", "env_cfg"}`;
 * `save_model(path, it)`: the checkpoint copied into the run's `ckpt/`
@@ -73,8 +74,9 @@ class RLTrackLogWriter(_log_writer.LogWriter):
         found = self._routes.get(tag)
         if found is None:
             found = self._routes[tag] = tag_route(tag, self._mode)
-        logger = self.logger
-        logger.emit(Event(time.time(), dict.fromkeys(found.keys, scalar_value), "scalars", found.namespace, {found.axis: int(global_step)}, SOURCE, run=logger.name))
+        logger, now, steps = self.logger, time.time(), {found.axis: int(global_step)}
+        for namespace, key, stage in found.places:  # the tag as written, then its canonical twin
+            logger.emit(Event(now, {key: scalar_value}, "scalars", namespace, steps, SOURCE, run=logger.name, stage=stage))
 
     def store_config(self, env_cfg: dict | object, train_cfg: dict) -> None:
         self.logger.log_hparams(config_hparams(env_cfg, train_cfg))

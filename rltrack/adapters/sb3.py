@@ -36,16 +36,18 @@ What arrives in rltrack, per `Logger.dump(step)` of SB3:
   off-policy `n_updates` never restarts, not even with `reset_num_timesteps=True`.
 * Each SB3 dump ends with `Logger.dump(steps)`, rltrack's store-then-log
   point: aggregating filters emit, the console and text logs print a table.
-* Namespaces from SB3's prefixes: `rollout/` -> `collector`, `eval/` ->
-  `evaluator`, `train/` -> `learner`, `time/` -> `time`; other prefixes are
-  kept as they are, keys without a prefix get namespace `""`. Under `time/`,
+* Every key as SB3 wrote it: `rollout/ep_rew_mean` is namespace `rollout`,
+  key `ep_rew_mean`; keys without a prefix get namespace `""`. The local run
+  directory files each under its stage (`rollout/` -> `collector`, `eval/`
+  -> `evaluator`, `train/` -> `learner`, `time/` -> `time`: the event's
+  `stage`). Under `time/`,
   durations (keys named like `*_time`, `*elapsed*`, `*duration*`, `*_sec`,
   `*_seconds`) are sent as kind `timing`; `time_elapsed` (a running clock,
   not a duration), `fps`, `iterations`, `total_timesteps`, `episodes` stay `scalars`.
 * `rollout/` values are SB3's moving means over the last `stats_window_size`
-  episodes, so `collector` events holding them carry `preaggregated=True`.
+  episodes, so the events holding them carry `preaggregated=True`.
 * Canonical names (`CANONICAL`, rltrack.frameworks.sb3) per `run.names` in the config: "both"
-  (default) sends `collector/ep_rew_mean` *and* `collector/reward_mean`.
+  (default) sends `rollout/ep_rew_mean` *and* `collector/reward_mean`.
 * `key_excluded`: this writer's format name is `"rltrack"` (`FORMAT_NAME`).
   A key recorded with `exclude="rltrack"` (or a tuple containing it), or with
   an exclusion naming every SB3 format (`stdout`, `log`, `json`, `csv`,

@@ -23,9 +23,9 @@ from rltrack.frameworks.sb3 import (
     ALGORITHM_DUMP_KEY,
     CANONICAL,
     DURATION,
+    NAMESPACES,
     TRAIN_ITER_KEYS,
     excluded,
-    stored_key,
 )
 
 if TYPE_CHECKING:
@@ -35,14 +35,20 @@ if TYPE_CHECKING:
 _PLAIN = frozenset({float, int, str, bool, type(None)})
 
 
-def _route(native: str, mode: str) -> list[tuple[str, str, str, bool]]:
-    """Where one native key goes: (namespace, leaf key, kind, preaggregated) per name `mode` gives it."""
+def _route(native: str, mode: str) -> list[tuple[str, str, str, bool, str]]:
+    """Where one native key goes: (namespace, key, kind, preaggregated, stage)
+    per name `mode`: the key as SB3 wrote it (`rollout/ep_rew_mean`: namespace
+    `rollout`, filed locally under its stage `collector`) and its canonical twin."""
     targets = []
-    native_prefix = native.split("/", 1)[0] if "/" in native else ""
+    prefix, _, leaf = native.partition("/") if "/" in native else ("", "", native)
+    stage = NAMESPACES.get(prefix, prefix)
     for name in with_canonical_names({native: None}, CANONICAL, mode):
-        namespace, _, leaf = stored_key(name).partition("/") if "/" in name else ("", "", name)
-        kind = "timing" if native_prefix == "time" and name == native and DURATION.search(leaf) else "scalars"
-        targets.append((namespace, leaf, kind, native_prefix == "rollout"))
+        if name == native:
+            kind = "timing" if prefix == "time" and DURATION.search(leaf) else "scalars"
+            targets.append((prefix, leaf, kind, prefix == "rollout", "" if stage == prefix else stage))
+        else:
+            namespace, _, key = name.partition("/")
+            targets.append((namespace, key, "scalars", prefix == "rollout", ""))
     return targets
 
 
@@ -77,7 +83,7 @@ class WriterBody:
         #: The key `train_iter` is read from; None: the first of TRAIN_ITER_KEYS seen in a dump.
         self.train_iter_key: str | None = train_iter_key
         #: Pipeline thread only: the route of each native key, per set of namespaces the stage blocks cover.
-        self._routes: dict[frozenset[str], dict[str, list[tuple[str, str, str, bool]]]] = {}
+        self._routes: dict[frozenset[str], dict[str, list[tuple[str, str, str, bool, str]]]] = {}
         #: Set by `RLTrackCallback`: computes the collector/learner/buffer blocks at SB3's own dumps.
         self.stages: StageRecorder | None = None
 
@@ -146,8 +152,8 @@ class WriterBody:
         routes = self._routes.get(covered)
         if routes is None:
             routes = self._routes[covered] = {}
-        buckets: dict[tuple[str, str], dict[str, Any]] = {}
-        preaggregated: set[tuple[str, str]] = set()
+        buckets: dict[tuple[str, str, str], dict[str, Any]] = {}  # (namespace, kind, stage) -> data
+        preaggregated: set[tuple[str, str, str]] = set()
         for key, value in values.items():
             if excluded(exclusions.get(key)):
                 continue
@@ -157,7 +163,7 @@ class WriterBody:
                 if media_kind is None:  # could not be encoded (counted in the report)
                     continue
                 if media_kind == "hparams":
-                    buckets.setdefault(("", "hparams"), {}).update(value)
+                    buckets.setdefault(("", "hparams", ""), {}).update(value)
                     continue
             targets = routes.get(key)
             if targets is None:
@@ -167,8 +173,8 @@ class WriterBody:
                 else:  # the block gives the canonical name: "canonical" drops the native key, other modes keep it as it is
                     targets = [] if self.mode == "canonical" else _route(key, "native")
                 routes[key] = targets
-            for namespace, leaf, kind, preagg in targets:
-                bucket = (namespace, media_kind or kind)
+            for namespace, leaf, kind, preagg, stage in targets:
+                bucket = (namespace, media_kind or kind, stage)
                 data = buckets.get(bucket)
                 if data is None:
                     data = buckets[bucket] = {}
@@ -177,8 +183,9 @@ class WriterBody:
                     preaggregated.add(bucket)
         run = self.logger.name
         return [
-            Event(now, data, kind, namespace, dict(steps), "sb3", run=run, preaggregated=(namespace, kind) in preaggregated)
-            for (namespace, kind), data in buckets.items()
+            Event(now, data, kind, namespace, dict(steps), "sb3", run=run, preaggregated=bucket in preaggregated, stage=stage)
+            for bucket, data in buckets.items()
+            for namespace, kind, stage in (bucket,)
         ]
 
     def close(self) -> None:

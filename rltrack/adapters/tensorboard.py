@@ -23,8 +23,18 @@ logger at exit for that), and `detach()`.
 
 `attach(logger)` sends every writer's values to that logger's run;
 `attach(open_logger)` with a function `logdir -> Logger` opens the run when
-the first value is written, with the writer's log directory (the launcher,
-`rltrack run`, does so; rltrack.cli.run_command). Attaching again switches
+the first value is written, with the writer's log directory; a function
+that takes a keyword `run_name` also gets the name the writer's library
+gives the run (rltrack.frameworks.tensorboard.run_name: HF's `run_name`,
+rl_games' experiment, CleanRL's folder). The launcher, `rltrack run`, does
+so (rltrack.cli.run_child).
+
+Which library a writer's tags belong to is decided by the code that calls
+the writer, not by the tags: the first time a writer writes a tag, the
+hook looks up the stack for the first frame outside the writers' packages
+(`trl`/`transformers`, `skrl`, `rl_games`, `rsl_rl`, a CleanRL script ...,
+rltrack.frameworks.tensorboard_tags.creator_library); the translation
+applies that library's table only (a few µs, once per writer and tag). Attaching again switches
 to the new target (the class is patched once). A process forked from an
 attached one opens its own run in the lazy mode; with a fixed logger it
 sends nothing (that logger's run and thread are the parent's) and says so on
@@ -34,6 +44,7 @@ stderr at its first value.
 from __future__ import annotations
 
 import importlib.abc
+import inspect
 import os
 import sys
 import threading
@@ -43,7 +54,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 from rltrack.frameworks.canonical import names_mode
-from rltrack.frameworks.tensorboard import Translator
+from rltrack.frameworks.tensorboard import Translator, run_name
+from rltrack.frameworks.tensorboard_tags import WRITER_PACKAGES, creator_library
 from rltrack.sinks.rundir import media_file
 from rltrack.training.exits import close_at_exit, closed_before_exit
 
@@ -73,7 +85,11 @@ class _Attachment:
         self.namespaced_after_fork = namespaced_after_fork
         #: the log directory of the first writer that wrote a value (the root of a namespaced attachment's namespaces)
         self._first_logdir: str | None = None
-        self.open_logger: Callable[[str], Logger] | None = target if callable(target) and not hasattr(target, "emit_deferred") else None
+        self.open_logger: Callable[..., Logger] | None = target if callable(target) and not hasattr(target, "emit_deferred") else None
+        #: whether `open_logger` takes the run's name (`run_name=`) besides the log directory
+        self._gives_names = self.open_logger is not None and "run_name" in inspect.signature(self.open_logger).parameters
+        #: (a writer's log directory, a tag) -> the library of the code that first wrote it (`_caller_library`)
+        self._libraries: dict[tuple[str, str], str | None] = {}
         self.logger: Logger | None = None if self.open_logger is not None else target  # type: ignore[assignment]
         self._lock = threading.Lock()
         self._translator: Translator | None = None
@@ -87,12 +103,21 @@ class _Attachment:
 
     def take(self, writer: Any, event: Any) -> None:
         """One `Event` proto a writer wrote: into the inbox; the first one since
-        the pipeline thread last emptied it schedules the next emptying."""
+        the pipeline thread last emptied it schedules the next emptying. The
+        first time a writer writes a tag, the library of the code calling it
+        is noted (`library_of`)."""
+        has_values = event.HasField("summary")
+        if has_values:
+            logdir = writer.get_logdir()
+            libraries = self._libraries
+            for value in event.summary.value:
+                if (logdir, value.tag) not in libraries:
+                    libraries[logdir, value.tag] = _caller_library()
         logger = self.logger
         if logger is None:
-            if not event.HasField("summary"):  # the file's version line: no run for a writer that writes nothing
+            if not has_values:  # the file's version line: no run for a writer that writes nothing
                 return
-            logger = self._open(writer)
+            logger = self._open(writer, event)
         if self._first_logdir is None:
             self._first_logdir = str(writer.get_logdir())
         inbox = self._inbox
@@ -107,11 +132,21 @@ class _Attachment:
         if self.logger is not None:
             self.logger.emit_deferred(self._flush)
 
-    def _open(self, writer: Any) -> Logger:
+    def library_of(self, logdir: str, tag: str) -> str | None:
+        """The library whose code wrote `tag` first in the writer of `logdir`
+        (rltrack.frameworks.tensorboard_tags.creator_library), None if unknown."""
+        return self._libraries.get((logdir, tag))
+
+    def _open(self, writer: Any, event: Any) -> Logger:
         with self._lock:
             if self.logger is None:
                 assert self.open_logger is not None
-                logger = self.open_logger(str(writer.get_logdir()))
+                logdir = str(writer.get_logdir())
+                if self._gives_names:  # the run's name as the writer's library gives it (HF's run_name, rl_games' experiment)
+                    tag = event.summary.value[0].tag if event.summary.value else ""
+                    logger = self.open_logger(logdir, run_name=run_name(logdir, self._libraries.get((writer.get_logdir(), tag)), event))
+                else:
+                    logger = self.open_logger(logdir)
                 self._close_at_exit(logger)
                 self.logger = logger
             return self.logger
@@ -146,8 +181,9 @@ class _Attachment:
             # log directory, the first one too, is a namespace named after it
             root = os.path.dirname(os.path.normpath(self._first_logdir or ".")) if self.namespaced else None
             self._translator = Translator(
-                run=logger.name, names=names_mode(logger), root=root, report=logger.report, save_image=partial(_save_image, logger.run_dir)
-            )
+                run=logger.name, names=names_mode(logger), root=root, report=logger.report,
+                save_image=partial(_save_image, logger.run_dir), library=self.library_of,
+            )  # fmt: skip
         return self._translator
 
     def _drain(self) -> list[Event]:
@@ -168,6 +204,20 @@ class _Attachment:
         if self.logger is None:
             return []
         return self._drain() + self._translator_of(self.logger).flush()
+
+
+def _caller_library() -> str | None:
+    """The library of the code calling a writer now: the first frame on the
+    stack outside the writers' own packages (and rltrack's), as
+    rltrack.frameworks.tensorboard_tags.creator_library names it."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__") or ""
+        if not any(module == package or module.startswith(package + ".") for package in WRITER_PACKAGES):
+            imported = tuple(name for name in ("cleanrl", "cleanrl_utils") if name in sys.modules)
+            return creator_library(module, frame.f_globals.get("__file__"), imported)
+        frame = frame.f_back
+    return None
 
 
 def _save_image(run_dir: Path, namespace: str, key: str, step: int, png: bytes) -> dict[str, Any]:

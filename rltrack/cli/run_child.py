@@ -9,8 +9,10 @@ writer of that process (rltrack.adapters.tensorboard) and opens nothing yet.
 How a child process's run relates to the parent's: **one run per process
 that writes** (`run.launch_runs = "per-process"`, the default). A process
 opens its run when its first writer writes a value, named `--name`, else the
-config's `run.name`, else after that writer's log directory (CleanRL's
-`runs/<run_name>`, DI-engine's `<exp_name>`); the other writers of that
+config's `run.name`, else as the writer's library names it
+(rltrack.frameworks.tensorboard.run_name: CleanRL's `runs/<run_name>`,
+DI-engine's `<exp_name>`, rl_games' experiment above its `summaries`, HF's
+`run_name` or `output_dir`); the other writers of that
 process join the same run (another log directory becomes a namespace). A
 child process that writes (a `multiprocessing` worker with a writer of its
 own, spawned or forked, a `subprocess`) has a run of its own beside its
@@ -98,9 +100,10 @@ def _note_exit_codes() -> None:
             setattr(builtins, name, noting(getattr(builtins, name)))
 
 
-def open_run(command: list[str], name: str | None, launch: str, logdir: str) -> Logger:
-    """This process's run, opened when its first writer (in `logdir`) writes."""
-    from rltrack.frameworks.tensorboard import run_name
+def open_run(command: list[str], name: str | None, launch: str, logdir: str, *, run_name: str) -> Logger:
+    """This process's run, opened when its first writer (in `logdir`) writes;
+    `run_name`: the name the writer's library gives it (used unless `--name`
+    or the config names the run)."""
     from rltrack.training.config import load_config, make_logger
 
     one_run = os.environ.get(ENV_RUN_DIR)
@@ -109,7 +112,7 @@ def open_run(command: list[str], name: str | None, launch: str, logdir: str) -> 
         logger = make_logger(run={"root": os.path.dirname(one_run), "name": os.path.basename(one_run), "worker": worker})
     else:
         configured = load_config()["run"]["name"]  # RLTRACK_CONFIG, set by the launcher from --config
-        logger = make_logger(run={"name": name or configured or run_name(logdir)})
+        logger = make_logger(run={"name": name or configured or run_name})
     info: dict[str, Any] = {"command": command, "argv": list(sys.argv), "pid": os.getpid(), "parent_pid": os.getppid(), "launch": launch, "logdir": logdir}
     logger.set_run_info(info)
     return logger

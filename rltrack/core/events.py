@@ -36,6 +36,12 @@ class Event:
     the first axis is the primary one, used where a tracker takes a single step.
     `preaggregated` says the values were already smoothed or aggregated before
     they reached rltrack (RLlib, for instance, reports moving averages).
+    `namespace` and the keys are the names as the framework or script wrote
+    them (`charts` and `episodic_return` for CleanRL's `charts/episodic_return`):
+    trackers store `tag(key)`. `stage` is the DI-engine stage the values
+    belong to in the local run directory's layout (`collector`, `learner`,
+    ...) when it is not the namespace itself ("" then): where a value is
+    filed, never what it is called. Written to the journal only when set.
     """
 
     time: float
@@ -48,6 +54,7 @@ class Event:
     run: str = ""
     preaggregated: bool = False
     schema: int = SCHEMA_VERSION
+    stage: str = ""
 
     @property
     def primary_step(self) -> int | None:
@@ -77,14 +84,28 @@ class Event:
             self.run,
             self.preaggregated,
             self.schema,
+            self.stage,
         )
+
+    @property
+    def filed_under(self) -> str:
+        """The namespace of the local layout's stage logs: `stage`, else `namespace`."""
+        return self.stage or self.namespace
+
+    def filed_data(self) -> dict[str, Any]:
+        """The values as the stage's table in the local layout files them: by
+        their whole name when filed under a stage other than their namespace
+        (`charts/episodic_return` in the collector's table)."""
+        if not self.stage:
+            return self.data
+        return {tag(self.namespace, key): value for key, value in self.data.items()}
 
     def tag(self, key: str) -> str:
         """`<namespace>/<key>`, the name a key carries in flat trackers."""
         return tag(self.namespace, key)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        record = {
             "schema": self.schema,
             "time": self.time,
             "run": self.run,
@@ -96,6 +117,9 @@ class Event:
             "preaggregated": self.preaggregated,
             "data": self.data,
         }
+        if self.stage:
+            record["stage"] = self.stage
+        return record
 
     def to_json(self) -> str:
         """One line of JSON (`to_line` without its newline)."""
@@ -145,6 +169,7 @@ class Event:
             str(get("run", "")),
             bool(get("preaggregated", False)),
             schema,
+            str(get("stage", "")),
         )
 
     @classmethod

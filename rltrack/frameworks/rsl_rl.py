@@ -9,10 +9,9 @@ extras (Isaac Lab's `Episode_Reward/...`, `Metrics/...`), all against the
 iteration `it`, except `Train/mean_reward/time` and
 `Train/mean_episode_length/time`, written against whole seconds of
 training. The tags mean here what they mean in rsl_rl's TensorBoard files,
-so the table is the TensorBoard one (rltrack.frameworks.tensorboard_tags:
+so the table is rsl_rl's TensorBoard one (rltrack.frameworks.tensorboard_tags:
 `Loss/` -> learner, `Perf/` -> time, `Train/` and `Episode/` -> collector,
-with their canonical names); only the axis of an extra whose prefix no
-table knows is known here: it is the iteration too.
+with their canonical names; every other tag at the iteration too).
 
 The adapter (rltrack.adapters.rsl_rl) reads it here.
 """
@@ -22,18 +21,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rltrack.frameworks.stages import ITER_AXIS
 from rltrack.frameworks.tensorboard import Route, route
-from rltrack.frameworks.tensorboard_tags import UNKNOWN_AXIS
 
 SOURCE = "rsl_rl"
 
 
 def tag_route(tag: str, mode: str) -> Route:
-    """Where the values of one rsl_rl tag go (namespace, keys per `run.names`
-    `mode`, axis): the TensorBoard route, an unknown prefix's axis being the iteration."""
-    found = route(tag, mode)
-    return dataclasses.replace(found, axis=ITER_AXIS) if found.axis == UNKNOWN_AXIS else found
+    """Where the values of one rsl_rl tag go (the tag as written and its
+    canonical twin per `run.names` `mode`, the stage, the axis): the route of
+    a tag rsl_rl's TensorBoard writer writes."""
+    return route(tag, mode, SOURCE)
 
 
 def config_hparams(env_cfg: Any, train_cfg: Any) -> dict[str, Any]:

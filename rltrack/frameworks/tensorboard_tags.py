@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import re
 
+from dataclasses import dataclass, field
+from typing import Mapping
+
 from rltrack.frameworks import sb3, tianshou
 from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS
 
@@ -22,40 +25,6 @@ from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS
 UNKNOWN_AXIS = "step"
 #: The axis of DI-engine's `<stage>_sec/<key>` throughput tables: the table's number in the file.
 PERIOD_AXIS = "period"
-
-#: `<prefix>/<key>` tag prefix -> (rltrack namespace, the axis its `global_step` counts).
-PREFIXES: dict[str, tuple[str, str]] = {
-    # CleanRL (every script): `global_step` counts env steps over all envs
-    "charts": ("collector", STEP_AXIS),
-    "losses": ("learner", STEP_AXIS),
-    "debug": ("debug", STEP_AXIS),
-    # rsl_rl (rsl_rl.utils.logger): the learning iteration `it`
-    "Train": ("collector", ITER_AXIS),
-    "Episode": ("collector", ITER_AXIS),
-    "Loss": ("learner", ITER_AXIS),
-    "Policy": ("learner", ITER_AXIS),
-    "Rnd": ("learner", ITER_AXIS),
-    "Perf": ("time", ITER_AXIS),
-    # Tianshou 2 (its TensorboardLogger tags `<scope>/<key>` at the scope's step, rltrack.frameworks.tianshou)
-    "training": ("collector", tianshou.STEP_AXES["env_step"]),
-    "test": ("evaluator", tianshou.STEP_AXES["env_step"]),
-    "update": ("learner", tianshou.STEP_AXES["update_step"]),
-    # SB3's TensorBoard format: `num_timesteps`
-    "rollout": ("collector", STEP_AXIS),
-    "eval": ("evaluator", STEP_AXIS),
-    "time": ("time", STEP_AXIS),
-}
-
-#: skrl's `<Group> / <key>` tags (spaces around the slash) -> (namespace, axis: skrl's `timestep`).
-SPACED_PREFIXES: dict[str, tuple[str, str]] = {
-    "Reward": ("collector", STEP_AXIS),
-    "Episode": ("collector", STEP_AXIS),
-    "Loss": ("learner", STEP_AXIS),
-    "Policy": ("learner", STEP_AXIS),
-    "Learning": ("learner", STEP_AXIS),
-    "Stats": ("time", STEP_AXIS),
-}
-SPACED_SEPARATOR = " / "
 
 #: rsl_rl writes `Train/mean_reward/time` against whole seconds of training, not iterations.
 SECONDS_SUFFIX = "/time"
@@ -117,8 +86,65 @@ SKRL: dict[str, str] = {
     "Learning / Learning rate": "learner/cur_lr_avg",
 }
 
-#: Every native tag with a canonical name, SB3's and Tianshou's TensorBoard tags included.
-CANONICAL: dict[str, str] = {**sb3.CANONICAL, **tianshou.CANONICAL, **CLEANRL, **RSL_RL, **SKRL}
+
+
+@dataclass(frozen=True)
+class Library:
+    """What one library's writer means by its tags: `stages`, a tag prefix ->
+    (the DI-engine stage its values are filed under in the local layout, the
+    axis its `global_step` counts); `axis`, the axis of every other tag its
+    writer writes (the environments' infos it passes through: skrl's
+    `Episode_Reward/alive`); `canonical`, tag -> canonical flat key;
+    `separator`, what ends a prefix (skrl's `Reward / Total reward (mean)`);
+    `twins`, DI-engine's `<stage>_iter/`, `<stage>_step/` twin tags."""
+
+    stages: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    canonical: Mapping[str, str] = field(default_factory=dict)
+    axis: str = UNKNOWN_AXIS
+    separator: str = "/"
+    twins: bool = False
+
+    def place(self, tag: str) -> tuple[str, str]:
+        """(stage, axis) of a tag its writer writes ("" for a prefix of no stage)."""
+        prefix = tag.partition(self.separator)[0].strip() if self.separator in tag else tag.partition("/")[0]
+        stage, axis = self.stages.get(prefix, ("", self.axis))
+        if axis == ITER_AXIS and tag.endswith(SECONDS_SUFFIX):
+            axis = SECONDS_AXIS
+        return stage, axis
+
+
+#: Each library whose writer rltrack recognises (`creator_library` says which
+#: library a writer's caller is) -> what its tags mean. A tag of any
+#: other writer keeps its name, at axis `step`, with no canonical twin.
+LIBRARIES: dict[str, Library] = {
+    # every CleanRL script: `global_step` counts env steps over all envs
+    "cleanrl": Library({"charts": ("collector", STEP_AXIS), "losses": ("learner", STEP_AXIS)}, CLEANRL, STEP_AXIS),
+    # rsl_rl.utils.logger: the learning iteration `it`, `Train/<k>/time` at whole seconds
+    "rsl_rl": Library(
+        {"Train": ("collector", ITER_AXIS), "Episode": ("collector", ITER_AXIS), "Loss": ("learner", ITER_AXIS),
+         "Policy": ("learner", ITER_AXIS), "Rnd": ("learner", ITER_AXIS), "Perf": ("time", ITER_AXIS)},
+        RSL_RL, ITER_AXIS,
+    ),  # fmt: skip
+    # skrl's writer: `<Group> / <key>` at skrl's `timestep`, the environments' infos too
+    "skrl": Library(
+        {"Reward": ("collector", STEP_AXIS), "Episode": ("collector", STEP_AXIS), "Loss": ("learner", STEP_AXIS),
+         "Policy": ("learner", STEP_AXIS), "Learning": ("learner", STEP_AXIS), "Stats": ("time", STEP_AXIS)},
+        SKRL, STEP_AXIS, separator=" / ",
+    ),  # fmt: skip
+    # Tianshou 2's TensorboardLogger: `<scope>/<key>` at the scope's step (rltrack.frameworks.tianshou)
+    "tianshou": Library(
+        {"training": ("collector", tianshou.STEP_AXES["env_step"]), "test": ("evaluator", tianshou.STEP_AXES["env_step"]),
+         "update": ("learner", tianshou.STEP_AXES["update_step"])},
+        tianshou.CANONICAL,
+    ),  # fmt: skip
+    # SB3's own TensorBoard format: `num_timesteps`
+    "sb3": Library({prefix: (stage, STEP_AXIS) for prefix, stage in sb3.NAMESPACES.items()}, sb3.CANONICAL, STEP_AXIS),
+    # DI-engine and LightZero: twin tags named after their stages
+    "ding": Library(twins=True),
+    # known writers without a vocabulary: their tags as written (HF's `train/loss` is not SB3's)
+    "transformers": Library(),
+    "rl_games": Library(),
+}
 
 #: The tags of CleanRL's hyperparameter table (`add_text("hyperparameters", ...)`) as written.
 HPARAMS_TEXT_TAGS = frozenset({"hyperparameters/text_summary", "hyperparameters"})
@@ -131,3 +157,28 @@ HPARAMS_SESSION_START = "_hparams_/session_start_info"
 #: Log directory endings below the folder that names the run: DI-engine and
 #: LightZero write `./<exp_name>/log/serial`.
 LOGDIR_TAILS: tuple[tuple[str, ...], ...] = (("log", "serial"),)
+
+#: Top-level package of the code calling a writer -> the library whose tags it writes.
+CREATORS: dict[str, str] = {
+    "cleanrl": "cleanrl", "cleanrl_utils": "cleanrl", "rsl_rl": "rsl_rl", "skrl": "skrl", "tianshou": "tianshou",
+    "stable_baselines3": "sb3", "ding": "ding", "lzero": "ding", "transformers": "transformers", "trl": "transformers",
+    "rl_games": "rl_games",
+}  # fmt: skip
+#: Packages of the writers themselves, passed over when looking for the code calling one.
+WRITER_PACKAGES = ("tensorboard", "tensorboardX", "torch.utils.tensorboard", "rltrack")
+
+
+def creator_library(module: str, file: str | None = None, imported: tuple[str, ...] = ()) -> str | None:
+    """The library a writer's caller belongs to: its package (`trl.trainer` ->
+    "transformers"); for a script (`__main__`, or a module of no known
+    package), CleanRL when it lies in a `cleanrl` folder (CleanRL's scripts,
+    as installed or cloned) or imports CleanRL's `cleanrl_utils`
+    (`imported`: the top-level names of the modules it imported). None: a
+    writer of unknown meaning, its tags kept as written with no twin."""
+    found = CREATORS.get(module.partition(".")[0])
+    if found is not None:
+        return found
+    parts = re.split(r"[\\/]", file or "")[:-1]
+    if "cleanrl" in parts or "cleanrl_utils" in imported or "cleanrl" in imported:
+        return "cleanrl"
+    return None

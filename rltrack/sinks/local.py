@@ -106,12 +106,12 @@ class LocalBackend(Backend):
     def _joined_table(self, event: Event) -> bool:
         """Adds `event` to its namespace's pending table if it is another part of
         the record tabled last (same time and steps); True if it did."""
-        pending = self._tables.pending.get(event.namespace)
+        pending = self._tables.pending.get(event.filed_under)
         if pending is None or pending.time != event.time or pending.other_step(event.steps):
             return False
         if event.kind == "text" and not event.data.keys().isdisjoint((INFO_KEY, MODEL_KEY)):
             return False
-        pending.values.update(event.data)
+        pending.values.update(event.filed_data())
         return True
 
     def _text_lines(self, event: Event) -> None:
@@ -123,12 +123,12 @@ class LocalBackend(Backend):
             elif key == MODEL_KEY:
                 lines.append(f"{prefix}model:\n{value}\n")
             else:
-                lines.append(f"{prefix}{key}: {value}\n")
-        self._text_log(event.namespace).write("".join(lines))
+                lines.append(f"{prefix}{event.tag(key) if event.stage else key}: {value}\n")
+        self._text_log(event.filed_under).write("".join(lines))
 
     def _numeric(self, event: Event) -> None:
         data = event.data
-        for namespace, pending in self._tables.add(event.namespace, event.time, event.steps, data):
+        for namespace, pending in self._tables.add(event.filed_under, event.time, event.steps, event.filed_data()):
             self._write_table(namespace, pending)
         tags = _tags(event.namespace, tuple(data))
         if None in data.values():

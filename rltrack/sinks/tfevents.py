@@ -207,7 +207,9 @@ MAX_LAYOUTS = 4096
 class EventFileWriter:
     """One `events.out.tfevents.<time>.<host>` file in `logdir`. `tb_axes`
     (see `check_tb_axes`): write each value once per named axis, tagged
-    `<namespace>_<name>/<key>` at the event's step on that axis; an event on
+    `<stage>_<name>/<key>` at the event's step on that axis (DI-engine's
+    tags, by the stage the value is filed under: SB3's `rollout/ep_rew_mean`
+    as `collector_iter/rollout/ep_rew_mean`); an event on
     none of those axes keeps `<namespace>/<key>` at its primary step.
     Against a named axis the keys of `TB_AXES_SKIP` are left out, and a
     replay buffer's throughput table (`rltrack.frameworks.stages.is_throughput`) is
@@ -247,10 +249,11 @@ class EventFileWriter:
             self._periods[event.namespace] = period + 1
             self.scalars(event.time, period, twin_prefix(event.namespace, THROUGHPUT_HALF), data)
             return
+        filed, stage = event.filed_data() if self._axes else data, event.filed_under
         if self._axes and event.kind in NUMERIC_KINDS:
-            data = with_return_mean(event.namespace, data)
+            filed = with_return_mean(stage, filed)
         placements = self._axes and [
-            (twin_prefix(event.namespace or NO_NAMESPACE, name), event.steps[axis], data if skip.isdisjoint(data) else _without(data, skip))
+            (twin_prefix(stage or NO_NAMESPACE, name), event.steps[axis], filed if skip.isdisjoint(filed) else _without(filed, skip))
             for name, axis, skip in self._axes
             if axis in event.steps
         ]

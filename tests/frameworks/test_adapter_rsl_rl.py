@@ -44,16 +44,15 @@ def _stored(tag: str) -> list[str]:
     """The flat names an rsl_rl tag is stored under: native, then its canonical twin."""
     from rltrack.frameworks.rsl_rl import tag_route
 
-    found = tag_route(tag, "both")
-    return [f"{found.namespace}/{key}" for key in found.keys]
+    return [f"{namespace}/{key}" for namespace, key, _ in tag_route(tag, "both").places]
 
 
 @pytest.mark.slow
 def test_on_policy_runner_values_reach_every_tracker_once_at_iterations_and_seconds(tmp_path):
     """Every value rsl_rl's runner wrote through the writer is in progress.csv,
     MLflow and W&B once: at its iteration on `train_iter`, the `/time` tags
-    at whole seconds of training on `seconds`; `Loss/` in the learner
-    namespace, `Perf/` in time, `Episode/` in collector, with canonical twins;
+    at whole seconds of training on `seconds`; every tag as rsl_rl wrote it,
+    with canonical twins (`Loss/value` and `learner/value_loss_avg`);
     `store_config` as hyperparameters, `save_model` as checkpoints, `stop` ends the run."""
     log_dir = tmp_path / "logs" / "2026-11-27_12-00-00_reach"
     runner = OnPolicyRunner(ReachTarget(), train_cfg({"class_name": Recording, "config": config(tmp_path / "runs")}), log_dir=str(log_dir))
@@ -91,7 +90,11 @@ def test_the_config_entry_names_the_writer_and_its_rltrack_config(tmp_path):
     writer.stop()
     assert writer.logger.run_dir.name == "from_file"
     events = [(e.namespace, e.data, e.steps) for e in read_journal(writer.logger.run_dir) if e.kind == "scalars"]
-    assert events == [("learner", {"value": 0.25, "value_loss_avg": 0.25}, {"train_iter": 3}), ("collector", {"mean_reward/time": 1.5}, {"seconds": 12})]
+    assert events == [
+        ("Loss", {"value": 0.25}, {"train_iter": 3}), ("learner", {"value_loss_avg": 0.25}, {"train_iter": 3}),
+        ("Train", {"mean_reward/time": 1.5}, {"seconds": 12}),
+    ]  # fmt: skip
+    assert [e.stage for e in read_journal(writer.logger.run_dir) if e.kind == "scalars"] == ["learner", "", "collector"]
 
     inline = {"class_name": WRITER, "run": {"root": str(tmp_path / "runs")}, "backends": {"use": ["local"]}}
     named = _writer_built_by_rsl_rl(inline, tmp_path / "logs" / "2026_run")

@@ -102,12 +102,17 @@ def test_namespaces_kinds_and_step_axes(tmp_path):
     dump_keys = [(e.namespace, e.kind) for e in events if e.time == events[0].time]
     assert sorted(dump_keys) == sorted(set(dump_keys))
     scalars = by_namespace(events)
-    assert set(scalars) == {"collector", "time", "learner"}
-    assert scalars["collector"][1].data["ep_rew_mean"] == 22.0
+    assert set(scalars) == {"rollout", "collector", "time", "train", "learner"}  # SB3's keys as written, their canonical twins
+    assert scalars["rollout"][1].data == {"ep_rew_mean": 22.0, "ep_len_mean": 22.0}
     assert scalars["collector"][1].data["reward_mean"] == 22.0
     assert scalars["collector"][1].data["total_envstep_count"] == 512  # canonical twin of time/total_timesteps
     assert set(scalars["time"][0].data) == {"fps", "iterations", "time_elapsed", "total_timesteps"}  # a running clock, not a duration
-    assert scalars["learner"][0].data["approx_kl"] == pytest.approx(0.01)
+    assert scalars["train"][0].data["approx_kl"] == pytest.approx(0.01)
+    assert scalars["learner"][0].data == {"total_loss_avg": 0.5, "approx_kl_avg": pytest.approx(0.01)}
+    # the local layout files SB3's keys under their stages
+    assert {(e.namespace, e.stage) for e in events if e.kind == "scalars"} == {
+        ("rollout", "collector"), ("collector", ""), ("time", ""), ("train", "learner"), ("learner", "")
+    }  # fmt: skip
     timing = by_namespace(events, "timing")
     assert "time" not in timing
     assert by_namespace(events, "text")["custom"][0].data == {"note": "hello"}
@@ -116,7 +121,7 @@ def test_namespaces_kinds_and_step_axes(tmp_path):
         # env_steps is SB3's step; train_iter prefers time/iterations over train/n_updates
         iteration = 1 if event.time == events[0].time else 2
         assert event.steps == {"env_steps": iteration * ROLLOUT, "train_iter": iteration}
-        assert event.preaggregated == (event.namespace == "collector")
+        assert event.preaggregated == (event.namespace in ("rollout", "collector"))
 
 
 def test_train_iter_from_n_updates_and_carried_forward(tmp_path):
@@ -133,12 +138,15 @@ def test_train_iter_from_n_updates_and_carried_forward(tmp_path):
     logger.close()
     steps = [(e.namespace, e.steps) for e in sb3_events(logger)]
     assert steps == [
+        ("rollout", {"env_steps": 100}),
         ("collector", {"env_steps": 100}),
+        ("train", {"env_steps": 200, "train_iter": 7}),
         ("learner", {"env_steps": 200, "train_iter": 7}),
+        ("eval", {"env_steps": 300, "train_iter": 7}),
         ("evaluator", {"env_steps": 300, "train_iter": 7}),
     ]
-    learner = by_namespace(sb3_events(logger))["learner"][0].data
-    assert learner == {"n_updates": 7, "actor_loss": 0.25, "policy_loss_avg": 0.25}
+    assert by_namespace(sb3_events(logger))["train"][0].data == {"n_updates": 7, "actor_loss": 0.25}
+    assert by_namespace(sb3_events(logger))["learner"][0].data == {"policy_loss_avg": 0.25}
 
 
 def test_key_excluded(tmp_path):
@@ -164,26 +172,24 @@ def test_key_excluded(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("names", "collector", "learner"),
+    ("names", "stored"),
     [
-        ("both", {"ep_rew_mean", "reward_mean", "total_envstep_count"}, {"loss", "total_loss_avg", "learning_rate", "cur_lr_avg", "std"}),
-        ("canonical", {"reward_mean", "total_envstep_count"}, {"total_loss_avg", "cur_lr_avg", "std"}),
-        ("native", {"ep_rew_mean"}, {"loss", "learning_rate", "std"}),
+        ("both", {"rollout/ep_rew_mean", "collector/reward_mean", "time/total_timesteps", "collector/total_envstep_count", "train/loss",
+                  "learner/total_loss_avg", "train/learning_rate", "learner/cur_lr_avg", "train/std"}),
+        ("canonical", {"collector/reward_mean", "collector/total_envstep_count", "learner/total_loss_avg", "learner/cur_lr_avg", "train/std"}),
+        ("native", {"rollout/ep_rew_mean", "time/total_timesteps", "train/loss", "train/learning_rate", "train/std"}),
     ],
-)
-def test_canonical_name_modes(tmp_path, names, collector, learner):
+)  # fmt: skip
+def test_canonical_name_modes(tmp_path, names, stored):
     logger = make_logger(tmp_path, names=names)
     sb3_logger = Logger(None, [RLTrackWriter(logger)])
     for key, value in [("rollout/ep_rew_mean", 9.5), ("time/total_timesteps", 64), ("train/loss", 0.1), ("train/learning_rate", 3e-4), ("train/std", 1.0)]:
         sb3_logger.record(key, value)
     sb3_logger.dump(64)
     logger.close()
-    scalars = by_namespace(sb3_events(logger))
-    assert set(scalars["collector"][0].data) == collector
-    assert set(scalars["learner"][0].data) == learner
-    assert ("time" in scalars) == (names != "canonical")  # time/total_timesteps is replaced by collector/total_envstep_count
+    assert {e.tag(key) for e in sb3_events(logger) for key in e.data} == stored  # train/std has no twin: kept in every mode
     if names != "native":
-        assert scalars["collector"][0].data["reward_mean"] == 9.5
+        assert by_namespace(sb3_events(logger))["collector"][0].data["reward_mean"] == 9.5
     # an explicit override beats the config
     assert RLTrackWriter(logger, names="native").mode == "native"
 
@@ -223,7 +229,7 @@ def test_routing_happens_on_the_pipeline_thread(tmp_path):
     ppo_like_dump(sb3_logger, 1)
     logger.close()
     assert {(e.namespace, e.kind) for e in sb3_events(logger)} == {
-        ("collector", "scalars"), ("time", "scalars"), ("learner", "scalars"), ("custom", "text")
+        ("rollout", "scalars"), ("collector", "scalars"), ("time", "scalars"), ("train", "scalars"), ("learner", "scalars"), ("custom", "text")
     }
 
 
@@ -254,7 +260,7 @@ def test_typed_values_become_media_and_hparams(tmp_path):
     assert not plt.fignum_exists(figure.number)  # Figure(close=True) honoured
 
     media = {(e.namespace, e.kind): e for e in sb3_events(logger) if e.kind in ("image", "video")}
-    assert set(media) == {("evaluator", "image"), ("learner", "image"), ("trajectory", "video"), ("trajectory", "image")}
+    assert set(media) == {("eval", "image"), ("train", "image"), ("trajectory", "video"), ("trajectory", "image")}
     journal = {(e.namespace, e.kind): e for e in rltrack.read_journal(logger.run_dir) if e.kind in ("image", "video")}
     assert journal.keys() == media.keys()  # JSON in the journal, as sent
 
@@ -262,13 +268,13 @@ def test_typed_values_become_media_and_hparams(tmp_path):
         assert not Path(record["path"]).is_absolute() and record["path"].startswith("media/")
         return PILImage.open(logger.run_dir / record["path"])
 
-    frame = journal[("evaluator", "image")].data["frame"]
+    frame = journal[("eval", "image")].data["frame"]
     assert (frame["width"], frame["height"], frame["channels"], frame["format"]) == (10, 8, 3, "png")
     assert png(frame).convert("RGB").getpixel((0, 0)) == (255, 0, 0)
-    chw = journal[("learner", "image")].data["chw"]
+    chw = journal[("train", "image")].data["chw"]
     assert (chw["width"], chw["height"], chw["channels"]) == (5, 6, 1)
     assert png(chw).getpixel((0, 0)) in (127, 128)  # floats are [0, 1], as TensorBoard takes them
-    batch = journal[("learner", "image")].data["batch"]
+    batch = journal[("train", "image")].data["batch"]
     assert (batch["width"], batch["height"]) == (6, 4)  # the batch side by side
     video = journal[("trajectory", "video")].data["video"]
     assert (video["format"], video["frames"], video["fps"], video["width"], video["height"]) == ("apng", 5, 10, 7, 6)
@@ -285,7 +291,8 @@ def test_typed_values_become_media_and_hparams(tmp_path):
     assert meta["tracked"] == {"lr": 3e-4}
     assert meta["info"]["sb3_hparam_metrics"] == ["rollout/ep_rew_mean"]
     # the scalar of the same dump is unaffected, and SB3's csv got only what it can take
-    assert by_namespace(sb3_events(logger))["learner"][0].data == {"loss": 0.5, "total_loss_avg": 0.5}
+    assert by_namespace(sb3_events(logger))["train"][0].data == {"loss": 0.5}
+    assert by_namespace(sb3_events(logger))["learner"][0].data == {"total_loss_avg": 0.5}
     columns, _ = read_csv(tmp_path / "sb3" / "progress.csv")
     assert columns == ["train/loss"]
 
@@ -348,7 +355,7 @@ def test_image_given_as_a_file_path_is_copied(tmp_path):
     logger.close()
     [event] = sb3_events(logger)
     record = event.data["frame"]
-    assert (event.kind, event.namespace, record["path"], record["format"]) == ("image", "evaluator", "media/evaluator/frame_7.jpg", "jpg")
+    assert (event.kind, event.namespace, record["path"], record["format"]) == ("image", "eval", "media/evaluator/frame_7.jpg", "jpg")  # filed under its stage
     assert (logger.run_dir / record["path"]).read_bytes() == source.read_bytes()
 
 
@@ -372,7 +379,7 @@ def test_unencodable_media_is_counted_not_raised(tmp_path):
     sb3_logger.record("train/loss", 1.0)
     sb3_logger.dump(1)
     logger.close()
-    assert [e.kind for e in sb3_events(logger)] == ["scalars"]
+    assert [(e.kind, e.tag(k)) for e in sb3_events(logger) for k in e.data] == [("scalars", "train/loss"), ("scalars", "learner/total_loss_avg")]
     dropped = logger.report.as_dict()["counts"]["sb3.dropped"]
     assert len(dropped) == 2 and all("Image could not be encoded" in reason for reason in dropped)
 
@@ -440,8 +447,9 @@ def test_callback_alone_attaches_to_sb3s_own_logger(tmp_path):
     assert (tmp_path / "tb" / "PPO_1").is_dir()
     logger.close()
     collector = by_namespace(sb3_events(logger))["collector"]
-    native = [e for e in collector if "ep_rew_mean" in e.data]  # the stage blocks are checked in test_stages_sb3.py
+    native = [e for e in by_namespace(sb3_events(logger))["rollout"] if "ep_rew_mean" in e.data]  # the stage blocks: test_stages_sb3.py
     assert [e.steps["env_steps"] for e in native] == [ROLLOUT, 2 * ROLLOUT]
+    assert {e.stage for e in native} == {"collector"}
     assert [e.steps["env_steps"] for e in collector if "episode_count" in e.data] == [ROLLOUT, 2 * ROLLOUT]
     meta = json.loads((logger.run_dir / "meta.json").read_text())
     assert meta["tracked"] == {"algo": "PPO", "env_id": "CartPole-v1", "n_steps": ROLLOUT // N_ENVS, "learning_rate": 3e-4}
@@ -666,17 +674,19 @@ def test_rltrack_has_sb3s_values_at_sb3s_steps(ppo_runs):
     sb3 = [e for e in events if e.source == "sb3"]
     assert len({e.time for e in sb3}) == len(rows)  # every SB3 dump arrived, as one set of events
     collector = [e for e in sb3 if e.namespace == "collector" and "reward_mean" in e.data]
+    rollout = [e for e in sb3 if e.namespace == "rollout" and "ep_rew_mean" in e.data]  # as SB3 wrote it, beside its twin
     assert [(e.steps["env_steps"], e.data["reward_mean"]) for e in collector] == expected
-    assert all(e.data["ep_rew_mean"] == e.data["reward_mean"] for e in collector)
+    assert [(e.steps["env_steps"], e.data["ep_rew_mean"]) for e in rollout] == expected
     assert [e.steps["train_iter"] for e in collector] == list(range(1, len(expected) + 1))
 
     memory = logger.backends["memory"]
-    assert memory.steps["collector/reward_mean"] == [s for s, _ in expected]
-    assert memory.metrics["learner/total_loss_avg"] == memory.metrics["learner/loss"]
+    assert memory.steps["collector/reward_mean"] == memory.steps["rollout/ep_rew_mean"] == [s for s, _ in expected]
+    assert memory.metrics["learner/total_loss_avg"] == memory.metrics["train/loss"]
+    assert not any(name.startswith("collector/ep_") or name == "learner/loss" for name in memory.metrics)  # no key rewritten
 
     # rltrack's own progress.csv and TensorBoard file
     columns, local_rows = read_csv(logger.run_dir / "progress.csv")
-    assert {"collector/reward_mean", "collector/ep_rew_mean", "learner/total_loss_avg", "evaluator/reward_mean", "env_steps", "train_iter"} <= set(columns)
+    assert {"collector/reward_mean", "rollout/ep_rew_mean", "learner/total_loss_avg", "evaluator/reward_mean", "env_steps", "train_iter"} <= set(columns)
     local = [(int(r["env_steps"]), float(r["collector/reward_mean"])) for r in local_rows if r["collector/reward_mean"]]
     assert local == expected
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -696,7 +706,9 @@ def test_eval_callback_gives_evaluator_metrics_and_best_checkpoint(ppo_runs):
     events = list(rltrack.read_journal(logger.run_dir))
     evaluator = [e for e in events if e.namespace == "evaluator" and e.kind == "scalars"]
     assert [(e.steps["env_steps"], e.data["reward_mean"]) for e in evaluator] == evals
-    assert all({"mean_reward", "mean_ep_length", "reward_mean", "avg_envstep_per_episode"} <= set(e.data) for e in evaluator)
+    assert all({"reward_mean", "avg_envstep_per_episode"} <= set(e.data) for e in evaluator)
+    native = [e for e in events if e.namespace == "eval" and e.kind == "scalars"]  # EvalCallback's keys as SB3 wrote them
+    assert [(e.steps["env_steps"], e.data["mean_reward"]) for e in native] == evals and all("mean_ep_length" in e.data for e in native)
     # EvalCallback's dumps (no time/iterations) have PPO's rounds collected so far as train_iter, as the collector's have
     collector = [e for e in events if e.namespace == "collector" and "reward_mean" in e.data]
     for e in evaluator:

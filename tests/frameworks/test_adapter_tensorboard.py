@@ -51,6 +51,17 @@ def cleanrl_like(writer: Any) -> None:
     writer.add_histogram("actions", np.arange(20) % 2, 384, walltime=9.0)
 
 
+def as_module(name: str, function: Any, file: str | None = None, **names: Any) -> Any:
+    """`function` defined again in a module named `name` (at `file`): its calls
+    to a writer come from that module, as a library's own code's would."""
+    import inspect
+    import textwrap
+
+    namespace: dict[str, Any] = {"__name__": name, "__file__": file, "np": np, "Any": Any, **names}
+    exec(compile(textwrap.dedent(inspect.getsource(function)), file or f"<{name}>", "exec"), namespace)
+    return namespace[function.__name__]
+
+
 def accumulated(logdir: Path) -> dict[str, Any]:
     accumulator = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "tensors": 0, "histograms": 0})
     accumulator.Reload()
@@ -69,19 +80,20 @@ def test_values_reach_the_run_and_the_event_files_stay_as_they_were(kind: str, t
     plain.close()
     before = writer_of(kind, tmp_path / "attached")  # made before attach
     tensorboard.attach(memory_logger)
-    cleanrl_like(before)
+    as_module("__main__", cleanrl_like, "/home/u/cleanrl/cleanrl/ppo.py")(before)  # CleanRL's script, as cloned
     before.close()
     assert accumulated(tmp_path / "attached") == accumulated(tmp_path / "plain")
     assert memory_logger.flush(timeout=30)
     memory = memory_logger.backends["memory"]
-    assert memory.metrics["collector/episodic_return"] == [0.0, 10.0, 20.0]  # a one-element array is the scalar it holds
-    assert memory.metrics["collector/reward_mean"] == [0.0, 10.0, 20.0]
-    assert memory.steps["collector/episodic_return"] == [128, 256, 384]
-    assert [e.steps for e in memory.events if e.namespace == "learner"] == [{"env_steps": s} for s in (128, 256, 384)]
+    assert memory.metrics["charts/episodic_return"] == [0.0, 10.0, 20.0]  # as written; a one-element array is the scalar it holds
+    assert memory.metrics["collector/reward_mean"] == [0.0, 10.0, 20.0]  # its canonical twin beside it
+    assert memory.steps["charts/episodic_return"] == memory.steps["collector/reward_mean"] == [128, 256, 384]
+    assert memory.metrics["losses/value_loss"] == memory.metrics["learner/value_loss_avg"] == pytest.approx([0.5, 0.25, 0.5 / 3])
+    assert [(e.steps, e.stage) for e in memory.events if e.namespace == "losses"] == [({"env_steps": s}, "learner") for s in (128, 256, 384)]
     (hparams,) = [e.data for e in memory.events if e.kind == "hparams"]
     assert hparams == {"num_steps": 128, "cuda": False}
     (histogram,) = [e for e in memory.events if e.kind == "histogram"]
-    assert histogram.steps == {"step": 384} and len(histogram.data["actions"]) == 20  # no prefix that says what the step counts
+    assert histogram.steps == {"env_steps": 384} and len(histogram.data["actions"]) == 20  # every tag of CleanRL's writer: global_step
     assert {e.source for e in memory.events} == {"tensorboard"} and {e.run for e in memory.events} == {"tb"}
 
 
@@ -92,7 +104,10 @@ def test_classes_imported_by_name_and_both_kinds_in_one_run(tmp_path: Path, memo
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.compat.proto.summary_pb2 import Summary
 
-    direct.add_event(Event(wall_time=1.0, step=5, summary=Summary(value=[Summary.Value(tag="Reward / Total reward (mean)", simple_value=3.0)])))
+    def skrl_writes(direct: Any, tag: str, value: float, step: int) -> None:
+        direct.add_event(Event(wall_time=1.0, step=step, summary=Summary(value=[Summary.Value(tag=tag, simple_value=value)])))
+
+    as_module("skrl.agents.torch.base", skrl_writes, Event=Event, Summary=Summary)(direct, "Reward / Total reward (mean)", 3.0, 5)
     direct.close()
     dingine_like = tensorboardX.SummaryWriter(str(tmp_path / "skrl_like" / "dingine"))
     dingine_like.add_scalar("collector_iter/reward_mean", 7.0, 2)
@@ -100,7 +115,7 @@ def test_classes_imported_by_name_and_both_kinds_in_one_run(tmp_path: Path, memo
     dingine_like.close()
     assert memory_logger.flush(timeout=30)
     memory = memory_logger.backends["memory"]
-    assert memory.metrics["collector/reward_mean"] == [3.0]  # skrl's tag, canonical name
+    assert memory.metrics["Reward / Total reward (mean)"] == memory.metrics["collector/reward_mean"] == [3.0]  # skrl's tag, its twin
     assert memory.metrics["dingine/collector_iter/reward_mean"] == [7.0]  # another log directory: a namespace, tags kept
     assert memory.steps["collector/reward_mean"] == [5]
 
@@ -120,7 +135,7 @@ def test_attach_twice_then_detach_restores_the_classes(tmp_path: Path, memory_lo
     writer.add_scalar("charts/SPS", 200.0, 2)  # not sent: detached
     writer.close()
     assert memory_logger.flush(timeout=30) and other.close(timeout=10)
-    assert memory_logger.backends["memory"].metrics["collector/SPS"] == [100.0]
+    assert memory_logger.backends["memory"].metrics == {"charts/SPS": [100.0]}  # a test's writer: no library, as written
     assert other.backends["memory"].metrics == {}
 
 
@@ -144,7 +159,7 @@ def test_values_held_back_reach_the_run_when_the_process_ends(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     (journal,) = (tmp_path / "runs" / "ends").glob("journal*.jsonl")
     events = [e for e in rltrack.read_journal(journal.parent) if e.kind == "scalars"]
-    assert [(e.steps, e.data["value_loss"]) for e in events] == [({"env_steps": s}, s / 2) for s in range(3)]
+    assert [(e.namespace, e.steps, e.data["value_loss"]) for e in events] == [("losses", {"step": s}, s / 2) for s in range(3)]
 
 
 def test_the_plain_api_takes_a_one_element_array_as_a_scalar(tmp_path: Path) -> None:
@@ -199,5 +214,90 @@ def test_a_child_forked_from_an_attach_logger_process_says_its_values_are_not_se
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("was forked from one attached with attach(logger)") == 1 and "tb/child" in done.stderr
     events = [e for e in rltrack.read_journal(tmp_path / "runs" / "parent") if e.kind == "scalars"]
-    assert [(e.steps, e.data["SPS"]) for e in events] == [({"env_steps": 1}, 1.0), ({"env_steps": 2}, 2.0)]
+    assert [(e.steps, e.data["SPS"]) for e in events] == [({"step": 1}, 1.0), ({"step": 2}, 2.0)]
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["parent"]
+
+
+def hf_like(writer: Any) -> None:
+    """Imitates transformers' TensorBoardCallback (TRL's trainers log through it): the
+    TrainingArguments as one JSON text first, then `train/` tags at `global_step`."""
+    import json
+
+    args = {"output_dir": "out/grpo-tiny", "run_name": None, "learning_rate": 5e-5, "per_device_train_batch_size": 2,
+            "bf16": False, "report_to": ["tensorboard"], "lr_scheduler_kwargs": {}}  # fmt: skip
+    writer.add_text("args", json.dumps(args, indent=2))
+    for step in (1, 2):
+        writer.add_scalar("train/loss", 0.5 / step, step)
+        writer.add_scalar("train/learning_rate", 5e-5, step)
+        writer.add_scalar("train/reward", float(step), step)
+
+
+def rl_games_like(writer: Any) -> None:
+    """Imitates rl_games' a2c_common: `losses/`, `rewards/` at its frame count."""
+    for frame in (256, 512):
+        writer.add_scalar("losses/a_loss", frame / 1000, frame)
+        writer.add_scalar("rewards/step", frame / 100, frame)
+
+
+def skrl_like(writer: Any) -> None:
+    """Imitates skrl's writer: its own `<Group> / <key>` tags and the environments' infos, at its timestep."""
+    for timestep in (64, 128):
+        writer.add_scalar("Reward / Total reward (mean)", timestep / 10, timestep)
+        writer.add_scalar("Episode_Reward/alive", 1.0, timestep)
+        writer.add_scalar("Info / success_rate", 0.5, timestep)
+
+
+def sb3_like(writer: Any) -> None:
+    """Imitates SB3's TensorBoard output format: `train/`, `rollout/` at `num_timesteps`."""
+    writer.add_scalar("train/loss", 0.25, 2048)
+    writer.add_scalar("rollout/ep_rew_mean", 21.0, 2048)
+
+
+LIBRARY_CASES = {
+    # caller module, its function, its log directory below tmp_path -> (names expected, names that must be absent, the run's name)
+    "trl": ("trl.trainer.grpo_trainer", hf_like, "out/grpo-tiny/runs/Nov29_04-36-26_vm",
+            {"train/loss", "train/learning_rate", "train/reward"}, {"learner/total_loss_avg", "learner/cur_lr_avg", "learner/loss"}, "grpo-tiny"),
+    "transformers": ("transformers.integrations.integration_utils", hf_like, "out/grpo-tiny/runs/Nov29_04-36-26_vm",
+                     {"train/loss", "train/reward"}, {"learner/total_loss_avg"}, "grpo-tiny"),
+    "rl_games": ("rl_games.common.a2c_common", rl_games_like, "runs/Ant_ppo_29-04-36/summaries",
+                 {"losses/a_loss", "rewards/step"}, {"learner/a_loss", "learner/policy_loss_avg"}, "Ant_ppo_29-04-36"),
+    "skrl": ("skrl.agents.torch.base", skrl_like, "skrl_runs/cartpole_ppo",
+             {"Reward / Total reward (mean)", "collector/reward_mean", "Episode_Reward/alive", "Info / success_rate"}, set(), "cartpole_ppo"),
+    "sb3": ("stable_baselines3.common.logger", sb3_like, "sb3/PPO_1",
+            {"train/loss", "learner/total_loss_avg", "rollout/ep_rew_mean", "collector/reward_mean"}, {"learner/loss"}, "PPO_1"),
+    "unknown": ("my_project.train", rl_games_like, "runs/mine", {"losses/a_loss"}, {"learner/a_loss"}, "mine"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["torch", "tensorboardX"])
+@pytest.mark.parametrize("case", LIBRARY_CASES, ids=str)
+def test_only_the_writing_librarys_table_applies_and_its_name_names_the_run(case: str, kind: str, tmp_path: Path) -> None:
+    """The library is the module calling the writer: TRL's `train/loss` is not SB3's, rl_games'
+    `losses/a_loss` not CleanRL's; a tag of an unknown writer keeps its name with no twin."""
+    module, function, logdir, present, absent, name = LIBRARY_CASES[case]
+    if case == "skrl" and kind == "tensorboardX":
+        pytest.skip("skrl writes through TensorBoard's writer; tensorboardX would rewrite its tags' spaces and parentheses")
+    opened: list[rltrack.Logger] = []
+
+    def open_logger(logdir: str, *, run_name: str) -> rltrack.Logger:
+        opened.append(rltrack.make_logger({"run": {"root": str(tmp_path / "rl"), "name": run_name}, "backends": {"use": ["memory"]}}))
+        return opened[0]
+
+    tensorboard.attach(open_logger)
+    try:
+        writer = writer_of(kind, tmp_path / logdir)
+        as_module(module, function)(writer)
+        writer.close()
+    finally:
+        tensorboard.detach()
+    (logger,) = opened
+    assert logger.close(timeout=30)
+    memory = logger.backends["memory"]
+    assert present <= set(memory.metrics) and not absent & set(memory.metrics), sorted(memory.metrics)
+    assert logger.name == name
+    axes = {axis for e in memory.events if e.kind == "scalars" for axis in e.steps}
+    assert axes == ({"env_steps"} if case in ("skrl", "sb3") else {"step"})  # skrl's infos on its writer's axis too
+    if module.startswith(("trl", "transformers")):  # the TrainingArguments JSON: typed hyperparameters, not one text
+        (hparams,) = [e.data for e in memory.events if e.kind == "hparams"]
+        assert hparams["learning_rate"] == 5e-5 and hparams["per_device_train_batch_size"] == 2 and hparams["bf16"] is False
+        assert hparams["output_dir"] == "out/grpo-tiny" and not [e for e in memory.events if e.kind == "text"]

@@ -122,7 +122,7 @@ def test_a_logger_set_after_attach_keeps_rltrack_attached(tmp_path: Path) -> Non
     logger.close()
     assert writer in model.logger.output_formats
     assert [b.steps["env_steps"] for b in collector_blocks(logger)] == [ROUND, 2 * ROUND]
-    native = [e for e in logger.backends["memory"].events if e.namespace == "collector" and "ep_rew_mean" in e.data]
+    native = [e for e in logger.backends["memory"].events if e.namespace == "rollout" and "ep_rew_mean" in e.data]
     assert len(native) == 2 and (tmp_path / "sb3" / "progress.csv").read_text().count("\n") == 3  # SB3's csv too: header, two rows
 
 

@@ -301,10 +301,10 @@ def test_one_evaluator_block_per_evaluation_holding_sb3s_own_values(algo: str, r
     assert len(tables) == 4  # EVAL_FREQ: 4 evaluations
     dingine = list(read_blocks(DINGINE_RUN / "log" / "evaluator" / "evaluator_logger.txt")[0].values)
     for table in tables:
-        assert table.values["mean_reward"] == table.values["reward_mean"]
-        assert table.values["mean_ep_length"] == table.values["avg_envstep_per_episode"]
+        assert table.values["eval/mean_reward"] == table.values["reward_mean"]  # SB3's key as written, filed under its stage
+        assert table.values["eval/mean_ep_length"] == table.values["avg_envstep_per_episode"]
         keys = list(table.values)
-        assert keys == [key for key in dingine if key in keys] + ["mean_reward", "mean_ep_length"]
+        assert keys == [key for key in dingine if key in keys] + ["eval/mean_reward", "eval/mean_ep_length"]
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
@@ -316,7 +316,7 @@ def test_every_collection_block_holds_a_collection(algo: str, request: pytest.Fi
     sections = text.split("collect end:\n")[1:]
     assert len(sections) >= 4 and all(section.startswith("episode_count: ") for section in sections)
     if algo == "dqn":  # still in the text log, as a plain table
-        assert text.count("| exploration_rate |") == 4
+        assert text.count("| rollout/exploration_rate |") == 4
 
 
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
@@ -334,7 +334,7 @@ def test_every_training_iteration_result_holds_the_learner_block(algo: str, requ
     evaluations = read_blocks(run["run_dir"] / "log" / "evaluator" / "evaluator_logger.txt")
     at_evaluations = [b for b in learner if b.steps in [e.steps for e in evaluations]]
     assert len(at_evaluations) == len(evaluations) == 4  # SB3's train/ values at each evaluation's dump, with their block
-    assert all(b.values["cur_lr_avg"] == b.values["learning_rate"] for b in at_evaluations)
+    assert all(b.values["cur_lr_avg"] == b.values["train/learning_rate"] for b in at_evaluations)
 
 
 def test_canonical_names_leave_sb3s_twins_out_when_blocks_carry_them(tmp_path: Path) -> None:
@@ -345,6 +345,6 @@ def test_canonical_names_leave_sb3s_twins_out_when_blocks_carry_them(tmp_path: P
     logger.close()
     tags = set(read_tfevents(logger.run_dir / "log" / "serial"))
     assert {"collector/reward_mean", "evaluator/reward_mean", "learner/total_loss_avg", "learner/cur_lr_avg", "collector/total_envstep_count"} <= tags
-    twins = {"evaluator/mean_reward", "evaluator/mean_ep_length", "collector/ep_rew_mean", "collector/ep_len_mean", "learner/loss", "learner/learning_rate", "time/total_timesteps", "time/fps"}
+    twins = {"eval/mean_reward", "eval/mean_ep_length", "rollout/ep_rew_mean", "rollout/ep_len_mean", "train/loss", "train/learning_rate", "time/total_timesteps", "time/fps"}
     assert not twins & tags
-    assert {"collector/exploration_rate", "learner/n_updates"} <= tags  # no canonical name: kept as they are
+    assert {"rollout/exploration_rate", "train/n_updates"} <= tags  # no canonical name: kept as they are

@@ -20,7 +20,8 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 
 from rltrack.core.events import Event  # noqa: E402
 from rltrack.core.report import Report  # noqa: E402
-from rltrack.frameworks.tensorboard import Translator, markdown_table, route, run_name, session_hparams, stored_name, typed  # noqa: E402
+from rltrack.frameworks.tensorboard import Translator, route, run_name, stored_name  # noqa: E402
+from rltrack.frameworks.tensorboard_values import markdown_table, session_hparams, typed  # noqa: E402
 from rltrack.sinks.tfevents import EventFileWriter as RltrackEventFileWriter  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "helpers" / "fixtures"
@@ -76,22 +77,48 @@ def test_run_names_from_log_directories() -> None:
     assert run_name("runs/CartPole-v1__ppo__1__1732700000") == "CartPole-v1__ppo__1__1732700000"
     assert run_name("./cartpole_dqn_seed0/log/serial") == "cartpole_dqn_seed0"
     assert run_name("/tmp/x/logs/") == "logs"
+    # rl_games' fixed folder names no run: its experiment above it does, for rl_games' writer only
+    assert run_name("runs/Ant_ppo_29-04-36-26/summaries", "rl_games") == "Ant_ppo_29-04-36-26"
+    assert run_name("runs/mine/summaries") == "summaries"
+    # HF's default `<output_dir>/runs/<time>_<host>`: the output_dir, for transformers' writer only
+    assert run_name("out/grpo-tiny/runs/Nov29_04-36-26_vm", "transformers") == "grpo-tiny"
+    assert run_name("out/grpo-tiny/runs/Nov29_04-36-26_vm") == "Nov29_04-36-26_vm"
 
 
-def test_tags_route_to_namespaces_axes_and_canonical_names() -> None:
-    assert route("charts/episodic_return") == route("charts/episodic_return", "both")
-    assert route("charts/episodic_return").namespace == "collector"
-    assert route("charts/episodic_return").keys == ("episodic_return", "reward_mean")
-    assert route("charts/episodic_return", "canonical").keys == ("reward_mean",)
-    assert route("charts/episodic_return", "native").keys == ("episodic_return",)
-    assert route("charts/learning_rate").namespace == "learner"  # the canonical name's namespace
-    assert route("Train/mean_reward").axis == "train_iter"  # rsl_rl: the learning iteration
-    assert route("Train/mean_reward/time").axis == "seconds"
-    assert route("Reward / Total reward (mean)").keys == ("Total reward (mean)", "reward_mean")  # skrl
-    assert route("evaluator_step/reward_mean").axis == "env_steps"
-    assert route("my/own/tag").namespace == "my" and route("my/own/tag").keys == ("own/tag",) and route("my/own/tag").axis == "step"
-    assert stored_name("losses/value_loss") == "learner/value_loss"
-    assert stored_name("losses/value_loss", "canonical") == "learner/value_loss_avg"
+def test_a_tag_keeps_its_name_and_only_its_own_librarys_table_gives_a_twin() -> None:
+    # CleanRL's script: the tag as written, filed under the collector stage, its canonical twin beside it
+    cleanrl = route("charts/episodic_return", library="cleanrl")
+    assert cleanrl == route("charts/episodic_return", "both", "cleanrl")
+    assert cleanrl.places == (("charts", "episodic_return", "collector"), ("collector", "reward_mean", ""))
+    assert cleanrl.axis == "env_steps"
+    assert route("charts/episodic_return", "canonical", "cleanrl").places == (("collector", "reward_mean", ""),)
+    assert route("charts/episodic_return", "native", "cleanrl").places == (("charts", "episodic_return", "collector"),)
+    assert route("charts/learning_rate", library="cleanrl").places[1] == ("learner", "cur_lr_avg", "")
+    assert route("charts/SPS", "canonical", "cleanrl").places == (("collector", "avg_envstep_per_sec", ""),)
+    assert route("losses/old_approx_kl", "canonical", "cleanrl").places == (("losses", "old_approx_kl", "learner"),)  # no twin: kept
+    # SB3's table for SB3's writer; the same tags from HF (TRL) or an unknown writer keep their names, no twin
+    assert route("train/loss", library="sb3").places == (("train", "loss", "learner"), ("learner", "total_loss_avg", ""))
+    for library in ("transformers", "rl_games", None):
+        assert route("train/loss", library=library) == route("train/loss", "canonical", library)
+        assert route("train/loss", library=library).places == (("train", "loss", ""),)
+        assert route("losses/a_loss", library=library).places == (("losses", "a_loss", ""),)
+        assert route("charts/episodic_return", library=library).places == (("charts", "episodic_return", ""),)
+        assert route("charts/episodic_return", library=library).axis == "step"
+    assert route("Train/mean_reward", library="rsl_rl").axis == "train_iter"  # rsl_rl: the learning iteration
+    assert route("Train/mean_reward/time", library="rsl_rl").axis == "seconds"
+    assert route("Episode_Reward/alive", library="rsl_rl").axis == "train_iter"
+    skrl = route("Reward / Total reward (mean)", library="skrl")
+    assert skrl.places == (("Reward ", " Total reward (mean)", "collector"), ("collector", "reward_mean", "")) and skrl.axis == "env_steps"
+    for info in ("Episode_Reward/alive", "Info / success_rate"):  # the environments' infos skrl's writer writes: its axis
+        assert route(info, library="skrl").axis == "env_steps" and len(route(info, library="skrl").places) == 1
+    assert route("evaluator_step/reward_mean", library="ding").axis == "env_steps"
+    assert route("evaluator_step/reward_mean").places == (("evaluator_step", "reward_mean", ""),)  # not DI-engine's: as written
+    assert route("my/own/tag").places == (("my", "own/tag", ""),) and route("my/own/tag").axis == "step"
+    assert route("plain").places == (("", "plain", ""),)
+    assert stored_name("losses/value_loss", library="cleanrl") == "losses/value_loss"
+    assert stored_name("losses/value_loss", "canonical", "cleanrl") == "learner/value_loss_avg"
+    assert stored_name("Reward / Total reward (mean)", library="skrl") == "Reward / Total reward (mean)"
+    assert stored_name("collector_step/reward_mean", library="ding") == "collector/reward_mean"
 
 
 def test_hyperparameter_texts_are_typed() -> None:
@@ -102,10 +129,11 @@ def test_hyperparameter_texts_are_typed() -> None:
     assert typed("1e-3") == 0.001 and typed("ppo") == "ppo" and typed("(1+2j)") == "(1+2j)"
 
 
-def written(tmp_path: Path, kind: str) -> tuple[list[Event], Translator]:
+def written(tmp_path: Path, kind: str, library: str | None) -> tuple[list[Event], Translator]:
     """A CleanRL-shaped logging sequence (it imitates CleanRL's calls: the
     hyperparameter table, `charts/` and `losses/` against `global_step`) plus
-    every other kind, through a real writer of `kind`, read back from its files."""
+    every other kind, through a real writer of `kind`, read back from its files
+    as written by `library`'s code."""
     import numpy as np
 
     if kind == "torch":
@@ -134,14 +162,14 @@ def written(tmp_path: Path, kind: str) -> tuple[list[Event], Translator]:
         saved.append((namespace, key, step, png))
         return {"path": f"media/{key}_{step}.png", "format": "png"}
 
-    events, translator = translate(logdirs, run="r", report=Report(), save_image=save_image)
+    events, translator = translate(logdirs, run="r", report=Report(), save_image=save_image, library=lambda logdir, tag: library)
     assert [(n, k, s, png[:8]) for n, k, s, png in saved] == [("", "frame", 11, b"\x89PNG\r\n\x1a\n")]
     return events, translator
 
 
 @pytest.mark.parametrize("kind", ["torch", "tensorboardX"])
 def test_a_cleanrl_shaped_writer_of_either_kind(kind: str, tmp_path: Path) -> None:
-    events, translator = written(tmp_path, kind)
+    events, translator = written(tmp_path, kind, "cleanrl")
     by_kind: dict[str, list[Event]] = {}
     for event in events:
         by_kind.setdefault(event.kind, []).append(event)
@@ -149,24 +177,39 @@ def test_a_cleanrl_shaped_writer_of_either_kind(kind: str, tmp_path: Path) -> No
     assert hparams[0] == {"num_steps": 2048, "anneal_lr": True, "learning_rate": 0.00025}
     assert hparams[1] == {"lr": 0.1, "batch": 64, "algo": "ppo"}
     assert [type(v) for v in hparams[0].values()] == [int, bool, float]
-    collector = [e for e in by_kind["scalars"] if e.namespace == "collector"]
-    assert [(e.steps, e.data) for e in collector] == [
-        ({"env_steps": s}, {"episodic_return": s / 8, "reward_mean": s / 8, "episodic_length": 20.0, "avg_envstep_per_episode": 20.0})
-        for s in (128, 256, 384, 128, 256)
+    charts = [e for e in by_kind["scalars"] if e.namespace == "charts"]  # as written, filed under the collector stage
+    assert [(e.steps, e.data, e.stage) for e in charts] == [
+        ({"env_steps": s}, {"episodic_return": s / 8, "episodic_length": 20.0}, "collector") for s in (128, 256, 384, 128, 256)
     ]  # a step that goes back is kept
+    collector = [e for e in by_kind["scalars"] if e.namespace == "collector"]  # the canonical twins beside them
+    assert [(e.steps, e.data, e.stage) for e in collector] == [
+        ({"env_steps": s}, {"reward_mean": s / 8, "avg_envstep_per_episode": 20.0}, "") for s in (128, 256, 384, 128, 256)
+    ]
     assert translator.report.as_dict()["counts"] == {"tensorboard.kept": {"values whose step went back (a restarted loop)": 3}}
+    losses = [e for e in by_kind["scalars"] if e.namespace == "losses"]
     learner = [e for e in by_kind["scalars"] if e.namespace == "learner"]
-    assert [e.data["value_loss_avg"] for e in learner] == pytest.approx([1.28, 2.56, 3.84, 1.28, 2.56])
+    assert [e.data["value_loss"] for e in losses] == [e.data["value_loss_avg"] for e in learner] == pytest.approx([1.28, 2.56, 3.84, 1.28, 2.56])
+    assert {e.stage for e in losses} == {"learner"}
     (scalars,) = [e for e in by_kind["scalars"] if e.namespace == "loss"]  # add_scalars: one sub-writer per key, one event
-    assert (scalars.steps, scalars.data) == ({"step": 7}, {"a": 1.0, "b": 2.0})
+    assert (scalars.steps, scalars.data) == ({"env_steps": 7}, {"a": 1.0, "b": 2.0})
     (metric,) = [e for e in by_kind["scalars"] if e.namespace == ""]  # add_hparams' metric, under its own tag
     assert metric.data == {"score": 1.0}
     (histogram,) = by_kind["histogram"]
     assert len(histogram.data["actions"]) == 100 and min(histogram.data["actions"]) >= 0 and max(histogram.data["actions"]) <= 3
     assert sum(histogram.data["actions"]) == pytest.approx(150, rel=0.2)
-    assert [(e.steps, e.data) for e in by_kind["text"]] == [({"step": 3}, {"notes": "hello"})]
-    assert [(e.steps, e.data) for e in by_kind["image"]] == [({"step": 11}, {"frame": {"path": "media/frame_11.png", "format": "png"}})]
+    assert [(e.steps, e.data) for e in by_kind["text"]] == [({"env_steps": 3}, {"notes": "hello"})]
+    assert [(e.steps, e.data) for e in by_kind["image"]] == [({"env_steps": 11}, {"frame": {"path": "media/frame_11.png", "format": "png"}})]
     assert all(e.run == "r" and e.source == "tensorboard" for e in events)
+
+
+@pytest.mark.parametrize("library", ["rl_games", "transformers", None])
+def test_the_same_tags_from_another_writer_keep_their_names_and_get_no_twin(library: str | None, tmp_path: Path) -> None:
+    events, _ = written(tmp_path, "tensorboardX", library)
+    scalars = [e for e in events if e.kind == "scalars"]
+    assert {e.namespace for e in scalars} == {"charts", "losses", "loss", ""}
+    assert {(e.stage, *e.steps) for e in scalars} == {("", "step")}
+    assert [e.data for e in scalars if e.namespace == "charts"] == [{"episodic_return": s / 8, "episodic_length": 20.0} for s in (128, 256, 384, 128, 256)]
+    assert [e.data for e in events if e.kind == "hparams"][0] == {"num_steps": 2048, "anneal_lr": True, "learning_rate": 0.00025}
 
 
 def test_a_second_log_directory_is_a_namespace_and_new_style_scalars_count(tmp_path: Path) -> None:
@@ -177,9 +220,10 @@ def test_a_second_log_directory_is_a_namespace_and_new_style_scalars_count(tmp_p
     evaluation.add_scalar("charts/episodic_return", 5.0, 10)
     main.close()
     evaluation.close()
-    events, _ = translate([tmp_path / "run", tmp_path / "run" / "eval"])
+    events, _ = translate([tmp_path / "run", tmp_path / "run" / "eval"], library=lambda logdir, tag: "cleanrl")
     assert [(e.namespace, e.steps, e.data) for e in events] == [
-        ("collector", {"env_steps": 10}, {"SPS": 100.0, "avg_envstep_per_sec": 100.0}),
+        ("charts", {"env_steps": 10}, {"SPS": 100.0}),
+        ("collector", {"env_steps": 10}, {"avg_envstep_per_sec": 100.0}),
         ("eval", {"env_steps": 10}, {"charts/episodic_return": 5.0}),
     ]
 

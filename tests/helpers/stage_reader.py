@@ -19,7 +19,7 @@ from typing import Any
 _PREFIX = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]\[([^\]]*)\]\[INFO\] (.*)$")
 _STEPS = re.compile(r"^(\w+=-?\d+)( \w+=-?\d+)*$")
 _NUMBER = re.compile(r"^-?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$|^-?(inf|nan)$")
-_LINE = re.compile(r"^(\w+): (.*)$")
+_LINE = re.compile(r"^(\w[^:]*): (.*)$")  # a key as its library wrote it: `rollout/ep_rew_mean: 21.5`
 
 
 @dataclass
