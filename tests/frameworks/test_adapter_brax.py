@@ -18,7 +18,7 @@ from brax.training.agents.ppo import train as ppo  # noqa: E402
 from library_readback import assert_once_everywhere, config  # noqa: E402
 
 from rltrack.adapters import brax as rltrack_brax  # noqa: E402
-from rltrack.delivery.worker import tracker_state  # noqa: E402
+from rltrack.delivery.cursor import tracker_state  # noqa: E402
 from rltrack.journal import read_journal  # noqa: E402
 
 #: A PPO small enough for a test: 2,048 steps of 8 environments, 3 evaluations, training metrics every 512 steps.

@@ -92,7 +92,7 @@ def test_three_vmapped_seeds_are_three_runs_exact_in_every_tracker_and_one_group
         assert_once_everywhere(run_dir, logged)  # each seed's values alone, none of another seed's
         from mlflow import MlflowClient
 
-        from rltrack.delivery.worker import tracker_state
+        from rltrack.delivery.cursor import tracker_state
 
         state = tracker_state(run_dir, "mlflow")
         assert MlflowClient(state["tracking_uri"]).get_run(state["run_id"]).data.params == {"lr": "0.5", "batch": "16", "anneal": "False", "seed": str(seed)}

@@ -21,7 +21,7 @@ import pufferlib_kernel  # noqa: E402
 from library_readback import assert_once_everywhere, config  # noqa: E402
 
 from rltrack.adapters.pufferlib import CANONICAL, RLTrackLogger  # noqa: E402
-from rltrack.delivery.worker import tracker_state  # noqa: E402
+from rltrack.delivery.cursor import tracker_state  # noqa: E402
 from rltrack.journal import read_journal  # noqa: E402
 
 
