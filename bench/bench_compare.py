@@ -7,9 +7,11 @@ on another env-step grid. Then, each over `--repeat` repetitions:
 
 * `compare`: `rltrack.runs.compare_runs` as `rltrack compare --metric
   collector/reward_mean` runs it (every live run selected through the index,
-  each run's journal read, scores, the four aggregates, probabilities of
-  improvement, profiles and sample-efficiency curves, 2,000 replications),
-  split into reading the runs and the statistics;
+  scores, the four aggregates, probabilities of improvement, profiles and
+  sample-efficiency curves, 2,000 replications): once cold (each run's journal
+  read, its series then kept in the index: rltrack.runs.series_cache), then
+  `--repeat` times warm (the series read from the index); opening the runs
+  (meta.json, config) alone is timed too;
 * `pandas`: `pandas.read_csv` of every run's progress.csv and the mean of its
   last 10% of rewards (what a user's own script would do, without statistics);
 * the comparison page of `--page-runs` of the runs, opened in headless Chromium:
@@ -18,16 +20,14 @@ on another env-step grid. Then, each over `--repeat` repetitions:
 
 Usage:
 
-    python bench/bench_compare.py [--runs 1000] [--points 1000] [--repeat 3] [--page-runs 200] [--root DIR]
+    python bench/bench_compare.py [--runs 1000] [--points 1000] [--repeat 3] [--page-runs 200] [--root DIR] [--quick] [--no-write]
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
-import platform
 import re
 import shutil
 import statistics
@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 from rltrack.core.events import Event  # noqa: E402
 from rltrack.runs import compare_runs, refresh  # noqa: E402
 from rltrack.runs.select import chosen_runs  # noqa: E402
+from report import Section, arguments  # noqa: E402
 
 TASKS = [f"task{i}" for i in range(10)]
 RATES = [1e-4, 3e-4, 1e-3, 3e-3]
@@ -132,13 +133,16 @@ def page_times(root: Path, runs: int, out: Path) -> dict[str, float] | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = arguments(__doc__, "100 runs of 200 points, 1 repetition, a page of 20 runs")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--points", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--page-runs", type=int, default=200)
     parser.add_argument("--root", type=Path, help="where to write the runs (default: a temporary directory, removed after)")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.points, args.repeat, args.page_runs = 100, 200, 1, 20
+    section = Section()
     out = Path(tempfile.mkdtemp(prefix="bench_compare_"))
     root = args.root or out / "runs"
     rng = np.random.default_rng(0)
@@ -149,26 +153,32 @@ def main() -> int:
     t0 = time.perf_counter()
     refresh(root)
     indexed = time.perf_counter() - t0
-
-    def read_runs():
-        runs, _ = chosen_runs(root, all_by_default=True)
-        return runs
-
-    read, runs = timed(read_runs, args.repeat)
-    whole, comparison = timed(lambda: compare_runs(root, metric=METRIC), args.repeat)
-    stats_only, _ = timed(lambda: compare_runs(runs=runs, metric=METRIC), args.repeat)  # runs whose values are read already
+    cold, comparison = timed(lambda: compare_runs(root, metric=METRIC), 1)
+    warm, _ = timed(lambda: compare_runs(root, metric=METRIC), args.repeat)
+    opened, _ = timed(lambda: chosen_runs(root, all_by_default=True), args.repeat)
     pandas, count = timed(lambda: pandas_scores(root), args.repeat)
     page = page_times(root, args.page_runs, out)
-    result = {
-        "machine": f"{platform.processor() or platform.machine()}, Python {platform.python_version()}",
-        "runs": args.runs, "points": args.points, "tasks": len(comparison.tasks), "groups": len(comparison.groups),
-        "written_s": round(written, 1), "index_built_s": round(indexed, 1),
-        "compare_s": [round(s, 2) for s in whole], "select_and_open_s": [round(s, 2) for s in read],
-        "compare_of_opened_runs_s": [round(s, 2) for s in stats_only], "pandas_read_csv_s": [round(s, 2) for s in pandas],
-        "pandas_files": count, "page": page,
-    }  # fmt: skip
-    print(json.dumps(result, indent=2))
-    print(f"compare: median {statistics.median(whole):.2f} s; pandas read_csv of the same progress.csv files: median {statistics.median(pandas):.2f} s")
+    median = statistics.median
+    rows = [
+        ("`compare`, cold: each run's journal read (its series then kept in the index)", f"{cold[0]:.2f}", f"{cold[0]:.2f}"),
+        ("`compare`, warm: the series read from the index", f"{median(warm):.2f}", f"{max(warm):.2f}"),
+        ("… of which selecting and opening the runs (index refresh, meta.json, config)", f"{median(opened):.2f}", f"{max(opened):.2f}"),
+        (f"pandas `read_csv` of the {count} progress.csv files and each run's last-10% mean", f"{median(pandas):.2f}", f"{max(pandas):.2f}"),
+    ]
+    body = [
+        f"Setup: {args.runs} run directories ({len(comparison.tasks)} tasks x {len(comparison.groups)} learning rates x "
+        f"{args.runs // 40 or 1} seeds, {args.points} points each) written in {written:.1f} s; index built from them in {indexed:.1f} s. "
+        f"Every comparison: the four aggregates, the probabilities of improvement, profiles and sample-efficiency curves, "
+        f"{comparison.reps} replications.",
+        "",
+        "| operation | median s | max s |",
+        "|---|---:|---:|",
+        *(f"| {name} | {mid} | {top} |" for name, mid, top in rows),
+    ]
+    if page is not None:
+        body += ["", f"The comparison page of {page['runs']} runs ({page['bytes'] / 1e6:.1f} MB, one panel, {page['paths']} SVG paths) in "
+                 f"headless Chromium: its charts drawn in {page['first']:.0f} ms, redrawn after the smoothing slider moved in {page['redraw']:.0f} ms."]
+    section.finish("bench_compare: `rltrack compare` over runs of 10 tasks, beside pandas", "\n".join(body), write=not args.no_write)
     if args.root is None:
         shutil.rmtree(out)
     return 0
