@@ -36,7 +36,6 @@ from rltrack.runs.grouping import (
     group_value,
     group_values,
     missing_metric_message,
-    primary_axis,
 )
 from rltrack.runs.scores import Reference, ScoreRule, load_reference, parse_rule
 from rltrack.runs.series_cache import read_series
@@ -163,23 +162,24 @@ def compare_runs(
         check_group_keys(runs, [task_key])
     keys = list(group_by) if group_by else task_group_keys(runs, task_key)
     check_group_keys(runs, keys)
-    check_axis(runs, x_axis)
     if not 0 < confidence < 1:
         raise CompareError(f"confidence must lie between 0 and 1, got {confidence}; e.g. 0.95")
     series: dict[tuple[str, str], list[tuple[str, np.ndarray, np.ndarray]]] = {}  # (group, task) -> [(run, x, y)]
     skipped: dict[str, str] = {}
-    for run, (x, y) in zip(runs, read_series(runs, metric, x_axis, None if root is None else Path(root))):
+    axes = set()
+    for run, (x, y, axis) in zip(runs, read_series(runs, metric, x_axis, None if root is None else Path(root))):
         if not len(x):
             skipped[run.id] = f"no finite {metric!r}" + (f" against {x_axis!r}" if x_axis else "")
             continue
         name = task_of(run, task_key)
+        axes.add(axis)
         series.setdefault((group_label(keys, group_values(run, keys)), name), []).append((run.id, x, y))
     if not series:
+        check_axis(runs, x_axis)  # an axis no run has, said as such
         raise CompareError(missing_metric_message(runs, metric, x_axis))
     if table is not None:
         table.check(name for _, name in series)
-    axis = x_axis or primary_axis(runs, metric)
-    return _compare(series, rule, metric, axis, table, reps, seed, confidence, skipped)
+    return _compare(series, rule, metric, axes.pop() if len(axes) == 1 else "step", table, reps, seed, confidence, skipped)
 
 
 def _compare(

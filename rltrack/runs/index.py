@@ -22,7 +22,8 @@ Tables:
             `hp/<name>` when a name is one of the runs columns), and for each
             of `MAIN_METRICS` present its final value (`<metric>`) and best
             value (`best/<metric>`)
-    series  (run, metric, axis, x, y): a metric's cleaned series (float64 bytes) as
+    series  (run, metric, axis, x_name, x, y): a metric's cleaned series (float64 bytes; x on
+            the axis asked, "" for the primary one, whose name is x_name) as
             `rltrack compare` read it (rltrack.runs.series_cache), kept until
             the run's row is replaced (ON DELETE CASCADE: the run changed or went)
 
@@ -90,6 +91,7 @@ CREATE TABLE IF NOT EXISTS series (
     run INTEGER NOT NULL REFERENCES runs (rowid) ON DELETE CASCADE,
     metric TEXT NOT NULL,
     axis TEXT NOT NULL,
+    x_name TEXT NOT NULL,
     x BLOB NOT NULL,
     y BLOB NOT NULL,
     PRIMARY KEY (run, metric, axis)

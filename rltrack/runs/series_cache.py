@@ -24,39 +24,46 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rltrack.runs.grouping import clean_series, run_series
+from rltrack.runs.grouping import clean_series, primary_axis, run_series
 from rltrack.runs.index import connect
 
 if TYPE_CHECKING:
     from rltrack.runs.run import Run
 
 
-def read_series(runs: Sequence[Run], metric: str, x_axis: str | None, root: Path | None) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Each run's cleaned (x, y) of `metric` on `x_axis` (None: its primary step axis), from
-    the index of `root` where it holds them, else from the run's files (and then stored)."""
+def read_series(runs: Sequence[Run], metric: str, x_axis: str | None, root: Path | None) -> list[tuple[np.ndarray, np.ndarray, str]]:
+    """Each run's cleaned (x, y) of `metric` on `x_axis` (None: its primary step axis) and the
+    name of that axis, from the index of `root` where it holds them, else from the run's
+    files (and then stored)."""
     if root is None or not root.is_dir():
-        return [clean_series(*run_series(run, metric, x_axis)) for run in runs]
+        return [from_files(run, metric, x_axis) for run in runs]
     axis = x_axis or ""
     with closing(connect(root)) as db:
         rowids = dict(db.execute("SELECT path, rowid FROM runs").fetchall())
         out, new = [], []
         for run in runs:
             rowid = rowids.get(_relative(run.path, root))
-            row = None if rowid is None else db.execute("SELECT x, y FROM series WHERE run = ? AND metric = ? AND axis = ?", (rowid, metric, axis)).fetchone()
+            query = "SELECT x, y, x_name FROM series WHERE run = ? AND metric = ? AND axis = ?"
+            row = None if rowid is None else db.execute(query, (rowid, metric, axis)).fetchone()
             if row is not None:
-                out.append((np.frombuffer(row[0]), np.frombuffer(row[1])))
+                out.append((np.frombuffer(row[0]), np.frombuffer(row[1]), row[2]))
                 continue
-            x, y = clean_series(*run_series(run, metric, x_axis))
-            out.append((x, y))
+            out.append(from_files(run, metric, x_axis))
             if rowid is not None:
-                new.append((rowid, metric, axis, x.astype(np.float64).tobytes(), y.astype(np.float64).tobytes()))
+                x, y, name = out[-1]
+                new.append((rowid, metric, axis, name, x.astype(np.float64).tobytes(), y.astype(np.float64).tobytes()))
         if new:
             try:
                 with db:
-                    db.executemany("INSERT OR REPLACE INTO series (run, metric, axis, x, y) VALUES (?, ?, ?, ?, ?)", new)
+                    db.executemany("INSERT OR REPLACE INTO series (run, metric, axis, x_name, x, y) VALUES (?, ?, ?, ?, ?, ?)", new)
             except sqlite3.OperationalError:  # a read-only index: the next comparison reads the files again
                 pass
     return out
+
+
+def from_files(run: Run, metric: str, x_axis: str | None) -> tuple[np.ndarray, np.ndarray, str]:
+    x, y = clean_series(*run_series(run, metric, x_axis))
+    return x, y, x_axis or primary_axis([run], metric)
 
 
 def _relative(path: Path, root: Path) -> str | None:
