@@ -22,7 +22,7 @@ from rltrack.cli.runs_command import render_table, root_argument
 if TYPE_CHECKING:
     from rltrack.runs.analysis import Comparison
 
-#: rltrack.runs.stats.DEFAULT_REPS, which this module does not import before the command runs (numpy, scipy).
+#: rltrack.runs.stats.DEFAULT_REPS, which this module does not import before the command runs (numpy).
 DEFAULT_REPS = 2000
 
 def add_command(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

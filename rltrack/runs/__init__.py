@@ -18,11 +18,11 @@ from rltrack.runs.index import load, rebuild, refresh, resolve, update_run
 from rltrack.runs.query import QueryError, query
 from rltrack.runs.run import Run, open_run
 
-__all__ = ["Comparison", "QueryError", "Run", "compare_runs", "load", "open_run", "query", "rebuild", "refresh", "resolve", "update_run"]
+__all__ = ["QueryError", "Run", "load", "open_run", "query", "rebuild", "refresh", "resolve", "update_run"]
 
 
 def __getattr__(name: str) -> Any:
-    """`compare_runs` and `Comparison` (rltrack.runs.analysis: numpy, SciPy) are imported on first use."""
+    """`compare_runs` and `Comparison` (rltrack.runs.analysis, which needs numpy) are imported on first use."""
     if name in ("Comparison", "compare_runs"):
         from rltrack.runs import analysis
 

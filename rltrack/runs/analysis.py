@@ -31,16 +31,14 @@ from rltrack.runs.grouping import (
     PlotError,
     check_axis,
     check_group_keys,
-    clean_series,
     default_group_keys,
     group_label,
     group_value,
     group_values,
     missing_metric_message,
-    primary_axis,
-    run_series,
 )
 from rltrack.runs.scores import Reference, ScoreRule, load_reference, parse_rule
+from rltrack.runs.series_cache import read_series
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -143,43 +141,45 @@ def task_of(run: Run, task_key: str) -> str:
 
 
 def compare_runs(
-    root: str | Path = "runs", patterns: Sequence[str] = (), *, task: str | None = None, where: str | None = None,
+    root: str | Path | None = None, patterns: Sequence[str] = (), *, task: str | None = None, where: str | None = None,
     runs: Sequence[Run] | None = None, metric: str, score: str | ScoreRule = "last", group_by: Sequence[str] | None = None,
     task_key: str = "task", reference: str | Path | Reference | None = None, x_axis: str | None = None,
     reps: int = stats.DEFAULT_REPS, seed: int | None = 0, confidence: float = stats.CONFIDENCE,
 ) -> Comparison:
     """Compare runs: `runs`, or those `patterns` / `task` / `where` select under `root`
-    as `rltrack runs ls` does (all live runs when none is given). See the module docstring."""
+    (default: runs) as `rltrack runs ls` does (all live runs when none is given). See the
+    module docstring. The series read are kept in the index of `root` (rltrack.runs.series_cache)."""
     if runs is None:
         from rltrack.runs.select import chosen_runs
 
-        runs, _ = chosen_runs(Path(root), patterns, task, where, all_by_default=True)
+        root = Path(root or "runs")
+        runs, _ = chosen_runs(root, patterns, task, where, all_by_default=True)
     if not runs:
-        raise CompareError(f"no runs to compare under {root}; give run patterns, --task or --where (see `rltrack runs ls`)")
+        raise CompareError(f"no runs to compare under {root or 'runs'}; give run patterns, --task or --where (see `rltrack runs ls`)")
     rule = parse_rule(score) if isinstance(score, str) else score
     table = load_reference(Path(reference)) if isinstance(reference, (str, Path)) else reference
     if task_key not in ("task", ONE_TASK):
         check_group_keys(runs, [task_key])
     keys = list(group_by) if group_by else task_group_keys(runs, task_key)
     check_group_keys(runs, keys)
-    check_axis(runs, x_axis)
     if not 0 < confidence < 1:
         raise CompareError(f"confidence must lie between 0 and 1, got {confidence}; e.g. 0.95")
     series: dict[tuple[str, str], list[tuple[str, np.ndarray, np.ndarray]]] = {}  # (group, task) -> [(run, x, y)]
     skipped: dict[str, str] = {}
-    for run in runs:
-        x, y = clean_series(*run_series(run, metric, x_axis))
+    axes = set()
+    for run, (x, y, axis) in zip(runs, read_series(runs, metric, x_axis, None if root is None else Path(root))):
         if not len(x):
             skipped[run.id] = f"no finite {metric!r}" + (f" against {x_axis!r}" if x_axis else "")
             continue
         name = task_of(run, task_key)
+        axes.add(axis)
         series.setdefault((group_label(keys, group_values(run, keys)), name), []).append((run.id, x, y))
     if not series:
+        check_axis(runs, x_axis)  # an axis no run has, said as such
         raise CompareError(missing_metric_message(runs, metric, x_axis))
     if table is not None:
         table.check(name for _, name in series)
-    axis = x_axis or primary_axis(runs, metric)
-    return _compare(series, rule, metric, axis, table, reps, seed, confidence, skipped)
+    return _compare(series, rule, metric, axes.pop() if len(axes) == 1 else "step", table, reps, seed, confidence, skipped)
 
 
 def _compare(
@@ -250,7 +250,7 @@ def _curves(
                 inside = (grid >= x[0]) & (grid <= x[-1])
                 values[row, inside] = np.interp(grid[inside], x, y if table is None else table.normalize(name, y))
             per_task.append(values)
-        estimate = stats.bootstrap(stats.curve_iqm, [per_task], **options)
+        estimate = stats.curve_bootstrap(per_task, **options)
         reach = np.isfinite(np.concatenate(per_task)).sum(axis=0)
         rows += [(group, float(x), float(v), float(lo), float(hi), int(n)) for x, v, lo, hi, n in zip(grid, estimate.value, estimate.lower, estimate.upper, reach) if n]
     return pd.DataFrame(rows, columns=["group", "x", "value", "lower", "upper", "runs"])

@@ -64,6 +64,14 @@
     return out;
   }
 
+  // [min, max] of the finite numbers of several arrays ([0, 1] when none), without spreading
+  // them into arguments (200 runs of 1,000 points are more than a call takes).
+  function extent(arrays) {
+    let lo = Infinity, hi = -Infinity;
+    for (const a of arrays) for (const v of a) if (Number.isFinite(v)) { if (v < lo) lo = v; if (v > hi) hi = v; }
+    return lo <= hi ? [lo, hi] : [0, 1];
+  }
+
   function ticks(a, b, count) {
     if (!(b > a)) return [a];
     const step0 = (b - a) / count, mag = Math.pow(10, Math.floor(Math.log10(step0)));
@@ -109,19 +117,17 @@
       const o = this.o, m = this.m, w = o.width - m.l - m.r, h = o.height - m.t - m.b;
       this.series = this.o.source();
       const shown = this.series.filter((s) => !state.hidden.has(s.label));
-      const xs = this.series.flatMap((s) => s.x.concat(...(s.members || []).map((r) => r.x)));
-      const full = xs.length ? [Math.min(...xs), Math.max(...xs)] : [0, 1];
+      const full = extent(this.series.flatMap((s) => [s.x, ...(s.members || []).map((r) => r.x)]));
       this.xDomain = this.zoom || (full[1] > full[0] ? full : [full[0] - 1, full[0] + 1]);
       const inView = (x) => x >= this.xDomain[0] && x <= this.xDomain[1];
       // y: the runs' values (or the means) in view; a band reaching beyond them is cut at the edge
-      let ys = [];
+      const ys = [];
       for (const s of shown) {
         const from = s.members && s.members.length ? s.members : [s];
-        for (const r of from) r.x.forEach((x, i) => { if (inView(x) && Number.isFinite(r.y[i])) ys.push(r.y[i]); });
-        if (o.yFromBands) s.x.forEach((x, i) => { if (inView(x)) ys.push(s.lo[i], s.hi[i]); });
+        for (const r of from) ys.push(r.y.filter((_, i) => inView(r.x[i])));
+        if (o.yFromBands) ys.push(s.lo.filter((_, i) => inView(s.x[i])), s.hi.filter((_, i) => inView(s.x[i])));
       }
-      ys = ys.filter((v) => Number.isFinite(v));
-      let [y0, y1] = o.yRange || (ys.length ? [Math.min(...ys), Math.max(...ys)] : [0, 1]);
+      let [y0, y1] = o.yRange || extent(ys);
       const pad = (y1 - y0) * 0.05 || Math.abs(y1) * 0.05 || 1; if (!o.yRange) { y0 -= pad; y1 += pad; }
       this.yDomain = [y0, y1];
       const X = (x) => m.l + (x - this.xDomain[0]) / (this.xDomain[1] - this.xDomain[0]) * w;
@@ -234,7 +240,7 @@
     const row = el("div", { class: "row" }, statsBox);
     for (const name of ["iqm", "median", "mean", "optimality_gap"]) {
       const rows = S.aggregates.filter((a) => a.aggregate === name).map((a) => ({ name: a.group, value: a.value, lower: a.lower, upper: a.upper, color: color(a.group) }));
-      intervalChart(row, name === "iqm" ? "IQM" : name.replace("_", " "), rows, [Math.min(...rows.map((r) => r.lower)), Math.max(...rows.map((r) => r.upper))]);
+      intervalChart(row, name === "iqm" ? "IQM" : name.replace("_", " "), rows, extent([rows.map((r) => r.lower), rows.map((r) => r.upper)]));
     }
     if (S.improvement.length) {
       const rows = S.improvement.map((p) => ({ name: `P(${p.x} > ${p.y})`, value: p.value, lower: p.lower, upper: p.upper, color: color(p.x) }));

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from rltrack.runs.analysis import Comparison
     from rltrack.runs.run import Run
 
+#: Most values of one run drawn in one panel (the statistics use every value).
+MAX_RUN_POINTS = 1000
 #: Degrees of freedom the page's Student-t table covers (beyond: the last entry, t(0.975, 200) = 1.97).
 T_TABLE = 200
 
@@ -53,18 +55,25 @@ STYLE = """
 
 
 def run_points(run: Run, metric: str) -> dict[str, Any]:
-    """A run's values of `metric` with their x on every axis it has (None where a value lacks one)."""
+    """A run's values of `metric` with their x on every axis it has (None where a value lacks
+    one): at most MAX_RUN_POINTS of them, evenly spread over the run (its last one kept),
+    numbers to 6 significant digits, so that a page of many runs and values stays a file a
+    browser opens at once (TensorBoard keeps 1,000 values of a scalar the same way)."""
     chosen = [s for s in run.samples if s.kind == "scalars" and s.tag == metric and math.isfinite(s.value)]
-    axes = list(dict.fromkeys(axis for s in chosen for axis in (s.steps or {"step": 0})))
+    steps = [sample.steps or {"step": index} for index, sample in enumerate(chosen)]
+    if len(chosen) > MAX_RUN_POINTS:
+        kept = sorted({round(i * (len(chosen) - 1) / (MAX_RUN_POINTS - 1)) for i in range(MAX_RUN_POINTS)})
+        chosen, steps = [chosen[i] for i in kept], [steps[i] for i in kept]
+    axes = list(dict.fromkeys(axis for step in steps for axis in step))
+    x: dict[str, list[Any]] = {axis: [step.get(axis) for step in steps] for axis in axes}
     start = min((s.time for s in run.samples if s.time is not None), default=None)
-    x: dict[str, list[Any]] = {axis: [] for axis in axes}
-    for index, sample in enumerate(chosen):
-        steps = sample.steps or {"step": index}
-        for axis in axes:
-            x[axis].append(steps.get(axis))
     if start is not None and any(s.time is not None for s in chosen):
-        x["time"] = [None if s.time is None else s.time - start for s in chosen]
-    return {"id": run.id, "y": [s.value for s in chosen], "x": x}
+        x["time"] = [None if s.time is None else _short(s.time - start) for s in chosen]
+    return {"id": run.id, "y": [_short(s.value) for s in chosen], "x": x}
+
+
+def _short(value: float) -> float:
+    return float(f"{value:.6g}")
 
 
 def panel(runs: Sequence[Run], metric: str, title: str, y_label: str, keys: list[str]) -> dict[str, Any]:

@@ -22,6 +22,10 @@ Tables:
             `hp/<name>` when a name is one of the runs columns), and for each
             of `MAIN_METRICS` present its final value (`<metric>`) and best
             value (`best/<metric>`)
+    series  (run, metric, axis, x_name, x, y): a metric's cleaned series (float64 bytes; x on
+            the axis asked, "" for the primary one, whose name is x_name) as
+            `rltrack compare` read it (rltrack.runs.series_cache), kept until
+            the run's row is replaced (ON DELETE CASCADE: the run changed or went)
 
 Staying current: `refresh(root)` (what the CLI and `query` do when they open
 the index) stats every run directory's signature files and re-reads only the
@@ -54,8 +58,9 @@ COMMIT_EVERY = 500
 BEST_PREFIX = "best/"
 
 #: Bumped whenever the tables change, or what a reader makes of a directory (3: DI-engine's
-#: twins one value, tasks of event-file folders without their time); an index of another version is rebuilt.
-SCHEMA_VERSION = 3
+#: twins one value, tasks of event-file folders without their time; 4: the series table);
+#: an index of another version is rebuilt.
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -82,6 +87,15 @@ CREATE TABLE IF NOT EXISTS fields (
     PRIMARY KEY (run, name)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS fields_by_name ON fields (name, value);
+CREATE TABLE IF NOT EXISTS series (
+    run INTEGER NOT NULL REFERENCES runs (rowid) ON DELETE CASCADE,
+    metric TEXT NOT NULL,
+    axis TEXT NOT NULL,
+    x_name TEXT NOT NULL,
+    x BLOB NOT NULL,
+    y BLOB NOT NULL,
+    PRIMARY KEY (run, metric, axis)
+) WITHOUT ROWID;
 """
 
 
@@ -127,7 +141,7 @@ def connect(root: Path) -> sqlite3.Connection:
         db.execute("PRAGMA foreign_keys = ON")
         if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
             with db:
-                db.executescript("DROP TABLE IF EXISTS fields; DROP TABLE IF EXISTS runs;")
+                db.executescript("DROP TABLE IF EXISTS series; DROP TABLE IF EXISTS fields; DROP TABLE IF EXISTS runs;")
                 db.executescript(_SCHEMA)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except (sqlite3.OperationalError, OSError) as exc:

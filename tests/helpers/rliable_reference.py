@@ -22,8 +22,9 @@ def import_rliable() -> tuple[Any, Any]:
     pytest.importorskip("rliable", reason="rliable is the reference the statistics are checked against (installed by the Makefile)")
     import pandas.util._decorators as decorators
 
-    if decorators.deprecate_kwarg.__code__.co_varnames[:1] == ("klass",):  # pandas 3
-        decorators.deprecate_kwarg = functools.partial(decorators.deprecate_kwarg, FutureWarning)
+    original = decorators.deprecate_kwarg
+    if not isinstance(original, functools.partial) and original.__code__.co_varnames[:1] == ("klass",):  # pandas 3, not shimmed yet
+        decorators.deprecate_kwarg = functools.partial(original, FutureWarning)
     from rliable import library, metrics
 
     np.random.seed(0)

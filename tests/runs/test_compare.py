@@ -215,3 +215,29 @@ def test_runs_of_two_libraries_compare_on_one_canonical_metric(tmp_path, capsys)
     }
     pairs = {(p["x"], p["y"]): p["value"] for p in document["probability_of_improvement"]}
     assert pairs[("source=tensorboard", "source=sb3")] == 1.0
+
+
+def test_the_series_read_are_kept_in_the_index_until_the_run_changes(tmp_path, capsys):
+    """The second comparison reads the series from the index; a run whose journal grows is read again."""
+    import sqlite3
+
+    from rltrack.core.events import Event
+    from rltrack.runs.index import INDEX_NAME
+
+    root = tmp_path / "runs"
+    for seed in range(2):
+        config = {"run": {"root": str(root), "name": f"s{seed}", "task": "cache"}, "backends": {"use": ["local"]}}
+        with rltrack.make_logger(config) as logger:
+            logger.log_hparams({"seed": seed})
+            for i in range(5):
+                logger.write({"reward_mean": float(10 * seed + i)}, step={"env_steps": 100 * i}, namespace="collector")
+                logger.dump()
+    first = compare_json(root, capsys, "--score", "last:1")
+    with sqlite3.connect(root / INDEX_NAME) as db:
+        assert db.execute("SELECT count(*) FROM series WHERE metric = ? AND axis = ''", (METRIC,)).fetchone() == (2,)
+    assert compare_json(root, capsys, "--score", "last:1") == first  # from the index now
+    journal = root / "s0" / "journal.jsonl"
+    later = Event(2e9, {"reward_mean": 99.0}, namespace="collector", steps={"env_steps": 900}, run="s0").to_json()
+    journal.write_text(journal.read_text(encoding="utf-8") + later + "\n", encoding="utf-8")
+    again = compare_json(root, capsys, "--score", "last:1")
+    assert sorted(e["score"] for e in again["groups"]["all runs"]["runs"]["cache"]) == [14.0, 99.0]

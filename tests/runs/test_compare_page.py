@@ -123,3 +123,19 @@ def test_chromium_draws_the_page_and_its_controls_change_what_is_drawn(page, tmp
     assert seen["zoomedTicks"] != seen["ticks"]
     assert seen["intervalCharts"] == 5  # IQM, median, mean, optimality gap, probability of improvement
     assert seen["statsCurves"] == [2, 2]  # performance profiles and sample-efficiency curves, a line per group
+
+
+def test_a_long_run_is_drawn_from_a_thousand_of_its_values_first_and_last_kept(tmp_path):
+    from rltrack.runs import load
+    from rltrack.runs.explore import MAX_RUN_POINTS, run_points
+
+    config = {"run": {"root": str(tmp_path), "name": "long", "task": "long"}, "backends": {"use": ["local"]}}
+    with rltrack.make_logger(config) as logger:
+        for i in range(2500):
+            logger.write({"reward_mean": i / 7}, step={"env_steps": 8 * i}, namespace="collector")
+            logger.dump()
+    points = run_points(load(logger.run_dir), METRIC)
+    assert len(points["y"]) == MAX_RUN_POINTS == 1000
+    steps = points["x"]["env_steps"]
+    assert steps[0] == 0 and steps[-1] == 8 * 2499 and steps == sorted(steps)
+    assert points["y"][-1] == float(f"{2499 / 7:.6g}") and all(y == float(f"{s / 8 / 7:.6g}") for s, y in zip(steps, points["y"]))

@@ -92,9 +92,13 @@ def test_sample_efficiency_curves_agree_with_rliable(rliable):
     points, intervals = library.get_interval_estimates(curves, iqm_per_frame, reps=REPS)
     tolerance = 0.02 * score_range(curves)
     for algorithm, array in curves.items():
-        ours = stats.bootstrap(stats.curve_iqm, [[array[:, task, :] for task in range(array.shape[1])]], reps=REPS, seed=4)
+        per_task = [array[:, task, :] for task in range(array.shape[1])]
+        ours = stats.curve_bootstrap(per_task, reps=REPS, seed=4)
         np.testing.assert_allclose(ours.value, points[algorithm], atol=1e-9)
         assert_close_intervals(ours, intervals[algorithm], tolerance)
+        sorted_each_time = stats.bootstrap(stats.curve_iqm, [per_task], reps=REPS, seed=4)  # the same draws, each replication sorted
+        np.testing.assert_allclose(ours.lower, sorted_each_time.lower, atol=1e-12)
+        np.testing.assert_allclose(ours.upper, sorted_each_time.upper, atol=1e-12)
 
 
 def test_a_runs_missing_x_is_left_out_of_the_iqm_there():
@@ -102,6 +106,11 @@ def test_a_runs_missing_x_is_left_out_of_the_iqm_there():
     value = stats.curve_iqm([curve])
     assert value[0] == pytest.approx(trim_mean([1, 3, 5, 7, 100], 0.25))
     assert value[1] == pytest.approx(trim_mean([2, 6, 8], 0.25))
+    other = np.array([[0.5, np.nan], [2.5, 3.5], [9.0, 1.0]])
+    counted = stats.curve_bootstrap([curve, other], reps=300, seed=5)
+    sorted_each_time = stats.bootstrap(stats.curve_iqm, [[curve, other]], reps=300, seed=5)
+    np.testing.assert_allclose(counted.lower, sorted_each_time.lower, atol=1e-12)
+    np.testing.assert_allclose(counted.upper, sorted_each_time.upper, atol=1e-12)
 
 
 def test_tasks_of_different_run_counts_weigh_runs_for_the_iqm_and_tasks_for_the_mean():
