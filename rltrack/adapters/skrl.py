@@ -42,7 +42,7 @@ from rltrack.core.events import Event
 from rltrack.core.optional import installed_version
 from rltrack.frameworks.canonical import names_mode
 from rltrack.frameworks.skrl import SOURCE, hparams, run_name, steps
-from rltrack.frameworks.tensorboard_tags import SKRL as CANONICAL
+from rltrack.frameworks.skrl import SKRL as CANONICAL
 
 
 def attach(trainer: Any, logger: Any = None, *, config: str | Path | Mapping[str, Any] | None = None, **sections: Any) -> Any:

@@ -33,7 +33,7 @@ Which library a writer's tags belong to is decided by the code that calls
 the writer, not by the tags: the first time a writer writes a tag, the
 hook looks up the stack for the first frame outside the writers' packages
 (`trl`/`transformers`, `skrl`, `rl_games`, `rsl_rl`, a CleanRL script ...,
-rltrack.frameworks.tensorboard_tags.creator_library); the translation
+rltrack.frameworks.library.creator_library); the translation
 applies that library's table only (a few µs, once per writer and tag). Attaching again switches
 to the new target (the class is patched once). A process forked from an
 attached one opens its own run in the lazy mode; with a fixed logger it
@@ -55,7 +55,8 @@ from typing import TYPE_CHECKING, Any, Callable, Union
 
 from rltrack.frameworks.canonical import names_mode
 from rltrack.frameworks.tensorboard import Translator, run_name
-from rltrack.frameworks.tensorboard_tags import WRITER_PACKAGES, creator_library
+from rltrack.frameworks.library import creator_library
+from rltrack.frameworks.tensorboard_tags import WRITER_PACKAGES
 from rltrack.sinks.rundir import media_file
 from rltrack.training.exits import close_at_exit, closed_before_exit
 
@@ -134,7 +135,7 @@ class _Attachment:
 
     def library_of(self, logdir: str, tag: str) -> str | None:
         """The library whose code wrote `tag` first in the writer of `logdir`
-        (rltrack.frameworks.tensorboard_tags.creator_library), None if unknown."""
+        (rltrack.frameworks.library.creator_library), None if unknown."""
         return self._libraries.get((logdir, tag))
 
     def _open(self, writer: Any, event: Any) -> Logger:
@@ -209,7 +210,7 @@ class _Attachment:
 def _caller_library() -> str | None:
     """The library of the code calling a writer now: the first frame on the
     stack outside the writers' own packages (and rltrack's), as
-    rltrack.frameworks.tensorboard_tags.creator_library names it."""
+    rltrack.frameworks.library.creator_library names it."""
     frame = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__") or ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rltrack.frameworks.stages import CollectorStats, evaluator_block, evaluator_info_lines
+from rltrack.frameworks.library import Library
 
 SOURCE = "acme"
 
@@ -117,3 +118,7 @@ def episode_block(
         return collector.stage(episode_rewards=rewards, episode_lengths=lengths, envstep_count=envsteps, duration=duration), []
     block = evaluator_block(episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=None if train_iter is None else int(train_iter))
     return block, evaluator_info_lines(rewards)
+
+
+#: DeepMind Acme, through its loggers' `write(data)` (rltrack.adapters.acme).
+LIBRARY = Library(adapter=True, canonical=CANONICAL)

@@ -2,10 +2,11 @@
 
 Names follow DI-engine/LightZero (`collector/reward_mean`,
 `evaluator/reward_mean`, `learner/total_loss_avg`, ...), so an SB3 run and an
-RLlib run land on one chart. Each framework's knowledge module
-(rltrack.frameworks.<framework>) owns its own mapping `CANONICAL: dict[native
-flat key, canonical flat key]`; `vocabulary()` gathers them into the table the
-README shows.
+RLlib run land on one chart. Each library's declaration
+(rltrack.frameworks.library: its knowledge module's `LIBRARY`, registered by
+entry point) holds its own mapping `canonical: {native flat key: canonical
+flat key}`; `vocabulary()` gathers those of every registered library into the
+table the README shows.
 
 `run.names` in the config chooses what is sent: "both" (default: the native key
 and its canonical twin), "canonical" (the canonical name replaces the native
@@ -17,22 +18,15 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, Mapping
 
-from rltrack.frameworks import acme, sb3, spinup, tensorboard_tags, tianshou, torchrl, tune
+from rltrack.frameworks import sb3
+from rltrack.frameworks.library import libraries
 
 NAME_MODES = ("both", "canonical", "native")
 
-#: framework -> its native flat key -> canonical flat key.
-FRAMEWORK_VOCABULARIES: dict[str, Mapping[str, str]] = {
-    "sb3": sb3.CANONICAL,
-    "rllib": tune.CANONICAL,
-    "acme": acme.CANONICAL,
-    "spinup": spinup.CANONICAL,
-    "cleanrl": tensorboard_tags.CLEANRL,
-    "rsl_rl": tensorboard_tags.RSL_RL,
-    "skrl": tensorboard_tags.SKRL,
-    "torchrl": torchrl.CANONICAL,
-    "tianshou": tianshou.CANONICAL,
-}
+
+def vocabularies() -> dict[str, Mapping[str, str]]:
+    """library -> its native flat key -> canonical flat key, for every registered library that has names."""
+    return {name: library.canonical for name, library in libraries().items() if library.canonical}
 
 
 def names_mode(logger: Any) -> str:
@@ -72,7 +66,7 @@ def by_namespace(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 def vocabulary() -> dict[str, dict[str, list[str]]]:
     """canonical name -> {framework: [native keys]}, from every framework's mapping."""
     table: dict[str, dict[str, list[str]]] = {}
-    for framework, mapping in FRAMEWORK_VOCABULARIES.items():
+    for framework, mapping in vocabularies().items():
         for native, canonical in mapping.items():
             table.setdefault(canonical, {}).setdefault(framework, []).append(native)
     return dict(sorted(table.items()))
@@ -82,7 +76,7 @@ def vocabulary() -> dict[str, dict[str, list[str]]]:
 def native_to_canonical() -> dict[str, str]:
     """native flat key -> canonical flat key, over every framework's vocabulary."""
     table: dict[str, str] = {}
-    for mapping in FRAMEWORK_VOCABULARIES.values():
+    for mapping in vocabularies().values():
         for native, canonical in mapping.items():
             table.setdefault(native, canonical)
     return table

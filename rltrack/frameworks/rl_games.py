@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from rltrack.frameworks.hparams import plain
+from rltrack.frameworks.library import Library
 
 SOURCE = "rl_games"
 #: Entries of `params["config"]` that the runner fills with objects, not settings.
@@ -28,3 +29,7 @@ RUNTIME_ENTRIES = frozenset({"features"})
 def hparams(config: Mapping[str, Any]) -> dict[str, Any]:
     """rl_games' `config` as typed hyperparameters (the runner's objects left out)."""
     return plain({key: value for key, value in config.items() if key not in RUNTIME_ENTRIES})
+
+
+#: rl_games' writer (`losses/`, `performance/`, `info/`, `rewards/` at the frame count): its tags as written.
+LIBRARY = Library(packages=("rl_games",), adapter=True)

@@ -9,9 +9,9 @@ extras (Isaac Lab's `Episode_Reward/...`, `Metrics/...`), all against the
 iteration `it`, except `Train/mean_reward/time` and
 `Train/mean_episode_length/time`, written against whole seconds of
 training. The tags mean here what they mean in rsl_rl's TensorBoard files,
-so the table is rsl_rl's TensorBoard one (rltrack.frameworks.tensorboard_tags:
-`Loss/` -> learner, `Perf/` -> time, `Train/` and `Episode/` -> collector,
-with their canonical names; every other tag at the iteration too).
+so the table is rsl_rl's TensorBoard one (`LIBRARY`: `Loss/` -> learner,
+`Perf/` -> time, `Train/` and `Episode/` -> collector, with their canonical
+names; every other tag at the iteration too).
 
 The adapter (rltrack.adapters.rsl_rl) reads it here.
 """
@@ -21,9 +21,32 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from rltrack.frameworks.library import Library
+from rltrack.frameworks.stages import ITER_AXIS
 from rltrack.frameworks.tensorboard import Route, route
 
 SOURCE = "rsl_rl"
+
+#: Native tag -> canonical flat key.
+RSL_RL: dict[str, str] = {
+    "Train/mean_reward": "collector/reward_mean",
+    "Train/mean_episode_length": "collector/avg_envstep_per_episode",
+    "Loss/value": "learner/value_loss_avg",
+    "Loss/surrogate": "learner/policy_loss_avg",
+    "Loss/entropy": "learner/entropy_avg",
+    "Loss/learning_rate": "learner/cur_lr_avg",
+    "Perf/total_fps": "collector/avg_envstep_per_sec",
+}
+
+#: rsl_rl.utils.logger: the learning iteration `it`, `Train/<k>/time` at whole seconds.
+LIBRARY = Library(
+    packages=("rsl_rl",),
+    adapter=True,
+    stages={"Train": ("collector", ITER_AXIS), "Episode": ("collector", ITER_AXIS), "Loss": ("learner", ITER_AXIS),
+            "Policy": ("learner", ITER_AXIS), "Rnd": ("learner", ITER_AXIS), "Perf": ("time", ITER_AXIS)},
+    canonical=RSL_RL,
+    axis=ITER_AXIS,
+)  # fmt: skip
 
 
 def tag_route(tag: str, mode: str) -> Route:

@@ -20,6 +20,8 @@ import re
 from typing import Any, Mapping
 
 from rltrack.core.optional import installed_version
+from rltrack.frameworks.library import Library
+from rltrack.frameworks.stages import STEP_AXIS
 
 #: The name rltrack's writer answers to in SB3's `exclude=` arguments.
 FORMAT_NAME = "rltrack"
@@ -199,3 +201,13 @@ def _jsonable(value: Any, top: bool = False, depth: int = 0) -> Any:
         if callable(value) and hasattr(value, "__qualname__"):
             return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
     return _SKIP if top else repr(value)[:200]
+
+
+#: SB3's logger (its own TensorBoard format too): `<prefix>/<key>` at `num_timesteps`.
+LIBRARY = Library(
+    packages=("stable_baselines3",),
+    adapter=True,
+    stages={prefix: (stage, STEP_AXIS) for prefix, stage in NAMESPACES.items()},
+    canonical=CANONICAL,
+    axis=STEP_AXIS,
+)

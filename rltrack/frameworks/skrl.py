@@ -11,7 +11,7 @@ on the axis `timestep`: skrl and CleanRL on one CartPole share one x axis.
 The agent's configuration (`agent.cfg`, a dataclass in skrl 2) and the
 trainer's (`trainer.cfg`) are merged as skrl's own W&B setup merges them
 (`{**agent_cfg, **trainer_cfg}`), with `num_envs`. The canonical names of
-its tags are `tensorboard_tags.SKRL` (`Reward / Total reward (mean)` ->
+its tags are `SKRL` (`Reward / Total reward (mean)` ->
 `collector/reward_mean`, ...).
 
 The adapter (rltrack.adapters.skrl) reads it here.
@@ -24,11 +24,36 @@ import os
 from typing import Any
 
 from rltrack.frameworks.hparams import plain
+from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import STEP_AXIS
 
 SOURCE = "skrl"
 #: skrl's own count of vector steps, kept beside `env_steps`.
 TIMESTEP_AXIS = "timestep"
+
+#: Native tag -> canonical flat key.
+SKRL: dict[str, str] = {
+    "Reward / Total reward (mean)": "collector/reward_mean",
+    "Reward / Total reward (max)": "collector/reward_max",
+    "Reward / Total reward (min)": "collector/reward_min",
+    "Episode / Total timesteps (mean)": "collector/avg_envstep_per_episode",
+    "Loss / Policy loss": "learner/policy_loss_avg",
+    "Loss / Value loss": "learner/value_loss_avg",
+    "Loss / Entropy loss": "learner/entropy_loss_avg",
+    "Loss / Critic loss": "learner/critic_loss_avg",
+    "Learning / Learning rate": "learner/cur_lr_avg",
+}
+
+#: skrl's writer: `<Group> / <key>` at skrl's `timestep`, the environments' infos too.
+LIBRARY = Library(
+    packages=("skrl",),
+    adapter=True,
+    stages={"Reward": ("collector", STEP_AXIS), "Episode": ("collector", STEP_AXIS), "Loss": ("learner", STEP_AXIS),
+            "Policy": ("learner", STEP_AXIS), "Learning": ("learner", STEP_AXIS), "Stats": ("time", STEP_AXIS)},
+    canonical=SKRL,
+    axis=STEP_AXIS,
+    separator=" / ",
+)  # fmt: skip
 
 
 def steps(timestep: int, num_envs: int) -> dict[str, int]:

@@ -38,6 +38,7 @@ from rltrack.frameworks.stages import (
     evaluator_block,
     evaluator_info_lines,
 )
+from rltrack.frameworks.library import Library
 
 SOURCE = "spinup"
 
@@ -165,3 +166,7 @@ def stage_blocks(row: dict[str, Any], raw: dict[str, list[float]], state: RowSta
 def _lengths(returns: list[float], lengths: list[float] | None) -> list[float] | None:
     """The episode lengths stored beside `returns`, when there is one per episode."""
     return lengths if lengths is not None and len(lengths) == len(returns) else None
+
+
+#: SpinningUp's `EpochLogger` (rltrack.adapters.spinup).
+LIBRARY = Library(adapter=True, canonical=CANONICAL)

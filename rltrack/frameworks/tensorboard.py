@@ -18,7 +18,7 @@ What becomes what:
   is namespace `charts`, key `episodic_return` (split at the first "/").
   What the tag means comes from the library whose code wrote it, never from
   its prefix alone (`library`: the hook on live writers knows each tag's
-  caller; rltrack.frameworks.tensorboard_tags.LIBRARIES): for a known
+  caller; rltrack.frameworks.library): for a known
   library, the DI-engine stage its values are filed under locally (the
   event's `stage`), the axis its step counts (`charts/` at env steps in
   CleanRL, every tag of rsl_rl's writer at train_iter) and its canonical
@@ -64,15 +64,14 @@ from rltrack.frameworks.tensorboard_tags import (
     HPARAMS_PREFIX,
     HPARAMS_SESSION_START,
     HPARAMS_TEXT_TAGS,
-    LIBRARIES,
     LOGDIR_TAILS,
     PERIOD_AXIS,
     TEXT_SUFFIX,
     THROUGHPUT_HALF,
     TWIN_AXES,
     TWIN_TAG,
-    UNKNOWN_AXIS,
 )
+from rltrack.frameworks.library import UNKNOWN_AXIS, libraries
 from rltrack.frameworks.tensorboard_values import (
     histogram_values,
     image_png,
@@ -119,9 +118,9 @@ def split_tag(tag: str) -> tuple[str, str]:
 
 def route(tag: str, mode: str = "both", library: str | None = None) -> Route:
     """The route of a tag written in the first log directory by `library`'s
-    code (rltrack.frameworks.tensorboard_tags.LIBRARIES; None: unknown, the
+    code (rltrack.frameworks.library.libraries(); None: unknown, the
     tag as written at axis `step`)."""
-    known = LIBRARIES.get(library) if library else None
+    known = libraries().get(library) if library else None
     if known is None:
         return Route((split_tag(tag) + ("",),), UNKNOWN_AXIS)
     twin = TWIN_TAG.match(tag) if known.twins else None

@@ -19,6 +19,7 @@ The adapter (rltrack.adapters.tianshou) reads it here.
 from __future__ import annotations
 
 from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS
+from rltrack.frameworks.library import Library
 
 SOURCE = "tianshou"
 
@@ -71,3 +72,13 @@ CANONICAL: dict[str, str] = {
     "update/critic1_loss/mean": "learner/critic_loss_avg",  # SAC
     "update/alpha_loss/mean": "learner/alpha_loss_avg",  # SAC with auto alpha
 }
+
+
+#: Tianshou 2's loggers (its TensorboardLogger too): `<scope>/<key>` at the scope's step.
+LIBRARY = Library(
+    packages=("tianshou",),
+    adapter=True,
+    stages={"training": ("collector", STEP_AXES["env_step"]), "test": ("evaluator", STEP_AXES["env_step"]),
+            "update": ("learner", STEP_AXES["update_step"])},
+    canonical=CANONICAL,
+)  # fmt: skip

@@ -17,6 +17,7 @@ The adapter (rltrack.adapters.torchrl) reads it here.
 from __future__ import annotations
 
 from rltrack.frameworks.stages import STEP_AXIS
+from rltrack.frameworks.library import Library
 
 SOURCE = "torchrl"
 
@@ -35,3 +36,7 @@ CANONICAL: dict[str, str] = {
     "kl_approx": "learner/approx_kl_avg",
     "clip_fraction": "learner/clipfrac_avg",
 }
+
+
+#: TorchRL's `Logger` (rltrack.adapters.torchrl).
+LIBRARY = Library(adapter=True, canonical=CANONICAL)

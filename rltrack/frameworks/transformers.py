@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from rltrack.frameworks.library import Library
+
 SOURCE = "transformers"
 
 #: The axis of `state.global_step` (optimizer updates) in rltrack's step axes.
@@ -61,3 +63,7 @@ def run_name(args: Mapping[str, Any]) -> str | None:
         return str(name)
     last = str(args.get("output_dir") or "").replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
     return last if last not in ("", ".", "..") else None
+
+
+#: transformers' `Trainer` and TRL's trainers: HF's own tags, at `global_step`.
+LIBRARY = Library(packages=("transformers", "trl"), adapter=True, canonical=CANONICAL, axis=STEP_AXIS)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from rltrack.frameworks.library import Library
+
 SOURCE_RLLIB = "rllib"
 SOURCE_TUNE = "tune"
 
@@ -109,3 +111,7 @@ def canonical_name(native: str) -> str | None:
 def is_rllib_result(result: Mapping[str, Any]) -> bool:
     """True for a result of RLlib's new API stack (it has `env_runners` or `learners`)."""
     return "env_runners" in result or "learners" in result
+
+
+#: Ray Tune and RLlib, through result dicts (rltrack.adapters.tune).
+LIBRARY = Library(adapter=True, canonical=CANONICAL)

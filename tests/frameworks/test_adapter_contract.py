@@ -20,7 +20,9 @@ the run's journal and meta.json are read back:
   ends its run `failed` (a child process each: the status comes from the
   process's exit hooks, as in a user's script).
 
-Adding an adapter is one `Case` subclass in `CASES`: how to open a session
+The cases run over the libraries registered with an adapter (entry-point
+group `rltrack.libraries`, rltrack.frameworks.library); a registered adapter
+without a case fails the suite. Adding an adapter is one `Case` subclass in `CASES`: how to open a session
 with the framework (`open`), log one record at a step (`log`), give
 hyperparameters (`hparams`, or `HPARAMS = False` when the framework has none)
 and close it (`close`), plus a `CRASH` script that logs a value through the
@@ -40,6 +42,7 @@ import pytest
 
 import rltrack
 from rltrack.core.events import Event
+from rltrack.frameworks.library import libraries
 
 REPO = Path(__file__).resolve().parents[2]
 #: `import acme` imports `launchpad`, which has no wheels for Python 3.11: its marked stand-in (tests/helpers/standins).
@@ -620,10 +623,22 @@ raise RuntimeError("training failed")
         return self.logger.run_dir
 
 
-CASES = [SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Transformers, Skrl, RlGames, Jax, Brax, PufferLib]
+#: A case per adapter, by the name its library is registered under (entry-point group `rltrack.libraries`).
+CASES = {case.name: case for case in (SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Transformers, Skrl, RlGames, Jax, Brax, PufferLib)}
 
 
-@pytest.fixture(params=CASES, ids=lambda case: case.name)
+def registered_adapters() -> list[str]:
+    """The registered libraries that have an adapter (rltrack.frameworks.library)."""
+    return [name for name, library in libraries().items() if library.adapter]
+
+
+def test_every_registered_adapter_has_a_contract_case() -> None:
+    adapters = registered_adapters()
+    assert {"sb3", "tune", "acme", "tensorboard", "transformers", "jax"} <= set(adapters), adapters
+    assert sorted(set(adapters) - set(CASES)) == [], "registered libraries with an adapter but no case in CASES"
+
+
+@pytest.fixture(params=[CASES[name] for name in registered_adapters() if name in CASES], ids=lambda case: case.name)
 def case(request: pytest.FixtureRequest) -> Case:
     cls = request.param
     pytest.importorskip(cls.module, reason=f"{cls.name}: {cls.module} is not installed in this environment")

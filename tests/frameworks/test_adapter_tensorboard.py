@@ -256,9 +256,11 @@ def sb3_like(writer: Any) -> None:
 LIBRARY_CASES = {
     # caller module, its function, its log directory below tmp_path -> (names expected, names that must be absent, the run's name)
     "trl": ("trl.trainer.grpo_trainer", hf_like, "out/grpo-tiny/runs/Nov29_04-36-26_vm",
-            {"train/loss", "train/learning_rate", "train/reward"}, {"learner/total_loss_avg", "learner/cur_lr_avg", "learner/loss"}, "grpo-tiny"),
+            {"train/loss", "train/learning_rate", "train/reward", "learner/total_loss_avg", "learner/cur_lr_avg"}, {"learner/loss"}, "grpo-tiny"),
     "transformers": ("transformers.integrations.integration_utils", hf_like, "out/grpo-tiny/runs/Nov29_04-36-26_vm",
-                     {"train/loss", "train/reward"}, {"learner/total_loss_avg"}, "grpo-tiny"),
+                     {"train/loss", "train/reward", "learner/total_loss_avg", "collector/reward_mean"}, {"learner/loss"}, "grpo-tiny"),
+    # a library of another package, registered by entry point (tests/plugin): its table applies to its writer only
+    "plugin": ("example_rl.train", rl_games_like, "runs/plugged", {"losses/a_loss", "learner/policy_loss_avg"}, {"learner/a_loss"}, "plugged"),
     "rl_games": ("rl_games.common.a2c_common", rl_games_like, "runs/Ant_ppo_29-04-36/summaries",
                  {"losses/a_loss", "rewards/step"}, {"learner/a_loss", "learner/policy_loss_avg"}, "Ant_ppo_29-04-36"),
     "skrl": ("skrl.agents.torch.base", skrl_like, "skrl_runs/cartpole_ppo",
@@ -296,7 +298,8 @@ def test_only_the_writing_librarys_table_applies_and_its_name_names_the_run(case
     assert present <= set(memory.metrics) and not absent & set(memory.metrics), sorted(memory.metrics)
     assert logger.name == name
     axes = {axis for e in memory.events if e.kind == "scalars" for axis in e.steps}
-    assert axes == ({"env_steps"} if case in ("skrl", "sb3") else {"step"})  # skrl's infos on its writer's axis too
+    expected_axes = {"skrl": "env_steps", "sb3": "env_steps", "plugin": "env_steps", "trl": "train_iter", "transformers": "train_iter"}
+    assert axes == {expected_axes.get(case, "step")}  # skrl's infos on its writer's axis too; HF's global_step counts updates
     if module.startswith(("trl", "transformers")):  # the TrainingArguments JSON: typed hyperparameters, not one text
         (hparams,) = [e.data for e in memory.events if e.kind == "hparams"]
         assert hparams["learning_rate"] == 5e-5 and hparams["per_device_train_batch_size"] == 2 and hparams["bf16"] is False

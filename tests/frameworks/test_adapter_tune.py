@@ -192,7 +192,7 @@ def test_canonical_vocabulary_lists_rllib() -> None:
     table = vocabulary()
 
     def natives(canonical: str) -> list[str]:
-        entry = table[canonical]["rllib"]
+        entry = table[canonical]["tune"]
         return [entry] if isinstance(entry, str) else list(entry)
 
     assert natives("collector/reward_mean") == ["env_runners/episode_return_mean"]

@@ -96,9 +96,14 @@ def test_a_tag_keeps_its_name_and_only_its_own_librarys_table_gives_a_twin() -> 
     assert route("charts/learning_rate", library="cleanrl").places[1] == ("learner", "cur_lr_avg", "")
     assert route("charts/SPS", "canonical", "cleanrl").places == (("collector", "avg_envstep_per_sec", ""),)
     assert route("losses/old_approx_kl", "canonical", "cleanrl").places == (("losses", "old_approx_kl", "learner"),)  # no twin: kept
-    # SB3's table for SB3's writer; the same tags from HF (TRL) or an unknown writer keep their names, no twin
+    # SB3's table for SB3's writer; HF's (TRL's) own table for its writer, at its global_step (updates);
+    # the same tags from rl_games or an unknown writer keep their names, no twin
     assert route("train/loss", library="sb3").places == (("train", "loss", "learner"), ("learner", "total_loss_avg", ""))
-    for library in ("transformers", "rl_games", None):
+    assert route("train/loss", library="transformers").places == (("train", "loss", ""), ("learner", "total_loss_avg", ""))
+    assert route("train/reward", library="transformers").places == (("train", "reward", ""), ("collector", "reward_mean", ""))
+    assert route("train/loss", library="transformers").axis == "train_iter"
+    assert route("losses/a_loss", library="transformers").places == (("losses", "a_loss", ""),)
+    for library in ("rl_games", None):
         assert route("train/loss", library=library) == route("train/loss", "canonical", library)
         assert route("train/loss", library=library).places == (("train", "loss", ""),)
         assert route("losses/a_loss", library=library).places == (("losses", "a_loss", ""),)

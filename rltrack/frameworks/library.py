@@ -1,0 +1,105 @@
+"""Each RL library rltrack knows, as one declaration, found by entry point.
+
+A library is declared once, as a `Library` in its knowledge module
+(`rltrack.frameworks.<library>.LIBRARY`) and registered in the entry-point
+group `rltrack.libraries` (pyproject.toml), the same way a package of
+someone else's adds one: which packages its code lives in (so that the
+TensorBoard hook knows which library a writer's caller belongs to), what its
+TensorBoard tags mean (the stage, the axis, the canonical twin), its
+vocabulary and its adapter. The TensorBoard translation
+(rltrack.frameworks.tensorboard), the shared vocabulary
+(rltrack.frameworks.canonical) and the adapter contract tests read the
+registered ones; a tag of a library that is not registered keeps its name,
+with no twin.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from rltrack.frameworks.stages import ITER_AXIS
+
+#: The entry-point group of libraries: name -> "module:LIBRARY".
+GROUP = "rltrack.libraries"
+#: The axis of a writer's `global_step` where nothing says what it counts.
+UNKNOWN_AXIS = "step"
+#: rsl_rl writes `Train/mean_reward/time` against whole seconds of training, not iterations.
+SECONDS_SUFFIX = "/time"
+SECONDS_AXIS = "seconds"
+
+
+@dataclass(frozen=True)
+class Library:
+    """One library: `packages`, the top-level packages of its code (a writer
+    called from them is the library's); `adapter`, whether it has an adapter
+    (rltrack's own: `rltrack.adapters.<name>`; each has its case in the
+    adapter contract tests); and what its writer means by its TensorBoard tags:
+    `stages`, a tag prefix -> (the DI-engine stage its values are filed under
+    in the local layout, the axis its `global_step` counts); `axis`, the axis
+    of every other tag its writer writes (the environments' infos it passes
+    through: skrl's `Episode_Reward/alive`); `canonical`, its native flat key
+    -> canonical flat key (also its part of the shared vocabulary);
+    `separator`, what ends a prefix (skrl's `Reward / Total reward (mean)`);
+    `twins`, DI-engine's `<stage>_iter/`, `<stage>_step/` twin tags."""
+
+    packages: tuple[str, ...] = ()
+    adapter: bool = False
+    stages: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    canonical: Mapping[str, str] = field(default_factory=dict)
+    axis: str = UNKNOWN_AXIS
+    separator: str = "/"
+    twins: bool = False
+
+    def place(self, tag: str) -> tuple[str, str]:
+        """(stage, axis) of a tag its writer writes ("" for a prefix of no stage)."""
+        prefix = tag.partition(self.separator)[0].strip() if self.separator in tag else tag.partition("/")[0]
+        stage, axis = self.stages.get(prefix, ("", self.axis))
+        if axis == ITER_AXIS and tag.endswith(SECONDS_SUFFIX):
+            axis = SECONDS_AXIS
+        return stage, axis
+
+
+@functools.cache
+def libraries() -> dict[str, Library]:
+    """The registered libraries by name, read once per process (a few ms: it
+    reads every installed package's entry points, so `import rltrack` does not pay it)."""
+    from importlib.metadata import entry_points
+
+    found = {}
+    for entry in entry_points(group=GROUP):
+        library = entry.load()
+        if not isinstance(library, Library):
+            raise TypeError(f"entry point {entry.name} = {entry.value!r} of group {GROUP!r} is a {type(library).__name__}, not an rltrack Library")
+        found[entry.name] = library
+    return found
+
+
+@functools.cache
+def _creators() -> dict[str, str]:
+    return {package: name for name, library in libraries().items() for package in library.packages}
+
+
+def creator_library(module: str, file: str | None = None, imported: tuple[str, ...] = ()) -> str | None:
+    """The library a writer's caller belongs to: its package (`trl.trainer` ->
+    "transformers"); for a script (`__main__`, or a module of no known
+    package), CleanRL when it lies in a `cleanrl` folder (CleanRL's scripts,
+    as installed or cloned) or imports CleanRL's `cleanrl_utils`
+    (`imported`: the top-level names of the modules it imported). None: a
+    writer of unknown meaning, its tags kept as written with no twin."""
+    found = _creators().get(module.partition(".")[0])
+    if found is not None:
+        return found
+    parts = re.split(r"[\\/]", file or "")[:-1]
+    if "cleanrl" in parts or "cleanrl_utils" in imported or "cleanrl" in imported:
+        return "cleanrl"
+    return None
+
+
+#: Libraries with an adapter and no vocabulary or TensorBoard tags of their own to declare.
+TENSORBOARD = Library(adapter=True)  # any TensorBoard writer, with no code change
+JAX = Library(adapter=True)  # `jax.debug.callback` targets, vmapped seeds kept apart
+BRAX = Library(adapter=True)  # Brax's `progress_fn`
+PUFFERLIB = Library(adapter=True)  # PufferLib 3's duck-typed logger
