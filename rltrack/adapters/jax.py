@@ -47,6 +47,7 @@ them `failed`, as for every rltrack run.
 from __future__ import annotations
 
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -86,6 +87,9 @@ class SeedLogger:
         self.runs: dict[Any, Any] = {}  # seed (None: no seed) -> its rltrack Logger
         self._calls: dict[Any, int] = {}
         self._lock = threading.Lock()
+        self._last_steps: dict[str, int] = {}
+        self._last_keys: set[str] = set()
+        self._warned = False
         for seed in seeds:
             self._run(int(seed))
 
@@ -107,9 +111,27 @@ class SeedLogger:
             steps: Any = {"step": calls}
         else:
             steps = {self.step_axis: int(plain(step))}
+            if seed is None:
+                self._check_not_interleaved(metrics, steps)
         if seed is not None and self.per_seed == "keys":
             metrics = {f"{key}/seed{seed}": value for key, value in flatten(dict(metrics)).items()}
         emit_values(logger, metrics, steps, SOURCE)
+
+    def _check_not_interleaved(self, metrics: Mapping[str, Any], steps: dict[str, int]) -> None:
+        """Says once (a warning: training goes on, every value is kept) when a
+        key arrives twice in a row at one step without a seed: what a vmapped
+        loop whose callback is not given the seed looks like."""
+        keys = set(metrics)
+        if steps == self._last_steps and keys & self._last_keys and not self._warned:
+            self._warned = True
+            key = sorted(keys & self._last_keys)[0]
+            warnings.warn(
+                f"SeedLogger: {key!r} arrived twice at {self.step_axis}={steps[self.step_axis]} without a seed, as from a "
+                "jit(vmap(train)) loop (JAX calls the callback once per seed): the seeds' values are interleaved in one run. "
+                "Pass the vmapped seed to the callback: jax.debug.callback(log, metrics, step=..., seed=seed)",
+                RuntimeWarning, stacklevel=2,
+            )  # fmt: skip
+        self._last_steps, self._last_keys = steps, keys
 
     def log_hparams(self, hparams: Mapping[str, Any]) -> None:
         """More hyperparameters, for every seed's run (those made later get them too)."""
