@@ -96,10 +96,12 @@ class SeedLogger:
     def __call__(self, metrics: Mapping[str, Any], step: Any = None, seed: Any = None) -> None:
         """Log one seed's `metrics` (or every seed's, along a leading axis of `seed`)."""
         if seed is not None and getattr(seed, "ndim", 0) > 0:
-            for index, one in enumerate(plain(seed).tolist()):
-                self._one(_taken(metrics, index), step if getattr(step, "ndim", 0) == 0 else step[index], one)
+            import numpy as np  # jax's own dependency
+
+            for index, one in enumerate(np.asarray(seed).tolist()):
+                self._one(_taken(metrics, index), step if getattr(step, "ndim", 0) == 0 else step[index], _label(one))
         else:
-            self._one(metrics, step, None if seed is None else plain(seed))
+            self._one(metrics, step, None if seed is None else _label(plain(seed)))
 
     log = __call__
 
@@ -160,6 +162,11 @@ class SeedLogger:
         """Ends every seed's run with `status`."""
         for logger in list(self.runs.values()):
             logger.close(status=status)
+
+
+def _label(seed: Any) -> Any:
+    """A seed as runs are named and grouped by it: an integral float (`jnp.arange(3.0)`) as an int."""
+    return int(seed) if isinstance(seed, float) and seed.is_integer() else seed
 
 
 def _taken(metrics: Mapping[str, Any], index: int) -> dict[str, Any]:

@@ -174,6 +174,8 @@ def test_a_value_without_the_seed_axis_is_a_clear_error(tmp_path):
     log = SeedLogger(run={"root": str(tmp_path / "runs"), "name": "bad"}, backends={"use": ["memory"]})
     with pytest.raises(ValueError, match="leading axis"):
         log({"ret": 1.0}, seed=jnp.arange(3))
+    log({"ret": jnp.ones(1) * 2.0}, step=jnp.array([4]), seed=jnp.array([5.0]))  # one seed, batched; a float seed
     with pytest.raises(ValueError, match="per_seed"):
         SeedLogger(per_seed="seeds")
     log.close()
+    assert [(e.data, e.steps) for e in read_journal(log.runs[5].run_dir) if e.kind == "scalars"] == [({"ret": 2.0}, {"env_steps": 4})]
