@@ -126,7 +126,7 @@ class SeedLogger:
         keys = set(metrics)
         if steps == self._last_steps and keys & self._last_keys and not self._warned:
             self._warned = True
-            key = sorted(keys & self._last_keys)[0]
+            key = min(keys & self._last_keys)
             warnings.warn(
                 f"SeedLogger: {key!r} arrived twice at {self.step_axis}={steps[self.step_axis]} without a seed, as from a "
                 "jit(vmap(train)) loop (JAX calls the callback once per seed): the seeds' values are interleaved in one run. "
