@@ -103,7 +103,7 @@ def main() -> None:
         def with_rltrack():
             log = SeedLogger(run={"root": tmp, "name": f"bench{next(counter)}", "close_timeout": None}, backends={"use": ["local"]}, seeds=range(SEEDS))
             target[0] = log
-            return with_callback, log.close
+            return with_callback, log
 
         def no_op():
             target[0] = lambda *a, **k: None
@@ -113,16 +113,18 @@ def main() -> None:
 
         def timed(name):
             def once() -> float:
-                run, close = variants[name]()
+                run, log = variants[name]()
                 jax.block_until_ready(run())  # warm: the first execution allocates
                 jax.effects_barrier()
+                if log is not None:
+                    log.flush()  # the warm-up's records are through the pipeline thread before the timing
                 wall, cpu0 = time.perf_counter(), time.process_time()
                 jax.block_until_ready(run())
                 jax.effects_barrier()
                 wall, used = time.perf_counter() - wall, time.process_time() - cpu0
                 cpu.setdefault(name, []).append(used)
-                if close is not None:
-                    close()
+                if log is not None:
+                    log.close()
                 return wall
 
             return once
