@@ -41,21 +41,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rltrack.adapters.library_run import emit_values, open_run, typed_hparams
+from rltrack.frameworks.brax import CANONICAL
 from rltrack.frameworks.stages import STEP_AXIS
 
 SOURCE = "brax"
 
-#: Brax's metric names -> canonical (DI-engine) names.
-CANONICAL: dict[str, str] = {
-    "eval/episode_reward": "evaluator/reward_mean",
-    "eval/episode_reward_std": "evaluator/reward_std",
-    "episode/sum_reward": "collector/reward_mean",
-    "training/total_loss": "learner/total_loss_avg",
-    "training/policy_loss": "learner/policy_loss_avg",
-    "training/v_loss": "learner/value_loss_avg",
-    "training/entropy_loss": "learner/entropy_loss_avg",
-    "training/kl_mean": "learner/approx_kl_avg",
-}
+
 #: `train` keyword arguments that are callbacks, not settings.
 CALLBACKS = frozenset({"progress_fn", "policy_params_fn", "wrap_env_fn", "randomization_fn"})
 

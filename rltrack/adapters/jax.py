@@ -47,6 +47,7 @@ them `failed`, as for every rltrack run.
 from __future__ import annotations
 
 import threading
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -86,16 +87,21 @@ class SeedLogger:
         self.runs: dict[Any, Any] = {}  # seed (None: no seed) -> its rltrack Logger
         self._calls: dict[Any, int] = {}
         self._lock = threading.Lock()
+        self._last_steps: dict[str, int] = {}
+        self._last_keys: set[str] = set()
+        self._warned = False
         for seed in seeds:
             self._run(int(seed))
 
     def __call__(self, metrics: Mapping[str, Any], step: Any = None, seed: Any = None) -> None:
         """Log one seed's `metrics` (or every seed's, along a leading axis of `seed`)."""
         if seed is not None and getattr(seed, "ndim", 0) > 0:
-            for index, one in enumerate(plain(seed).tolist()):
-                self._one(_taken(metrics, index), step if getattr(step, "ndim", 0) == 0 else step[index], one)
+            import numpy as np  # jax's own dependency
+
+            for index, one in enumerate(np.asarray(seed).tolist()):
+                self._one(_taken(metrics, index), step if getattr(step, "ndim", 0) == 0 else step[index], _label(one))
         else:
-            self._one(metrics, step, None if seed is None else plain(seed))
+            self._one(metrics, step, None if seed is None else _label(plain(seed)))
 
     log = __call__
 
@@ -107,9 +113,27 @@ class SeedLogger:
             steps: Any = {"step": calls}
         else:
             steps = {self.step_axis: int(plain(step))}
+            if seed is None:
+                self._check_not_interleaved(metrics, steps)
         if seed is not None and self.per_seed == "keys":
             metrics = {f"{key}/seed{seed}": value for key, value in flatten(dict(metrics)).items()}
         emit_values(logger, metrics, steps, SOURCE)
+
+    def _check_not_interleaved(self, metrics: Mapping[str, Any], steps: dict[str, int]) -> None:
+        """Says once (a warning: training goes on, every value is kept) when a
+        key arrives twice in a row at one step without a seed: what a vmapped
+        loop whose callback is not given the seed looks like."""
+        keys = set(metrics)
+        if steps == self._last_steps and keys & self._last_keys and not self._warned:
+            self._warned = True
+            key = min(keys & self._last_keys)
+            warnings.warn(
+                f"SeedLogger: {key!r} arrived twice at {self.step_axis}={steps[self.step_axis]} without a seed, as from a "
+                "jit(vmap(train)) loop (JAX calls the callback once per seed): the seeds' values are interleaved in one run. "
+                "Pass the vmapped seed to the callback: jax.debug.callback(log, metrics, step=..., seed=seed)",
+                RuntimeWarning, stacklevel=2,
+            )  # fmt: skip
+        self._last_steps, self._last_keys = steps, keys
 
     def log_hparams(self, hparams: Mapping[str, Any]) -> None:
         """More hyperparameters, for every seed's run (those made later get them too)."""
@@ -138,6 +162,11 @@ class SeedLogger:
         """Ends every seed's run with `status`."""
         for logger in list(self.runs.values()):
             logger.close(status=status)
+
+
+def _label(seed: Any) -> Any:
+    """A seed as runs are named and grouped by it: an integral float (`jnp.arange(3.0)`) as an int."""
+    return int(seed) if isinstance(seed, float) and seed.is_integer() else seed
 
 
 def _taken(metrics: Mapping[str, Any], index: int) -> dict[str, Any]:

@@ -3,10 +3,10 @@ the library's own experiment name (unless the config names it), and their
 values as plain Python numbers.
 
 These libraries hand over jax arrays, numpy scalars and 0-d arrays. Converting
-them here, on the caller's thread (`np.asarray(x).item()`, about a microsecond
-for a value already on the host), keeps the journal and every tracker exact and
-leaves no "converted" notice for conversions that lose nothing; an array of
-more than one value is kept as an array (a histogram).
+them here (`np.asarray(x).item()`, about a microsecond for a value already on
+the host; jax arrays on the pipeline thread) keeps the journal and every
+tracker exact and leaves no "converted" notice for conversions that lose
+nothing; an array of more than one value is kept as an array (a histogram).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from rltrack.frameworks.canonical import by_namespace, names_mode, with_canonica
 
 #: Types taken as they are: the common case costs one set lookup.
 _PLAIN = frozenset((int, float, type(None)))
+#: Modules of array types that never change once made (jax's), safe to convert later on another thread.
+_IMMUTABLE = frozenset(("jaxlib._jax", "jaxlib.xla_extension"))
 
 
 def open_run(
@@ -76,18 +78,28 @@ def emit_values(logger: Any, metrics: Mapping[str, Any], steps: dict[str, int], 
     """A (nested) metrics dict as events of `source`: keys flattened with "/"
     and kept as written (the part before the first "/" is the namespace), each
     value a plain number (`plain`) or, with several values, a histogram; the
-    canonical twins of `canonical`'s keys beside them per `run.names`."""
+    canonical twins of `canonical`'s keys beside them per `run.names`. The
+    calling thread copies the dict (flattened) and converts what could change
+    afterwards (a numpy array, a tensor); jax arrays, which never change, are
+    converted with the rest on the pipeline thread (`Logger.emit_deferred`)."""
+    flat = {key: value if type(value) in _PLAIN or type(value).__module__ in _IMMUTABLE else plain(value) for key, value in flatten(dict(metrics)).items()}
+    now = time.time()
+    logger.emit_deferred(lambda: _events(logger, flat, steps, source, canonical, now))
+
+
+def _events(logger: Any, flat: dict[str, Any], steps: dict[str, int], source: str, canonical: Mapping[str, str] | None, now: float) -> list[Event]:
     scalars: dict[str, Any] = {}
     arrays: dict[str, Any] = {}
-    for key, value in flatten(dict(metrics)).items():
+    for key, value in flat.items():
         value = plain(value)
         (arrays if hasattr(value, "shape") else scalars)[key] = value
     if canonical:
         scalars = with_canonical_names(scalars, canonical, names_mode(logger))
-    now = time.time()
-    for kind, flat in (("scalars", scalars), ("histogram", arrays)):
-        for namespace, data in by_namespace(flat).items():
-            logger.emit(Event(now, data, kind, namespace, dict(steps), source, run=logger.name))
+    return [
+        Event(now, data, kind, namespace, dict(steps), source, run=logger.name)
+        for kind, values in (("scalars", scalars), ("histogram", arrays))
+        for namespace, data in by_namespace(values).items()
+    ]
 
 
 def typed_hparams(values: Mapping[str, Any]) -> dict[str, Any]:

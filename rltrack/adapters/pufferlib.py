@@ -41,22 +41,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rltrack.adapters.library_run import emit_values, open_run, typed_hparams
+from rltrack.frameworks.pufferlib import CANONICAL
 from rltrack.frameworks.stages import STEP_AXIS
 
 SOURCE = "pufferlib"
-
-#: PufferLib's log keys -> canonical (DI-engine) names.
-CANONICAL: dict[str, str] = {
-    "environment/episode_return": "collector/reward_mean",
-    "environment/episode_length": "collector/avg_envstep_per_episode",
-    "SPS": "collector/avg_envstep_per_sec",
-    "learning_rate": "learner/cur_lr_avg",
-    "losses/policy_loss": "learner/policy_loss_avg",
-    "losses/value_loss": "learner/value_loss_avg",
-    "losses/approx_kl": "learner/approx_kl_avg",
-    "losses/clipfrac": "learner/clipfrac_avg",
-    "losses/explained_variance": "learner/explained_variance_avg",
-}
 
 
 class RLTrackLogger:

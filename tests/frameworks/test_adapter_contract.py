@@ -5,7 +5,7 @@ Tune's `LoggerCallback` hooks on a real `Trial`, Acme's `Logger.write`,
 SpinningUp's `EpochLogger`, a TensorBoard `SummaryWriter` under `attach`,
 TorchRL's `Logger.log_scalar`, Tianshou's `BaseLogger.log_training_data`,
 rsl_rl's `LogWriter.add_scalar`, transformers' `TrainerCallback.on_log`, skrl's agent writer, rl_games' observer and writer,
-a `jax.debug.callback` target, Brax's `progress_fn`, PufferLib's `log(logs, step)`), and
+a `jax.debug.callback` target, Brax's `progress_fn`, PufferLib's `log(logs, step)`, Stoix's `log_dict`), and
 the run's journal and meta.json are read back:
 
 * every value arrives once, in the order it was logged, under the namespace
@@ -623,8 +623,36 @@ raise RuntimeError("training failed")
         return self.logger.run_dir
 
 
+class Stoix(Case):
+    """Stoix's `log_dict(metrics, t, t_eval, event)` as its `MultiLogger` calls it (the event as its value)."""
+
+    name, module, namespace, axis = "stoix", "rltrack.adapters.stoix", "trainer", "env_steps"
+    CRASH = """
+import json, sys
+from rltrack.adapters.stoix import RLTrackLogger
+logger = RLTrackLogger("results", "20261129", "contract", config=json.loads(sys.argv[1]))
+logger.log_stat("contract_a", 1.0, 1, 0, "trainer")
+raise RuntimeError("training failed")
+"""
+
+    def open(self, config: dict[str, Any]) -> None:
+        from rltrack.adapters.stoix import RLTrackLogger
+
+        self.logger = RLTrackLogger("results", "20261129", "contract", config=config)
+
+    def log(self, step: int, values: dict[str, float]) -> None:
+        self.logger.log_dict(values, step, 0, "trainer")
+
+    def hparams(self, hparams: dict[str, Any]) -> None:
+        self.logger.log_config(hparams)
+
+    def close(self) -> Path:
+        self.logger.stop()
+        return self.logger.run_dir
+
+
 #: A case per adapter, by the name its library is registered under (entry-point group `rltrack.libraries`).
-CASES = {case.name: case for case in (SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Transformers, Skrl, RlGames, Jax, Brax, PufferLib)}
+CASES = {case.name: case for case in (SB3, Tune, Acme, SpinningUp, TensorBoard, TorchRL, Tianshou, RslRl, Transformers, Skrl, RlGames, Jax, Brax, PufferLib, Stoix)}
 
 
 def registered_adapters() -> list[str]:

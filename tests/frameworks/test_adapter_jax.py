@@ -151,10 +151,31 @@ def test_per_seed_keys_in_one_run_and_arrays_as_histograms(tmp_path):
     assert histograms == [{"hist/seed0": [0.0, 1.0, 2.0]}, {"hist/seed1": [0.0, 1.0, 2.0]}]
 
 
+def test_a_vmapped_loop_not_given_the_seed_is_warned_about_once(tmp_path):
+    """What the issue saw: seeds interleaved in one series without a word. Now a warning says it, and the fix."""
+    log = SeedLogger(run={"root": str(tmp_path / "runs"), "name": "noseed"}, backends={"use": ["memory"]})
+
+    def train(key):
+        def update(carry, i):
+            jax.debug.callback(log, {"loss": jax.random.normal(jax.random.fold_in(key, i))}, step=i * BATCH)
+            return carry, None
+
+        return jax.lax.scan(update, 0.0, jnp.arange(2))[0]
+
+    with pytest.warns(RuntimeWarning, match=r"'loss' arrived twice at env_steps=0 without a seed.*seed=seed") as caught:
+        jax.jit(jax.vmap(train))(jax.random.split(jax.random.PRNGKey(0), SEEDS))
+        jax.effects_barrier()
+    log.close()
+    assert len([w for w in caught if "arrived twice" in str(w.message)]) == 1
+    assert len([e for e in read_journal(log.runs[None].run_dir) if e.kind == "scalars"]) == 2 * SEEDS  # every value kept
+
+
 def test_a_value_without_the_seed_axis_is_a_clear_error(tmp_path):
     log = SeedLogger(run={"root": str(tmp_path / "runs"), "name": "bad"}, backends={"use": ["memory"]})
     with pytest.raises(ValueError, match="leading axis"):
         log({"ret": 1.0}, seed=jnp.arange(3))
+    log({"ret": jnp.ones(1) * 2.0}, step=jnp.array([4]), seed=jnp.array([5.0]))  # one seed, batched; a float seed
     with pytest.raises(ValueError, match="per_seed"):
         SeedLogger(per_seed="seeds")
     log.close()
+    assert [(e.data, e.steps) for e in read_journal(log.runs[5].run_dir) if e.kind == "scalars"] == [({"ret": 2.0}, {"env_steps": 4})]
