@@ -30,7 +30,7 @@ def backend_types() -> dict[str, str]:
     entry points, so `import rltrack` does not pay it)."""
     from importlib.metadata import entry_points
 
-    found = {entry.name: entry.value for entry in entry_points(group=GROUP)}
+    found = {entry.name: entry.value for entry in sorted(entry_points(group=GROUP), key=lambda entry: entry.name)}  # one order, whatever the installs
     if "local" not in found:
         raise RuntimeError(
             f"no rltrack backends are registered (entry-point group {GROUP!r} has no 'local'): rltrack's package"

@@ -346,7 +346,7 @@ def test_wrong_section_shapes(config, parts):
 
 def test_unknown_backend_in_use(root):
     message = mistake({"run": {"root": root}, "backends": {"use": ["memory", "locl"]}})
-    assert_says(message, "backends.use[1] = 'locl' is not a backend", "allowed: console, local, memory", "Did you mean 'local'?")
+    assert_says(message, "backends.use[1] = 'locl' is not a backend", "allowed: console, ", " local, memory, mlflow", "Did you mean 'local'?")
 
 
 def test_unknown_backend_setting(root, tmp_path):
@@ -363,7 +363,8 @@ def test_bad_name_in_rltrack_backends(root, monkeypatch):
         message,
         "RLTRACK_BACKENDS='local,consol'",
         "'consol' is not a backend",
-        "allowed: console, local",
+        "allowed: console, ",
+        " local, memory",
         "Did you mean 'console'?",
         "unset the variable",
     )
