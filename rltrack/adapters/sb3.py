@@ -455,7 +455,7 @@ def _observe_steps(venv: Any, model: Any, writer: Any, recorder: StageRecorder |
         if sb3_logger is not seen[0] and sb3_logger is not None:
             seen[0] = sb3_logger
             add_writer(sb3_logger, writer.logger, writer=writer)
-        if log_hparams and seen[1] != model.start_time:
+        if log_hparams and model.start_time and seen[1] != model.start_time:  # 0.0 until a learn() began (an evaluation before)
             seen[1] = model.start_time
             record_hparams(model, writer.logger)
         if recorder is not None and not recorder.fed_by_callback:

@@ -8,7 +8,8 @@ entries differ between the seeds of one configuration, so as hyperparameters
 they would split the seeds into groups of one and fill the run index and the
 trackers' parameters with noise. The run database's readers (index columns,
 plot groups) and the SpinningUp adapter (what `save_config` sends to the
-trackers) both decide with `is_setting` here.
+trackers) both decide with `is_setting` here. `plain` turns a library's
+configuration holding objects (skrl's, rl_games') into typed values a tracker takes.
 """
 
 from __future__ import annotations

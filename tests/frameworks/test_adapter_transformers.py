@@ -141,3 +141,11 @@ def test_text_values_become_text_events_and_the_run_name_falls_back(tmp_path):
     assert ("text", "eval", {"note": "diverged"}, {"train_iter": 7}) in events
     assert ("scalars", "learner", {"total_loss_avg": 0.5}, {"train_iter": 7}) in events
     assert run_name({"run_name": None, "output_dir": "a/b/"}) == "b" and run_name({"output_dir": "."}) is None
+
+
+def test_tags_are_hfs_own_tensorboard_names() -> None:
+    """`tags` gives what transformers' own `rewrite_logs` (its TensorBoard and W&B callbacks) gives."""
+    from transformers.integrations.integration_utils import rewrite_logs
+
+    logs = {"loss": 1.0, "eval_loss": 2.0, "eval_runtime": 0.1, "test_accuracy": 0.5, "rewards/f/mean": 3.0, "evaluation": 4.0, "epoch": 0.5}
+    assert tags(logs) == rewrite_logs(logs)
