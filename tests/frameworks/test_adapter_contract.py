@@ -63,7 +63,7 @@ class Case:
 
     name: ClassVar[str]
     module: ClassVar[str]  # the framework, skipped (with this reason) where it is not installed
-    namespace: ClassVar[str]  # where RECORDS' keys land
+    namespace: ClassVar[str]  # where RECORDS' keys land: the namespace the library wrote them in (issue 41: keys as written)
     axis: ClassVar[str]  # the step axis the framework's step is on
     HPARAMS: ClassVar[bool] = True
     #: The events' `source`, when not the case's name (values carried by another adapter).
@@ -87,7 +87,7 @@ class Case:
 
 
 class SB3(Case):
-    name, module, namespace, axis = "sb3", "stable_baselines3", "learner", "env_steps"
+    name, module, namespace, axis = "sb3", "stable_baselines3", "train", "env_steps"  # SB3's key as written: `train/contract_a`
     CRASH = """
 import json, sys, rltrack
 from stable_baselines3.common.logger import Logger
@@ -248,7 +248,7 @@ class TensorBoard(Case):
     table as text (torch's `add_hparams` writes a bool as the number 1.0, checking `int` first: the
     event file itself no longer says it was a bool)."""
 
-    name, module, namespace, axis = "tensorboard", "torch.utils.tensorboard", "collector", "env_steps"
+    name, module, namespace, axis = "tensorboard", "torch.utils.tensorboard", "charts", "step"  # a writer of no known library: its tag as written, at `step`
     CRASH = """
 import json, sys, rltrack
 from torch.utils.tensorboard import SummaryWriter
@@ -348,7 +348,7 @@ class RslRl(Case):
     `train_cfg`/`env_cfg` (as rsl_rl's W&B writer does), so their types are
     checked in test_adapter_rsl_rl.py, not here."""
 
-    name, module, namespace, axis = "rsl_rl", "rsl_rl", "learner", "train_iter"
+    name, module, namespace, axis = "rsl_rl", "rsl_rl", "Loss", "train_iter"  # rsl_rl's tag as written: `Loss/contract_a`
     HPARAMS = False
     CRASH = """
 import json, sys
