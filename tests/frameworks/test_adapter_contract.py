@@ -80,7 +80,7 @@ class Case:
 
 
 class SB3(Case):
-    name, module, namespace, axis = "sb3", "stable_baselines3", "learner", "env_steps"
+    name, module, namespace, axis = "sb3", "stable_baselines3", "train", "env_steps"  # SB3's `train/` keys as written
     CRASH = """
 import json, sys, rltrack
 from stable_baselines3.common.logger import Logger
@@ -237,11 +237,12 @@ raise RuntimeError("training failed")
 
 
 class TensorBoard(Case):
-    """torch's `SummaryWriter` under `attach`, as CleanRL uses it: `charts/` tags, the hyperparameter
-    table as text (torch's `add_hparams` writes a bool as the number 1.0, checking `int` first: the
-    event file itself no longer says it was a bool)."""
+    """torch's `SummaryWriter` under `attach`, called as CleanRL's scripts call it but from code of no
+    known library (tests/frameworks/test_adapter_tensorboard.py has each library's): `charts/` tags as
+    written at the writer's `step`, the hyperparameter table as text (torch's `add_hparams` writes a
+    bool as the number 1.0, checking `int` first: the event file itself no longer says it was a bool)."""
 
-    name, module, namespace, axis = "tensorboard", "torch.utils.tensorboard", "collector", "env_steps"
+    name, module, namespace, axis = "tensorboard", "torch.utils.tensorboard", "charts", "step"
     CRASH = """
 import json, sys, rltrack
 from torch.utils.tensorboard import SummaryWriter
@@ -341,7 +342,7 @@ class RslRl(Case):
     `train_cfg`/`env_cfg` (as rsl_rl's W&B writer does), so their types are
     checked in test_adapter_rsl_rl.py, not here."""
 
-    name, module, namespace, axis = "rsl_rl", "rsl_rl", "learner", "train_iter"
+    name, module, namespace, axis = "rsl_rl", "rsl_rl", "Loss", "train_iter"
     HPARAMS = False
     CRASH = """
 import json, sys

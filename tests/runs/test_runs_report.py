@@ -381,7 +381,7 @@ def test_values_that_happen_to_be_equal_keep_their_own_panels(tmp_path):
         runs.append(load(logger.run_dir))
     text = render_comparison(runs, "cartpole")
     panels = re.findall(r'<h3 class="panel">([^<]*)</h3>', text)
-    assert "collector/reward_mean (= collector/ep_rew_mean)" in panels
-    assert "collector/avg_envstep_per_episode (= collector/ep_len_mean)" in panels
+    assert "collector/reward_mean (= rollout/ep_rew_mean)" in panels
+    assert "collector/avg_envstep_per_episode (= rollout/ep_len_mean)" in panels
     assert len(panels) == len(set(panels))
     assert "collector/reward_mean: final" in re.findall(r"<th>([^<]*)</th>", text)
