@@ -39,7 +39,9 @@ RUN_ENV = $(if $(WHEEL),PYTHONSAFEPATH=1,)
 # $(call install,venv,constraints,requirements,no-deps packages): torch first, alone, as the CPU
 # build on this machine's disk (a range would take a CUDA build of several GB);
 # dm-acme last with --no-deps (it pins dm-launchpad, which has no wheels for
-# Python >= 3.11), and in the oldest environment tianshou and rsl-rl-lib too
+# Python >= 3.11), rl-games too (1.6.5 pins nothing that clashes, but its
+# requirements pull setproctitle; the tests use its writer and observer only),
+# and in the oldest environment tianshou and rsl-rl-lib too
 # (see requirements/constraints-oldest.txt). With a wheel, the rltrack there is
 # removed first (a rebuild at the same version would be "already satisfied").
 define install
@@ -60,7 +62,7 @@ define installed
 endef
 
 $(VENV)/.installed: pyproject.toml requirements/constraints.txt requirements/test.txt $(WHEEL)
-	$(call install,$(VENV),requirements/constraints.txt,requirements/test.txt)
+	$(call install,$(VENV),requirements/constraints.txt,requirements/test.txt,rl-games)
 
 $(OLDEST_VENV)/.installed: pyproject.toml requirements/constraints-oldest.txt requirements/test-oldest.txt requirements/test-oldest-nodeps.txt requirements/test-oldest-cleanrl-ppo.txt $(WHEEL)
 	$(call install,$(OLDEST_VENV),requirements/constraints-oldest.txt,requirements/test-oldest.txt,tianshou rsl-rl-lib)
