@@ -364,3 +364,52 @@ def test_a_cleanrl_script_that_raises_ends_its_run_failed(tmp_path: Path) -> Non
     client, run_id = mlflow_run(run_dir)
     assert client.get_run(run_id).info.status == "FAILED"
     assert client.get_run(run_id).data.params["env_id"] == "NoSuchEnv-v0"
+
+
+HF_SCRIPT = """
+\"\"\"transformers' own Trainer with report_to=["tensorboard"] (TRL's trainers log through the same callback):
+a 1-layer GPT-2 built in code, random tokens, 4 optimizer steps on CPU.\"\"\"
+import sys
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+torch.manual_seed(int(sys.argv[1]))
+model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2))
+data = [{"input_ids": torch.randint(0, 64, (16,)), "labels": torch.randint(0, 64, (16,))} for _ in range(32)]
+args = TrainingArguments(output_dir="out/tiny-lm", run_name=sys.argv[2] or None, report_to=["tensorboard"], logging_steps=1, max_steps=4,
+                         per_device_train_batch_size=4, learning_rate=1e-3, use_cpu=True, save_strategy="no", disable_tqdm=True)
+Trainer(model=model, args=args, train_dataset=data).train()
+"""
+
+
+@pytest.mark.parametrize("run_name", ["", "tiny-run"])
+def test_a_transformers_trainer_keeps_hfs_keys_its_arguments_and_its_run_name(run_name: str, tmp_path: Path) -> None:
+    """HF's `train/loss` is stored as `train/loss` with no canonical twin (SB3's `train/` table is
+    not transformers'); the TrainingArguments JSON HF writes as text arrives as typed MLflow params
+    and W&B config; the run is named after `run_name`, else `output_dir`, not HF's timestamp folder."""
+    pytest.importorskip("transformers", reason="transformers' Trainer and its TensorBoard callback (requirements/test.txt)")
+    home, workdir = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    workdir.mkdir()
+    config = write_config(tmp_path)
+    command = [PYTHON, "-m", "rltrack.cli", "run", "--config", str(config), "--", PYTHON, "-c", HF_SCRIPT, "1", run_name]
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(home), timeout=900, cwd=workdir, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = [p.parent for p in (tmp_path / "rl").glob("*/meta.json")]
+    assert run_dir.name == (run_name or "tiny-lm")
+    delivered(run_dir, home)
+    assert meta(run_dir)["status"] == "finished"
+    (folder,) = (workdir / "out" / "tiny-lm" / "runs").iterdir()  # HF's `<month><day>_<time>_<host>`
+    events = event_file_scalars(folder)
+    assert {"train/loss", "train/learning_rate", "train/grad_norm"} <= set(events)
+    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "step"), "trackio": trackio_scalars(tmp_path / "trackio", PROJECT)}
+    for tracker, held in stores.items():
+        assert {name: held.get(name) for name in events} == events, tracker  # every value, as written, once
+        assert not [name for name in held if name.startswith(("learner/", "collector/"))], tracker
+    client, run_id = mlflow_run(run_dir)
+    params = client.get_run(run_id).data.params
+    assert params["learning_rate"] == "0.001" and params["max_steps"] == "4" and params["output_dir"] == "out/tiny-lm"
+    (wandb_file,) = wandb_reader.run_files(run_dir)
+    settings = wandb_reader.config(wandb_file)
+    assert settings["learning_rate"] == 0.001 and settings["max_steps"] == 4 and settings["use_cpu"] is True
+    assert settings["report_to"] == ["tensorboard"]
