@@ -205,7 +205,7 @@ raise RuntimeError("training failed")
 
 
 class SpinningUp(Case):
-    name, module, namespace, axis = "spinup", "rltrack.adapters.spinup", "learner", "epoch"
+    name, module, namespace, axis = "spinup", "rltrack.adapters.spinup", "", "epoch"  # columns as written: `contract_a`
     CRASH = """
 import json, sys
 from rltrack.adapters.spinup import EpochLogger
