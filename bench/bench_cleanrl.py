@@ -85,7 +85,7 @@ ONE_VALUE = "from torch.utils.tensorboard import SummaryWriter\nw = SummaryWrite
 #: prctl's option that makes the caller adopt the orphans of its descendants (linux/prctl.h).
 PR_SET_CHILD_SUBREAPER = 36
 #: The value whose count is checked in the trackers: its native tag, and its name in an rltrack run.
-CHECKED_TAG, CHECKED_NAME = "charts/episodic_return", "collector/episodic_return"
+CHECKED_TAG, CHECKED_NAME = "charts/episodic_return", "charts/episodic_return"  # stored as written
 
 
 #: Where `make test-oldest` installs the gym 0.23 that `ppo.py` needs, put first on its PYTHONPATH.

@@ -17,9 +17,11 @@ under `steps_key` (e.g. `actor_steps`). Three ways in:
 
 What a record becomes (one `Event` per `write`):
 
-* namespace from the label: `actor`, `environment_loop` -> `collector`;
+* namespace: the label, as Acme's own TensorFlow-summary logger tags
+  `<label>/<key>` (`actor/episode_return`); the local run directory files the
+  record under the label's stage (`actor`, `environment_loop` -> `collector`;
   `evaluator`, `eval_loop` -> `evaluator`; `learner` -> `learner`; any other
-  label is kept as given;
+  label under itself), which is also the namespace of its canonical twins;
 * step axes: `steps_key` first (the primary axis), then the other Acme counter
   keys present in the data (`actor_steps`, `learner_steps`), so a learner record
   that carries the actor count can be plotted against environment steps too.
@@ -31,7 +33,8 @@ What a record becomes (one `Event` per `write`):
   actor and learner counts never mix in a shared run);
 * worker = `task_instance`; source = `"acme"`;
 * data: every key as Acme wrote it (the step keys stay in the data too, as in
-  Acme's CSV), plus canonical names from `CANONICAL` per `run.names`, except
+  Acme's CSV), and beside it, in the stage's namespace, canonical names from
+  `CANONICAL` per `run.names`, except
   in the namespaces that get stage blocks (below), where the blocks are the
   canonical names (with `"canonical"`, native keys that have a canonical twin
   are then left to the block).
@@ -126,7 +129,7 @@ class RLTrackLogger:
         self.label = str(label)
         self.steps_key = steps_key
         self.task_instance = task_instance
-        self.namespace = namespace_for(self.label)
+        self.namespace = namespace_for(self.label)  # the stage: blocks, canonical twins, the local layout
         self.closed = False
         self._close_logger = close_logger
         self._on_close = on_close
@@ -169,14 +172,18 @@ class RLTrackLogger:
 
     def _events(self, now: float, values: dict[str, Any], steps: dict[str, Any]) -> list[Event]:
         """Pipeline thread: the record's event, with the canonical renames."""
+        twins = {}
         for native, canonical in self._renames:
             if native in values:
-                values[canonical] = values.pop(native) if self._swap else values[native]
+                twins[canonical] = values.pop(native) if self._swap else values[native]
         for native in self._drop:
             values.pop(native, None)
-        if not values:
-            return []
-        return [Event(now, values, "scalars", self.namespace, steps, SOURCE, self._worker, self._run)]
+        label, stage = self.label, self.namespace
+        if label == stage:  # the label is the stage's own name (`learner`): one record, as written and canonical
+            values.update(twins)
+            twins = {}
+        events = [Event(now, values, "scalars", label, steps, SOURCE, self._worker, self._run, stage="" if label == stage else stage)] if values else []
+        return events + ([Event(now, twins, "scalars", stage, steps, SOURCE, self._worker, self._run)] if twins else [])
 
     def end_stage(self) -> None:
         """Sends the stage block of the records written since the last one (e.g.

@@ -45,11 +45,11 @@ What rltrack receives, once per `dump_tabular()`:
 * step axes: `TotalEnvInteracts` -> `env_steps` (primary), `Epoch` -> `epoch`
   (rows with neither are numbered on the axis `step`); these two columns are
   sent as axes, not as metrics;
-* `EpRet*`, `EpLen*` columns -> namespace `collector`; `TestEp*` -> `evaluator`;
-  `Time` -> namespace `time` as a `timing` (seconds); every other column ->
-  `learner`. Keys keep their SpinningUp names (`collector/AverageEpRet`), plus
-  canonical names from `CANONICAL` per the config's `run.names`
-  (`collector/reward_mean`, ...). Columns made by `log_tabular(key)` from
+* every column under its SpinningUp name as written (`AverageEpRet`), filed
+  in the local run directory under its stage: `EpRet*`, `EpLen*` columns ->
+  `collector`; `TestEp*` -> `evaluator`; `Time` -> `time` as a `timing`
+  (seconds); every other column -> `learner`; beside it canonical names from
+  `CANONICAL` per the config's `run.names` (`collector/reward_mean`, ...). Columns made by `log_tabular(key)` from
   stored values are sent in events marked `preaggregated`;
 * DI-engine's stage blocks (`collector`, `evaluator`, `learner`), computed
   from the raw values `store`d this epoch, as rltrack.frameworks.spinup tells;
@@ -383,14 +383,18 @@ class EpochLogger:
 
 
 def _route(column: str, source: str, statistic: bool, names: str) -> Route:
-    """Where a column goes: (namespace, is a statistic) and the key names it is sent
-    under there (native and/or canonical per `run.names`, `names`); None for step
-    columns. `source` is the stored key the column came from."""
+    """Where a column goes: whether it is a statistic and its places, the
+    column as written (filed under its stage) and its canonical twin per
+    `run.names` (`names`); (None, ()) for step columns. `source` is the stored
+    key the column came from."""
     if column in STEP_COLUMNS:
         return None, ()
-    namespace = namespace_of(source)
-    named = with_canonical_names({f"{namespace}/{column}": None}, CANONICAL, names)
-    return (namespace, statistic), tuple(flat.partition("/")[2] for flat in named)
+    stage = namespace_of(source)
+    places = []
+    for flat in with_canonical_names({f"{stage}/{column}": None}, CANONICAL, names):
+        namespace, _, key = flat.partition("/")
+        places.append(("", column, stage) if key == column else (namespace, key, ""))
+    return statistic, tuple(places)
 
 
 def _make_rltrack_logger(config: Any, output_dir: str | None, exp_name: str | None) -> Any:

@@ -130,8 +130,13 @@ class _Attachment:
             inbox.clear()
 
     def writer_closed(self) -> None:
-        if self.logger is not None:
-            self.logger.emit_deferred(self._flush)
+        """A writer's `close()`: the values the translation holds are handed over.
+        A writer closed after the run (tensorboardX closes its writers at exit,
+        after rltrack's end of the process has flushed and closed the run: rl_games
+        never closes its own) has nothing left to hand over: nothing is said."""
+        logger = self.logger
+        if logger is not None and not logger.closed:
+            logger.emit_deferred(self._flush)
 
     def library_of(self, logdir: str, tag: str) -> str | None:
         """The library whose code wrote `tag` first in the writer of `logdir`

@@ -19,6 +19,11 @@ from rltrack.core.atomic_file import write_atomic
 
 #: Refused values (category `refused`, see rltrack.core.refusals) a summary names one by one.
 SHOWN_REFUSED = 10
+#: Categories that lose nothing: what was delivered as written, converted exactly (a numpy
+#: or jax scalar to a float), routed to another kind (an array to a histogram), kept (a
+#: step that went back), written again. report.json holds them; stderr says only what was
+#: lost, refused or renamed (`summary(leave_out=LOSSLESS)`).
+LOSSLESS = ("delivered", "converted", "routed", "kept", "rebuilt")
 
 
 class Report:

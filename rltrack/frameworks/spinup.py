@@ -95,10 +95,11 @@ def namespace_of(key: str) -> str:
     return "learner"
 
 
-#: Where a column goes: (namespace, is a statistic) and the key names it is
-#: sent under there; (None, ()) for step columns. Made by the adapter, which
-#: knows `run.names` (rltrack.frameworks.canonical, which imports this module).
-Route = tuple[tuple[str, bool] | None, tuple[str, ...]]
+#: Where a column goes: whether it is a statistic (None for step columns) and
+#: its places, (namespace, key, stage): the column as written (namespace "",
+#: filed locally under its stage) and its canonical twin. Made by the adapter,
+#: which knows `run.names` (rltrack.frameworks.canonical, which imports this module).
+Route = tuple[bool | None, tuple[tuple[str, str, str], ...]]
 
 
 @dataclass
@@ -114,26 +115,26 @@ class RowState:
 
 
 def row_events(now: float, row: dict[str, Any], steps: dict[str, Any], raw: dict[str, list[float]], routes: dict[str, Route], state: RowState) -> list[Event]:
-    """Pipeline thread: the events of one row, its columns (under their native
-    and canonical names, as `routes` says) and this epoch's stage blocks."""
+    """Pipeline thread: the events of one row, its columns (as written, and
+    their canonical names, as `routes` says) and this epoch's stage blocks."""
     blocks = stage_blocks(row, raw, state) if state.names != "native" else {}
-    groups: dict[tuple[str, bool], dict[str, Any]] = {}
+    groups: dict[tuple[str, str, bool], dict[str, Any]] = {}
     for column, val in row.items():
-        group, names = routes[column]
-        if group is None:
+        statistic, places = routes[column]
+        if statistic is None:
             continue
-        data = groups.get(group)
-        if data is None:
-            data = groups[group] = {}
-        for name in names:
-            if name == column or group[0] not in blocks:  # a block replaces the canonical twins
-                data[name] = val
+        for namespace, key, stage in places:
+            if key != column and namespace in blocks:  # a block replaces the canonical twins
+                continue
+            data = groups.get((namespace, stage, statistic))
+            if data is None:
+                data = groups[namespace, stage, statistic] = {}
+            data[key] = val
     run = state.run
     events = []
-    for (namespace, statistic), data in groups.items():
-        if data:
-            kind = "timing" if namespace == "time" else "scalars"
-            events.append(Event(now, data, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic))
+    for (namespace, stage, statistic), data in groups.items():
+        kind = "timing" if (stage or namespace) == "time" else "scalars"
+        events.append(Event(now, data, kind, namespace, dict(steps), SOURCE, "0", run, preaggregated=statistic, stage=stage))
     for namespace, (block, info_lines) in blocks.items():
         events += block_events(namespace, block, steps, now, run, source=SOURCE, info_lines=info_lines)
     return events

@@ -112,12 +112,14 @@ def with_return_mean(namespace: str, data: dict[str, Any]) -> dict[str, Any]:
 def is_collection(keys: Iterable[str]) -> bool:
     """Whether a collector table with these keys is a collection, to be
     printed as DI-engine's `collect end:` block: it holds a key of the
-    collector block, rather than only values sent between collections (SB3's
-    exploration rate at an evaluation's dump), which must not read as one."""
-    return not _COLLECTOR_KEYS.isdisjoint(keys)
+    collector block that describes one collection, rather than only values
+    sent between collections (SB3's exploration rate at an evaluation's dump)
+    or the running totals (`total_envstep_count`, the twin of the
+    `time/total_timesteps` SB3's EvalCallback records), which must not read as one."""
+    return not _COLLECTION_KEYS.isdisjoint(keys)
 
 
-_COLLECTOR_KEYS = frozenset(BLOCK_KEYS["collector"])
+_COLLECTION_KEYS = frozenset(key for key in BLOCK_KEYS["collector"] if not key.startswith("total_"))
 
 
 def _floats(values: Iterable[Any] | None) -> list[float] | None:

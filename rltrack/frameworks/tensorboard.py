@@ -52,7 +52,9 @@ What becomes what:
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -63,6 +65,7 @@ from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS
 from rltrack.frameworks.tensorboard_tags import (
     HPARAMS_PREFIX,
     HPARAMS_SESSION_START,
+    FOLDERS,
     HPARAMS_TEXT_TAGS,
     LOGDIR_TAILS,
     PERIOD_AXIS,
@@ -140,9 +143,26 @@ def route(tag: str, mode: str = "both", library: str | None = None) -> Route:
 
 
 def folder_library(logdir: str, tag: str) -> str | None:
-    """The library of event files found on disk, whose writer is gone: DI-engine's
-    (and rltrack's own DI layout's) `<exp_name>/log/serial`; else unknown."""
-    return "ding" if _below(_parts(logdir), LOGDIR_TAILS) else None
+    """The library of event files found on disk, whose writer is gone, by the
+    folder its runs are written in: DI-engine's (and rltrack's own DI
+    layout's) `<exp_name>/log/serial`, the folders of `FOLDERS`; else unknown.
+    A folder of `add_scalars` (below the run's) is its run's."""
+    return _folder_library(os.path.normpath(logdir))
+
+
+@functools.lru_cache(maxsize=1024)
+def _folder_library(logdir: str) -> str | None:
+    parts = _parts(logdir)
+    if _below(parts, LOGDIR_TAILS):
+        return "ding"
+    for depth in (1, 2, 3):  # the run's folder, or one above an `add_scalars` writer's
+        folder = os.sep.join(parts[: len(parts) - depth + 1])
+        for library, (name, beside) in FOLDERS.items():
+            if re.fullmatch(name, parts[-depth]) and (not beside or os.path.exists(os.path.join(folder, beside))):
+                return library
+        if len(parts) <= depth + 1:
+            break
+    return None
 
 
 def _parts(logdir: str | os.PathLike[str]) -> list[str]:

@@ -42,5 +42,17 @@ HPARAMS_SESSION_START = "_hparams_/session_start_info"
 #: LightZero write `./<exp_name>/log/serial`.
 LOGDIR_TAILS: tuple[tuple[str, ...], ...] = (("log", "serial"),)
 
+#: Folders of event files found on disk, whose writer is gone: library -> (the
+#: name its runs' folders get, an entry it writes beside the event files or "").
+#: CleanRL's `runs/{env_id}__{exp_name}__{seed}__{int(time.time())}`; skrl's
+#: `<yy-mm-dd_HH-MM-SS-ffffff>_<Agent>` with `checkpoints/`; rsl_rl's (Isaac
+#: Lab's) `<YYYY-MM-DD_HH-MM-SS>[_<name>]` with the `git/` diffs it stores;
+#: Tianshou 2's `exp_seed=<n>`. DI-engine's is its `log/serial` (`LOGDIR_TAILS`).
+FOLDERS: dict[str, tuple[str, str]] = {
+    "cleanrl": (r".+__.+__\d+__\d{9,}", ""),
+    "skrl": (r"\d{2,4}-\d\d-\d\d_\d\d-\d\d-\d\d(-\d+)?_.+", "checkpoints"),
+    "rsl_rl": (r"\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d(_.+)?", "git"),
+    "tianshou": (r"exp_seed=\d+", ""),
+}
 #: Packages of the writers themselves, passed over when looking for the code calling one.
 WRITER_PACKAGES = ("tensorboard", "tensorboardX", "torch.utils.tensorboard", "rltrack")

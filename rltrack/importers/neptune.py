@@ -250,7 +250,7 @@ class _Replay:
         else:
             step = int(raw)
             if step != raw:
-                self.report.count("converted", "fractional Neptune step truncated to an integer", section=SECTION)
+                self.report.count("cut", "fractional Neptune step truncated to an integer", section=SECTION)
         self.last_step[path] = step
         return step
 

@@ -35,7 +35,7 @@ import time
 import zlib
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from rltrack.core.optional import ensure_installed
 from rltrack.core.storage import Storage, is_uri, join

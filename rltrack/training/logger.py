@@ -48,7 +48,7 @@ from rltrack.training.pipeline import (
     as_steps,
 )
 from rltrack.core.redact import Redactor
-from rltrack.core.report import Report
+from rltrack.core.report import LOSSLESS, Report
 from rltrack.training.resume import ResumeState
 from rltrack.delivery.run_end import record_end
 from rltrack.sinks.rundir import RunFiles, save_checkpoint
@@ -314,8 +314,8 @@ class Logger:
                     self.report = Report.load(self.run_dir / "report.json")  # with the agent's counts (the trackers' renames, ...)
                 except (OSError, ValueError) as exc:  # the training script must not fail on a damaged report
                     print(f"rltrack: could not read {self.run_dir / 'report.json'}: {exc}", file=sys.stderr)
-        summary = self.report.summary(leave_out=("delivered", "errors", "pending"))  # errors and pending have lines of their own
-        if summary:  # said once, and only when something was renamed, converted or dropped
+        summary = self.report.summary(leave_out=(*LOSSLESS, "errors", "pending"))  # errors and pending have lines of their own
+        if summary:  # said once, and only when something was lost, refused or renamed (lossless conversions: report.json)
             print(f"rltrack: {self.run_dir}: values changed on the way (details in report.json):\n{summary}", file=sys.stderr)
         self._complete = complete = complete and journal_whole
         return complete

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 

@@ -142,7 +142,18 @@ def test_non_finite_floats_survive_the_journal():
 def test_missing_optional_fields_take_their_defaults():
     event = Event.from_json('{"time": 2.5}')
     assert (event.time, event.data, event.kind, event.namespace, event.steps) == (2.5, {}, "scalars", "", {})
-    assert (event.source, event.worker, event.run, event.preaggregated) == ("api", "0", "", False)
+    assert (event.source, event.worker, event.run, event.preaggregated, event.stage) == ("api", "0", "", False, "")
+
+
+def test_a_stage_is_written_only_when_set_and_files_the_values_under_it():
+    """The key as written (`charts/episodic_return`) and the stage the local layout files it under."""
+    filed = Event(time=1.0, data={"episodic_return": 9.0}, namespace="charts", stage="collector")
+    back = Event.from_json(filed.to_json())
+    assert (back.namespace, back.stage, back.filed_under) == ("charts", "collector", "collector")
+    assert back.filed_data() == {"charts/episodic_return": 9.0} and back.tag("episodic_return") == "charts/episodic_return"
+    assert back.derive({"episodic_return": 1.0}).stage == "collector"  # filters keep it
+    plain = Event(time=1.0, data={"reward_mean": 9.0}, namespace="collector")
+    assert "stage" not in json.loads(plain.to_json()) and plain.filed_data() is plain.data and plain.filed_under == "collector"
 
 
 def test_writer_and_reader_round_trip(tmp_path):

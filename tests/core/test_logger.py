@@ -403,15 +403,20 @@ def test_a_run_whose_values_changed_says_so_once_at_close_and_in_rltrack_show(tm
     with make(tmp_path, backends=("local",)) as logger:
         logger.write({"ok": 1.0}, step=0)
     assert "values changed on the way" not in capfd.readouterr().err  # nothing happened: nothing said
+    with make(tmp_path, backends=("local",)) as logger:  # lossless: numpy scalars to floats, an array to a histogram
+        logger.write({"f32": np.float32(0.5), "i64": np.int64(3), "arr": np.zeros(3)}, step=0)
+    assert "values changed on the way" not in capfd.readouterr().err
+    counts = json.loads((logger.run_dir / "report.json").read_text())["counts"]
+    assert counts["core.converted"] == {"float32 -> float": 1, "int64 -> int": 1} and counts["core.routed"] == {"ndarray -> histogram": 1}
     with make(tmp_path, backends=("local",)) as logger:
         logger.write({"none": None, "obj": object(), "arr": np.zeros(3)}, step=0)
     err = capfd.readouterr().err
-    assert err.count("values changed on the way") == 1 and "core.dropped" in err
+    assert err.count("values changed on the way") == 1 and "core.dropped" in err and "core.routed" not in err
     from rltrack.cli import entry as cli
 
     assert cli.main(["show", str(logger.run_dir)]) == 0
     out = capfd.readouterr().out
-    assert "report.json:" in out and "core.dropped" in out
+    assert "report.json:" in out and "core.dropped" in out and "core.routed" in out  # `rltrack show` says everything
 
 
 class NoInt:

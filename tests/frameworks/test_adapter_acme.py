@@ -134,10 +134,10 @@ def test_tee_keeps_acme_csv_and_terminal_output_identical(tmp_path):
     assert len(rows) == len(records)
 
     memory = factory.logger.backends["memory"]
-    events = [e for e in memory.events if e.namespace == "collector" and "episode_return" in e.data]
+    events = [e for e in memory.events if e.namespace == "actor" and "episode_return" in e.data]  # the label, as Acme tags it
     assert len(events) == len(records)
     for event, record in zip(events, records):
-        assert event.source == "acme" and event.worker == "3" and event.kind == "scalars"
+        assert event.source == "acme" and event.worker == "3" and event.kind == "scalars" and event.stage == "collector"
         assert event.steps == {"actor_steps": int(record["actor_steps"]), "env_steps": int(record["actor_steps"])}
         assert list(event.steps)[0] == "actor_steps"  # steps_key is the primary axis
         assert event.data["episode_return"] == float(record["episode_return"])
@@ -152,7 +152,7 @@ def test_tee_keeps_acme_csv_and_terminal_output_identical(tmp_path):
         assert float(row["steps_per_second"]) == ours["steps_per_second"]
         assert int(row["actor_episodes"]) == ours["actor_episodes"]
     # and the journal on disk says the same
-    journal = [e for e in read_journal(factory.logger.run_dir) if e.namespace == "collector" and "episode_return" in e.data]
+    journal = [e for e in read_journal(factory.logger.run_dir) if e.namespace == "actor" and "episode_return" in e.data]
     assert [e.steps["actor_steps"] for e in journal] == [int(r["actor_steps"]) for r in records]
     # blocks of 10 episodes by default: the 8 episodes are one block, sent at close
     [block] = [e for e in memory.events if e.namespace == "collector" and "reward_mean" in e.data]
@@ -279,8 +279,8 @@ def test_factory_called_as_acme_experiments_call_it_shares_one_run(tmp_path):
     assert [e.data["loss"] for e in learner_events] == losses
     assert learner_block.data == {"total_loss_avg": pytest.approx(np.mean(losses))}  # the interval's average, at close
     assert learner_block.steps == learner_events[-1].steps
-    assert sorted({e.worker for e in journal if e.namespace == "collector" and "episode_return" in e.data}) == ["0", "1", "7"]
-    ev, block = [e for e in journal if e.namespace == "evaluator" and e.kind == "scalars"]
+    assert sorted({e.worker for e in journal if e.stage == "collector" and "episode_return" in e.data}) == ["0", "1", "7"]
+    ev, block = [e for e in journal if e.filed_under == "evaluator" and e.kind == "scalars"]
     assert ev.steps == block.steps == {"actor_steps": 200, "env_steps": 200}
     assert ev.data["episode_return"] == block.data["reward_mean"] == 3.0
     # a logger without steps_key and no counter keys numbers its own records on "step"
@@ -321,7 +321,8 @@ def test_run_names_mode_chooses_keys_and_axes(tmp_path, names, record_keys, bloc
     ours.close()
     logger.close()
     scalars = [e for e in logger.backends["memory"].events if e.kind == "scalars"]
-    assert {e.namespace for e in scalars} == {"collector"} and all(list(e.steps) == axes for e in scalars)
+    assert {e.filed_under for e in scalars} == {"collector"} and all(list(e.steps) == axes for e in scalars)
+    assert {e.namespace for e in scalars if "reward_mean" not in e.data} <= {"environment_loop"}  # the label, as written
     records = [set(e.data) for e in scalars if "reward_mean" not in e.data]
     assert records == ([record_keys] if record_keys else [])
     blocks = [e.data for e in scalars if "reward_mean" in e.data]
@@ -337,7 +338,7 @@ def test_close_flushes_and_later_writes_are_counted_not_queued(tmp_path):
     ours.write({"episode_return": 2.0, "actor_steps": 2})
     assert logger.report.total("dropped") == 1
     logger.close()
-    assert {e.namespace for e in logger.backends["memory"].events} == {"evaluator"}
+    assert {e.filed_under for e in logger.backends["memory"].events} == {"evaluator"}
     assert len(logger.backends["memory"].events) == 4
     own = RLTrackLogger(rltrack.make_logger(memory_config(tmp_path, name="own")), "learner", close_logger=True)
     own.close()
@@ -350,7 +351,7 @@ def test_tee_accepts_a_plain_rltrack_logger_and_rejects_others(tmp_path):
     both.write({"episode_return": 1.0, "actor_steps": 4})
     logger.close()
     [event] = logger.backends["memory"].events
-    assert (event.namespace, event.worker, event.steps["actor_steps"]) == ("collector", "2", 4)
+    assert (event.namespace, event.stage, event.worker, event.steps["actor_steps"]) == ("actor", "collector", "2", 4)
     with pytest.raises(TypeError, match="RLTrackLogger"):
         tee(loggers.InMemoryLogger(), loggers.InMemoryLogger())
 

@@ -212,7 +212,7 @@ raise RuntimeError("training failed")
 
 
 class SpinningUp(Case):
-    name, module, namespace, axis = "spinup", "rltrack.adapters.spinup", "learner", "epoch"
+    name, module, namespace, axis = "spinup", "rltrack.adapters.spinup", "", "epoch"  # columns as written: `contract_a`
     CRASH = """
 import json, sys
 from rltrack.adapters.spinup import EpochLogger
@@ -244,9 +244,10 @@ raise RuntimeError("training failed")
 
 
 class TensorBoard(Case):
-    """torch's `SummaryWriter` under `attach`, as CleanRL uses it: `charts/` tags, the hyperparameter
-    table as text (torch's `add_hparams` writes a bool as the number 1.0, checking `int` first: the
-    event file itself no longer says it was a bool)."""
+    """torch's `SummaryWriter` under `attach`, called as CleanRL's scripts call it but from code of no
+    known library (tests/frameworks/test_adapter_tensorboard.py has each library's): `charts/` tags as
+    written at the writer's `step`, the hyperparameter table as text (torch's `add_hparams` writes a
+    bool as the number 1.0, checking `int` first: the event file itself no longer says it was a bool)."""
 
     name, module, namespace, axis = "tensorboard", "torch.utils.tensorboard", "charts", "step"  # a writer of no known library: its tag as written, at `step`
     CRASH = """

@@ -105,11 +105,11 @@ def test_progress_txt_equals_what_rltrack_received_and_numpy(tmp_path):
     for column in df.columns:
         if column in ("Epoch", "TotalEnvInteracts"):
             continue
-        tag = f"{column_namespace(column)}/{column}"
-        assert memory.metrics[tag] == df[column].tolist(), column
+        assert memory.metrics[column] == df[column].tolist(), column  # under its name as written
+        assert {e.stage for e in events if column in e.data and e.namespace == ""} == {column_namespace(column)}  # filed under its stage
     for epoch in range(4):
         at = [e for e in events if e.steps.get("epoch") == epoch]
-        assert {e.namespace for e in at} == {"collector", "learner", "time"}
+        assert {e.filed_under for e in at} == {"collector", "learner", "time"}
         assert all(list(e.steps) == ["env_steps", "epoch"] and e.steps["env_steps"] == df["TotalEnvInteracts"][epoch] for e in at)
     # canonical names beside the native ones: the stage blocks, from the stored values
     assert memory.metrics["collector/reward_mean"] == pytest.approx(df["AverageEpRet"].tolist(), rel=1e-12)
@@ -122,8 +122,8 @@ def test_progress_txt_equals_what_rltrack_received_and_numpy(tmp_path):
     assert all(e.source == "spinup" for e in events)
     # aggregated upstream: the log_tabular(key) statistics; Time is a timing
     assert {e.preaggregated for e in events if "AverageEpRet" in e.data} == {True}
-    assert [e.kind for e in events if e.namespace == "time"] == ["timing"] * 4
-    journal = [e for e in read_journal(logger.rltrack.run_dir) if e.namespace == "collector" and e.kind == "scalars"]
+    assert [e.kind for e in events if e.filed_under == "time"] == ["timing"] * 4
+    journal = [e for e in read_journal(logger.rltrack.run_dir) if e.filed_under == "collector" and e.kind == "scalars"]
     assert [e.data["AverageEpRet"] for e in journal if e.preaggregated] == df["AverageEpRet"].tolist()
     assert [e.data["reward_min"] for e in journal if not e.preaggregated] == df["MinEpRet"].tolist()
 
@@ -176,9 +176,9 @@ def test_late_key_widens_the_file_instead_of_crashing(tmp_path):
     assert df["AverageTestEpRet"][:2].isna().all() and df["AverageTestEpRet"][2:5].notna().all()
     assert df["LossPi"][5] != df["LossPi"][5]  # NaN: not logged in the last row
     memory = logger.rltrack.backends["memory"]
-    assert memory.metrics["evaluator/AverageTestEpRet"] == df["AverageTestEpRet"][2:5].tolist()
+    assert memory.metrics["AverageTestEpRet"] == df["AverageTestEpRet"][2:5].tolist()
     assert memory.metrics["evaluator/reward_mean"] == pytest.approx(df["AverageTestEpRet"][2:5].tolist(), rel=1e-12)
-    assert memory.steps["evaluator/AverageTestEpRet"] == df["TotalEnvInteracts"][2:5].astype(int).tolist()
+    assert memory.steps["AverageTestEpRet"] == df["TotalEnvInteracts"][2:5].astype(int).tolist()
     # header and every row have the same number of cells
     lines = (out / "progress.txt").read_text().splitlines()
     assert {line.count("\t") for line in lines} == {len(df.columns) - 1}
@@ -213,7 +213,7 @@ def test_log_tabular_with_a_value_clears_what_was_stored_as_spinningup(tmp_path)
     df = pd.read_csv(tmp_path / "out" / "progress.txt", sep="\t")
     assert df["Y"].tolist()[0] == 100
     assert df[["AverageY", "StdY", "MaxY", "MinY"]].iloc[1].tolist() == [2.0, 0.0, 2.0, 2.0]
-    assert logger.rltrack.backends["memory"].metrics["learner/AverageY"] == [2.0]
+    assert logger.rltrack.backends["memory"].metrics["AverageY"] == [2.0]
 
 
 def test_save_config_and_state_like_spinningup_and_forwarded(tmp_path, capsys):
@@ -261,7 +261,7 @@ def test_given_rltrack_logger_is_used_and_left_open(tmp_path):
     logger.close()
     shared.write({"after": 1.0}, step=1)
     shared.close()
-    assert shared.backends["memory"].metrics["learner/LossPi"] == [0.5]
+    assert shared.backends["memory"].metrics["LossPi"] == [0.5]
     assert shared.backends["memory"].metrics["after"] == [1.0]
 
 
@@ -280,7 +280,7 @@ def test_canonical_names_mode(tmp_path):
     logger.close()
     tags = set(logger.rltrack.backends["memory"].metrics)
     assert {"collector/reward_mean", "collector/reward_std", "learner/value_loss_avg"} <= tags
-    assert "collector/AverageEpRet" not in tags and "learner/DeltaLossV" in tags  # unmapped keys stay
+    assert "AverageEpRet" not in tags and "DeltaLossV" in tags  # unmapped keys stay, as written
     for native, canonical in CANONICAL.items():
         assert native.split("/")[0] == canonical.split("/")[0]
 
@@ -308,5 +308,5 @@ def test_rows_and_blocks_are_built_on_the_pipeline_thread(tmp_path):
     logger.close()
     shared.close()
     metrics = shared.backends["memory"].metrics
-    assert metrics["collector/EpRet"] == [1.0, 2.0] and metrics["collector/reward_mean"] == [1.0, 2.0]
-    assert metrics["learner/policy_loss_avg"] == [0.5, 0.5] and metrics["learner/Late"] == [7.0]
+    assert metrics["EpRet"] == [1.0, 2.0] and metrics["collector/reward_mean"] == [1.0, 2.0]
+    assert metrics["learner/policy_loss_avg"] == [0.5, 0.5] and metrics["Late"] == [7.0]

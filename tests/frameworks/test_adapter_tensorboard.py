@@ -304,3 +304,33 @@ def test_only_the_writing_librarys_table_applies_and_its_name_names_the_run(case
         (hparams,) = [e.data for e in memory.events if e.kind == "hparams"]
         assert hparams["learning_rate"] == 5e-5 and hparams["per_device_train_batch_size"] == 2 and hparams["bf16"] is False
         assert hparams["output_dir"] == "out/grpo-tiny" and not [e for e in memory.events if e.kind == "text"]
+
+
+RL_GAMES_WRITER = """
+\"\"\"rl_games' writer as a2c_common makes it: tensorboardX's SummaryWriter in `<experiment>/summaries`
+behind its interval-throttled IntervalSummaryWriter, never closed (tensorboardX closes it at exit).\"\"\"
+from tensorboardX import SummaryWriter
+from rl_games.common.interval_summary_writer import IntervalSummaryWriter
+writer = IntervalSummaryWriter(SummaryWriter("train/Ant_ppo_29-04-36-26/summaries"), {"defer_summaries_sec": 0, "summaries_interval_sec_min": 0})
+writer.last_interval = writer.interval_sec_max = 0  # every value written: no interval
+for frame in range(1, 6):
+    writer.add_scalar("losses/a_loss", frame / 10, frame * 256)
+    writer.add_scalar("rewards/step", float(frame), frame * 256)
+"""
+
+
+def test_rl_games_writer_under_rltrack_run_ends_silently_named_by_its_experiment(tmp_path: Path) -> None:
+    """Its writer closed by tensorboardX at exit, after rltrack closed the run, is no value given
+    after close: no warning. The run is named after the experiment (not `summaries`), rl_games'
+    tags as written, at the writer's step, no canonical twin (CleanRL's table is not rl_games')."""
+    pytest.importorskip("rl_games", reason="rl_games 1.6.5's IntervalSummaryWriter (requirements/test.txt, installed --no-deps)")
+    (tmp_path / "rltrack.toml").write_text(f'[run]\nroot = "{tmp_path / "rl"}"\n[backends]\nuse = ["local"]\n')
+    command = [PYTHON, "-m", "rltrack.cli", "run", "--config", str(tmp_path / "rltrack.toml"), "--", PYTHON, "-c", RL_GAMES_WRITER]
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(tmp_path), timeout=300, cwd=tmp_path)
+    assert done.returncode == 0 and "Warning" not in done.stderr and done.stderr == "", done.stderr
+    (run_dir,) = (tmp_path / "rl").iterdir()
+    assert run_dir.name == "Ant_ppo_29-04-36-26"
+    values = [(e.tag(k), e.steps, v) for e in rltrack.read_journal(run_dir) if e.kind == "scalars" for k, v in e.data.items()]
+    assert sorted(values, key=str) == sorted(
+        [("losses/a_loss", {"step": f * 256}, pytest.approx(f / 10)) for f in range(1, 6)] + [("rewards/step", {"step": f * 256}, float(f)) for f in range(1, 6)], key=str
+    )

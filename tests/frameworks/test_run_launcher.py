@@ -53,13 +53,17 @@ STEPS = [128 * u for u in range(1, 6)]
 RETURNS = [3.0 * u for u in range(1, 6)]
 
 
-def launch(home: Path, script: str, *args: str, config: Path | None = None, name: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    (home / "script.py").write_text(script)
+def launch(
+    home: Path, script: str, *args: str, config: Path | None = None, name: str | None = None, env: dict[str, str] | None = None, path: str = "script.py"
+) -> subprocess.CompletedProcess[str]:
+    """`script` saved as `path` under `home` (a CleanRL script lies in a `cleanrl` folder), run under `rltrack run`."""
+    (home / path).parent.mkdir(parents=True, exist_ok=True)
+    (home / path).write_text(script)
     options = [*(["--config", str(config)] if config else []), *(["--name", name] if name else [])]
     environment = {**child_env(home), **(env or {})}
     environment.pop("PYTHONSAFEPATH", None)  # CI's guard that rltrack comes from the wheel; a user's script imports its own folder's modules
     return subprocess.run(
-        [PYTHON, "-m", "rltrack.cli", "run", *options, "--", PYTHON, "script.py", *args],
+        [PYTHON, "-m", "rltrack.cli", "run", *options, "--", PYTHON, path, *args],
         capture_output=True, text=True, env=environment, timeout=600, cwd=home,
     )  # fmt: skip
 
@@ -97,7 +101,7 @@ def test_a_cleanrl_shaped_script_reaches_every_tracker_and_its_files_stay_unchan
     (plain / "script.py").write_text(CLEANRL_LIKE)
     done = subprocess.run([PYTHON, "script.py"], capture_output=True, text=True, env=child_env(plain), timeout=300, cwd=plain)
     assert done.returncode == 0, done.stderr
-    done = launch(home, CLEANRL_LIKE, config=write_config(home, ["local", "mlflow", "wandb", "trackio"]))
+    done = launch(home, CLEANRL_LIKE, config=write_config(home, ["local", "mlflow", "wandb", "trackio"]), path="cleanrl/ppo_like.py")  # as cloned
     assert done.returncode == 0, done.stderr
     assert event_files(home / "runs" / RUN_NAME) == event_files(plain / "runs" / RUN_NAME)
     (run_dir,) = run_dirs(home)
@@ -107,14 +111,14 @@ def test_a_cleanrl_shaped_script_reaches_every_tracker_and_its_files_stay_unchan
     wait_until(lambda: sync_run(run_dir, home).returncode == 0, 900, f"rltrack sync {run_dir} to deliver everything")
     assert ended(run_dir) == "finished"
     info = meta(run_dir)["info"]
-    assert info["command"] == [PYTHON, "script.py"] and info["logdir"] == f"runs/{RUN_NAME}"
-    # MLflow: every value once, at its env step; the hyperparameters as parameters
+    assert info["command"] == [PYTHON, "cleanrl/ppo_like.py"] and info["logdir"] == f"runs/{RUN_NAME}"
+    # MLflow: every value once under its tag, its canonical twin beside it, at its env step; the hyperparameters as parameters
     import mlflow
 
     client = mlflow.MlflowClient(f"sqlite:///{home / 'rl' / 'mlflow.db'}")
     (found,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert found.info.run_name == RUN_NAME and found.info.status == "FINISHED"
-    for key in ("collector/episodic_return", "collector/reward_mean"):
+    for key in ("charts/episodic_return", "collector/reward_mean"):
         assert sorted((m.step, m.value) for m in client.get_metric_history(found.info.run_id, key)) == list(zip(STEPS, RETURNS))
     assert [m.step for m in client.get_metric_history(found.info.run_id, "learner/value_loss_avg")] == STEPS
     assert {k: found.data.params[k] for k in ("num_steps", "anneal_lr", "learning_rate", "env_id")} == {
@@ -125,12 +129,12 @@ def test_a_cleanrl_shaped_script_reaches_every_tracker_and_its_files_stay_unchan
     config = wandb_reader.config(wandb_file)
     assert (config["num_steps"], config["anneal_lr"], config["learning_rate"]) == (128, True, 0.00025)
     assert type(config["num_steps"]) is int and type(config["anneal_lr"]) is bool
-    rows = [row for row in wandb_reader.history(wandb_file) if "collector/episodic_return" in row]
-    assert [(row["env_steps"], row["collector/episodic_return"]) for row in rows] == list(zip(STEPS, RETURNS))
+    rows = [row for row in wandb_reader.history(wandb_file) if "charts/episodic_return" in row]
+    assert [(row["env_steps"], row["charts/episodic_return"]) for row in rows] == list(zip(STEPS, RETURNS))
     # trackio
     (project,) = trackio_reader.projects(home / "rl" / "trackio")
     logs = trackio_reader.store(home / "rl" / "trackio", project)["logs"][RUN_NAME]
-    assert [row["collector/episodic_return"] for row in logs if "collector/episodic_return" in row] == RETURNS
+    assert [row["charts/episodic_return"] for row in logs if "charts/episodic_return" in row] == RETURNS
 
 
 @pytest.mark.slow
@@ -148,7 +152,7 @@ def test_the_run_status_and_the_exit_code_follow_the_script(tail: str, code: int
     (run_dir,) = run_dirs(tmp_path)
     assert ended(run_dir) == status
     journal = [json.loads(line) for path in run_dir.glob("journal*.jsonl") for line in path.read_text().splitlines()]
-    returns = [e["data"]["episodic_return"] for e in journal if e.get("namespace") == "collector"]
+    returns = [e["data"]["episodic_return"] for e in journal if e.get("namespace") == "charts"]  # a script of no known library: as written
     if status == "crashed":  # SIGKILL: what the pipeline thread had not journaled yet (< 0.5 s) is lost
         assert returns == RETURNS[: len(returns)]
     else:
@@ -214,7 +218,7 @@ def test_child_processes_have_runs_of_their_own_and_the_users_sitecustomize_stil
     assert all(ended(tmp_path / "rl" / name) == "finished" for name in found)
     journal = [json.loads(line) for path in (tmp_path / "rl" / "parent").glob("journal*.jsonl") for line in path.read_text().splitlines()]
     assert {(e.get("namespace"), json.dumps(e.get("data"))) for e in journal if e.get("kind") == "scalars"} == {
-        ("collector", json.dumps({"SPS": 1.0, "avg_envstep_per_sec": 1.0})), ("eval", json.dumps({"charts/episodic_return": 2.0})),
+        ("charts", json.dumps({"SPS": 1.0})), ("eval", json.dumps({"charts/episodic_return": 2.0})),
     }  # fmt: skip
     assert len(list(tmp_path.glob("site_*"))) >= 4  # the user's sitecustomize ran in every Python process
 
@@ -289,14 +293,14 @@ def test_launch_runs_one_makes_every_process_a_writer_of_one_run(tmp_path: Path)
     for namespace, key, step, value in scalars(run_dir):
         if key in ("SPS", "charts/SPS"):
             by_namespace.setdefault(namespace, []).append((step, value))
-    assert by_namespace == {"collector": [(1, 1.0), (2, 2.0)], "fork": CHILD_VALUES, "spawn": CHILD_VALUES, "sub": CHILD_VALUES}
+    assert by_namespace == {"charts": [(1, 1.0), (2, 2.0)], "fork": CHILD_VALUES, "spawn": CHILD_VALUES, "sub": CHILD_VALUES}
     wait_until(lambda: sync_run(run_dir, tmp_path).returncode == 0, 900, f"rltrack sync {run_dir} to deliver everything")
     import mlflow
 
     client = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'rl' / 'mlflow.db'}")
     (found,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     history = {key: [(m.step, m.value) for m in client.get_metric_history(found.info.run_id, key)] for key in found.data.metrics}
-    assert sorted(history["collector/SPS"]) == [(1, 1.0), (2, 2.0)]
+    assert sorted(history["charts/SPS"]) == [(1, 1.0), (2, 2.0)]
     for namespace in ("fork", "spawn", "sub"):
         assert sorted(history[f"{namespace}/charts/SPS"]) == CHILD_VALUES, namespace
 

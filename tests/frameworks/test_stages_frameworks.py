@@ -60,7 +60,8 @@ def assert_text_equals_tfevents(blocks: list[Block], namespace: str, tfevents: d
     for block in blocks:
         for key, value in block.values.items():
             if isinstance(value, (int, float)) and key != "eval_episode_return_mean":
-                assert tfevents[f"{namespace}/{key}"][block.steps[axis]] == [pytest.approx(value, rel=1e-5, abs=1e-6)], key
+                tag = f"{namespace}/{key}" if f"{namespace}/{key}" in tfevents else key  # a value filed under the stage by its whole name
+                assert tfevents[tag][block.steps[axis]] == [pytest.approx(value, rel=1e-5, abs=1e-6)], key
                 compared += 1
     assert compared >= len(blocks)
 

@@ -319,6 +319,22 @@ def test_every_collection_block_holds_a_collection(algo: str, request: pytest.Fi
         assert text.count("| rollout/exploration_rate |") == 4
 
 
+def test_without_stage_blocks_an_evaluations_dump_is_no_collection(tmp_path: Path) -> None:
+    """`attach(model, logger, stages=False)`: SB3's own keys and their twins only. EvalCallback's
+    dump records `time/total_timesteps`, whose twin is the collector's running total: the
+    collector log holds it in a plain table there, and every `collect end:` is a collection."""
+    logger = rltrack.make_logger({"run": {"root": str(tmp_path / "runs"), "name": "dqn"}, "backends": {"use": ["local"]}})
+    model = DQN("MlpPolicy", Monitor(gym.make("CartPole-v1")), seed=0, device="cpu", learning_starts=100, train_freq=4, policy_kwargs={"net_arch": [16]})
+    attach(model, logger, stages=False)
+    model.learn(2000, callback=EvalCallback(Monitor(gym.make("CartPole-v1")), eval_freq=500, n_eval_episodes=2, verbose=0), log_interval=4)
+    logger.close()
+    text = (logger.run_dir / "log" / "collector" / "collector_logger.txt").read_text()
+    sections = text.split("collect end:\n")[1:]
+    assert len(sections) >= 10 and all(section.startswith("episode_count: ") for section in sections)
+    totals = re.findall(r"\[env_steps=(\d+) [^\]]*\]\[INFO\] \n(?:\|[^\n]*\n|\+[^\n]*\n)*?\| total_envstep_count +\| (\d+) ", text)
+    assert [(int(step), int(total)) for step, total in totals] == [(s, s) for s in (500, 1000, 1500, 2000)]  # a plain table
+
+
 @pytest.mark.parametrize("algo", ["ppo", "dqn"])
 def test_every_training_iteration_result_holds_the_learner_block(algo: str, request: pytest.FixtureRequest) -> None:
     """EvalCallback's dump carries the `train/` values SB3 recorded since the

@@ -69,6 +69,8 @@ def compared(series: Series) -> dict[str, list[object]]:
 class Case:
     name: ClassVar[str]
     modules: ClassVar[tuple[str, ...]]
+    #: the library whose writer it is (rltrack.frameworks.library.libraries()): its tags' canonical twins
+    library: ClassVar[str]
 
     def command(self, seed: int) -> list[str]:
         """The training command, run in a directory of its own."""
@@ -91,6 +93,7 @@ class CleanRL(Case):
 
     script: ClassVar[str]
     options: ClassVar[tuple[str, ...]]
+    library = "cleanrl"
 
     def command(self, seed: int) -> list[str]:
         spec = importlib.util.find_spec(f"cleanrl.{self.script}")  # its path, not imported
@@ -155,7 +158,7 @@ serial_pipeline([main_config, create_config], seed=int(sys.argv[1]), max_env_ste
 
 
 class DIEngineDQN(Case):
-    name, modules = "di-engine-dqn", ("ding", "dizoo", "gym")
+    name, modules, library = "di-engine-dqn", ("ding", "dizoo", "gym"), "ding"
 
     def command(self, seed: int) -> list[str]:
         return ["-c", DI_SCRIPT, str(seed)]
@@ -198,7 +201,7 @@ class SkrlPPO(Case):
     """skrl writes `Reward / Total reward (mean)`-style tags at its timestep (MLflow takes no parentheses:
     those keys arrive under rltrack.trackers.mlflow's `mlflow_key`)."""
 
-    name, modules = "skrl-ppo", ("skrl", "gymnasium")
+    name, modules, library = "skrl-ppo", ("skrl", "gymnasium"), "skrl"
 
     def command(self, seed: int) -> list[str]:
         return ["-c", SKRL_SCRIPT, str(seed)]
@@ -226,7 +229,7 @@ class RslRlPPO(Case):
     """rsl_rl writes at its learning iteration `it` (`train_iter`), its `Train/<k>/time` tags at whole
     seconds of training (`seconds`): those steps measure time, only their values are compared."""
 
-    name, modules = "rsl-rl-ppo", ("rsl_rl", "torch.utils.tensorboard")
+    name, modules, library = "rsl-rl-ppo", ("rsl_rl", "torch.utils.tensorboard"), "rsl_rl"
 
     def command(self, seed: int) -> list[str]:
         return ["-c", RSL_RL_SCRIPT, str(seed)]
@@ -287,7 +290,10 @@ def test_every_scalar_reaches_every_tracker_once_and_the_event_files_stay_the_sa
     assert meta(run_dir)["status"] == "finished"
 
     events = event_file_scalars(case.event_folder(tmp_path / "launched"))
-    expected = expected_in_trackers(events)
+    expected = expected_in_trackers(events, case.library)  # every tag as written, and its canonical twin
+    assert "collector/reward_mean" in expected  # the return's canonical twin, beside the library's own tag
+    if case.library != "ding":  # DI-engine's two tags of a value are that one value
+        assert set(events) <= set(expected)
     stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "env_steps", "train_iter", "seconds", "step"),
               "trackio": trackio_scalars(tmp_path / "trackio", PROJECT)}  # fmt: skip
     for name, points in expected.items():
@@ -335,7 +341,7 @@ def test_cleanrl_with_attach_in_the_users_code(script: type[CleanRL], tmp_path: 
     assert meta(run_dir)["status"] == "finished"
     events = event_file_scalars(case.event_folder(tmp_path / "attached"))
     stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "env_steps"), "trackio": trackio_scalars(tmp_path / "trackio", PROJECT)}
-    for name, points in expected_in_trackers(events).items():
+    for name, points in expected_in_trackers(events, "cleanrl").items():
         for tracker, held in stores.items():
             assert held.get(name) == points, (tracker, name)
     case.check_hparams(run_dir, events)
@@ -358,3 +364,52 @@ def test_a_cleanrl_script_that_raises_ends_its_run_failed(tmp_path: Path) -> Non
     client, run_id = mlflow_run(run_dir)
     assert client.get_run(run_id).info.status == "FAILED"
     assert client.get_run(run_id).data.params["env_id"] == "NoSuchEnv-v0"
+
+
+HF_SCRIPT = """
+\"\"\"transformers' own Trainer with report_to=["tensorboard"] (TRL's trainers log through the same callback):
+a 1-layer GPT-2 built in code, random tokens, 4 optimizer steps on CPU.\"\"\"
+import sys
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+torch.manual_seed(int(sys.argv[1]))
+model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=16, n_layer=1, n_head=2))
+data = [{"input_ids": torch.randint(0, 64, (16,)), "labels": torch.randint(0, 64, (16,))} for _ in range(32)]
+args = TrainingArguments(output_dir="out/tiny-lm", run_name=sys.argv[2] or None, report_to=["tensorboard"], logging_steps=1, max_steps=4,
+                         per_device_train_batch_size=4, learning_rate=1e-3, use_cpu=True, save_strategy="no", disable_tqdm=True)
+Trainer(model=model, args=args, train_dataset=data).train()
+"""
+
+
+@pytest.mark.parametrize("run_name", ["", "tiny-run"])
+def test_a_transformers_trainer_keeps_hfs_keys_its_arguments_and_its_run_name(run_name: str, tmp_path: Path) -> None:
+    """HF's `train/loss` is stored as `train/loss` with no canonical twin (SB3's `train/` table is
+    not transformers'); the TrainingArguments JSON HF writes as text arrives as typed MLflow params
+    and W&B config; the run is named after `run_name`, else `output_dir`, not HF's timestamp folder."""
+    pytest.importorskip("transformers", reason="transformers' Trainer and its TensorBoard callback (requirements/test.txt)")
+    home, workdir = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    workdir.mkdir()
+    config = write_config(tmp_path)
+    command = [PYTHON, "-m", "rltrack.cli", "run", "--config", str(config), "--", PYTHON, "-c", HF_SCRIPT, "1", run_name]
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(home), timeout=900, cwd=workdir, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (run_dir,) = [p.parent for p in (tmp_path / "rl").glob("*/meta.json")]
+    assert run_dir.name == (run_name or "tiny-lm")
+    delivered(run_dir, home)
+    assert meta(run_dir)["status"] == "finished"
+    (folder,) = (workdir / "out" / "tiny-lm" / "runs").iterdir()  # HF's `<month><day>_<time>_<host>`
+    events = event_file_scalars(folder)
+    assert {"train/loss", "train/learning_rate", "train/grad_norm"} <= set(events)
+    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "step"), "trackio": trackio_scalars(tmp_path / "trackio", PROJECT)}
+    for tracker, held in stores.items():
+        assert {name: held.get(name) for name in events} == events, tracker  # every value, as written, once
+        assert not [name for name in held if name.startswith(("learner/", "collector/"))], tracker
+    client, run_id = mlflow_run(run_dir)
+    params = client.get_run(run_id).data.params
+    assert params["learning_rate"] == "0.001" and params["max_steps"] == "4" and params["output_dir"] == "out/tiny-lm"
+    (wandb_file,) = wandb_reader.run_files(run_dir)
+    settings = wandb_reader.config(wandb_file)
+    assert settings["learning_rate"] == 0.001 and settings["max_steps"] == 4 and settings["use_cpu"] is True
+    assert settings["report_to"] == ["tensorboard"]

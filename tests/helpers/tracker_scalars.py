@@ -81,17 +81,21 @@ def trackio_scalars(directory: Path, project: str) -> Series:
     return {key: _sorted(points) for key, points in series.items()}
 
 
-def expected_in_trackers(series: Series) -> Series:
-    """What a tracker holds of `event_file_scalars`' series at their primary step, under
-    the names rltrack stores them (rltrack.frameworks.tensorboard.stored_name).
-    DI-engine's twins `<stage>_iter/<k>` and `<stage>_step/<k>` are one value at its env
-    steps, so the `_iter` halves are left out here: `at_iterations` gives them."""
-    from rltrack.frameworks.tensorboard import stored_name
+def expected_in_trackers(series: Series, library: str | None = None) -> Series:
+    """What a tracker holds of `event_file_scalars`' series at their primary step: each
+    under its tag as written and, where `library` (the writer's library: "cleanrl",
+    "skrl", "ding", ...; None: unknown) has one, its canonical twin
+    (rltrack.frameworks.tensorboard.route). DI-engine's twins `<stage>_iter/<k>` and
+    `<stage>_step/<k>` are one value at its env steps, so the `_iter` halves are left
+    out here: `at_iterations` gives them."""
+    from rltrack.frameworks.tensorboard import route
 
     expected: Series = {}
     for tag, points in series.items():
-        if not _ITERATION_TAG.match(tag):
-            expected.setdefault(stored_name(tag), []).extend(points)
+        if library == "ding" and _ITERATION_TAG.match(tag):
+            continue
+        for namespace, key, _ in route(tag, "both", library).places:
+            expected.setdefault(f"{namespace}/{key}" if namespace else key, []).extend(points)
     return {name: _sorted(points) for name, points in expected.items()}
 
 
@@ -101,7 +105,7 @@ def at_iterations(series: Series) -> Series:
     `total_envstep_count`, also gets its block's env steps as its primary step)."""
     from rltrack.frameworks.tensorboard import stored_name
 
-    return {stored_name(tag): _sorted(points) for tag, points in series.items() if _ITERATION_TAG.match(tag)}
+    return {stored_name(tag, library="ding"): _sorted(points) for tag, points in series.items() if _ITERATION_TAG.match(tag)}
 
 
 _ITERATION_TAG = re.compile(r"^[A-Za-z][A-Za-z0-9]*_iter/")

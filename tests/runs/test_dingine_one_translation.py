@@ -63,8 +63,9 @@ def live(tmp_path: Path) -> runs.Run:
     tensorboard.attach(logger)
     try:
         writer = tensorboardX.SummaryWriter(str(tmp_path / "experiments" / EXPERIMENT / "log" / "serial"))
-        for tag, value, step, wall_time in written_scalars():
-            writer.add_scalar(tag, value, step, walltime=wall_time)
+        ding = {"__name__": "ding.utils.log_writer_helper"}  # the calls come from DI-engine's code, as in its runs
+        exec("def write(writer, scalars):\n    for tag, value, step, wall_time in scalars:\n        writer.add_scalar(tag, value, step, walltime=wall_time)", ding)
+        ding["write"](writer, written_scalars())
         writer.close()
     finally:
         tensorboard.detach()

@@ -362,7 +362,7 @@ def test_values_that_happen_to_be_equal_keep_their_own_panels(tmp_path):
         runs.append(load(logger.run_dir))
     text = render_comparison(runs, "cartpole")
     panels = [panel["title"] for panel in page_data(text)["panels"]]
-    assert "collector/reward_mean (= collector/ep_rew_mean)" in panels
-    assert "collector/avg_envstep_per_episode (= collector/ep_len_mean)" in panels
+    assert "collector/reward_mean (= rollout/ep_rew_mean)" in panels
+    assert "collector/avg_envstep_per_episode (= rollout/ep_len_mean)" in panels
     assert len(panels) == len(set(panels))
     assert "collector/reward_mean: final" in re.findall(r"<th>([^<]*)</th>", text)

@@ -143,7 +143,7 @@ def test_skrl_rsl_rl_and_tianshou_folders_are_listed_named_by_what_ran_and_addre
 
 @pytest.mark.parametrize("folder", [f"cleanrl/{CLEANRL_RUN}", "log/CartPole-v1/ppo/0"])
 def test_every_scalar_of_the_event_files_is_read_at_its_step(root, folder) -> None:
-    """Under the names the translation gives them (`charts/x` -> `collector/x`), at the writer's step, once."""
+    """Under their tags as written (`charts/x`), at the writer's step, once."""
     run = runs.load(folder, root=root)
     expected = event_file_scalars(root / folder)
     assert "charts/episodic_return" in expected or "test/returns/std" in expected
@@ -154,10 +154,11 @@ def test_every_scalar_of_the_event_files_is_read_at_its_step(root, folder) -> No
 
 
 def test_cleanrl_return_hyperparameters_and_steps(root) -> None:
-    """The episodic return (a one-element array) is a scalar at env steps, with its canonical twin;
-    the hyperparameter table's values are typed."""
+    """The episodic return (a one-element array) is a scalar at env steps under its tag, with its
+    canonical twin (the folder is CleanRL's: `<env>__<script>__<seed>__<time>`); the hyperparameter
+    table's values are typed."""
     run = runs.load(f"cleanrl/{CLEANRL_RUN}", root=root)
-    assert run.metrics["collector/episodic_return"] == run.metrics["collector/reward_mean"] == CLEANRL_RETURNS
+    assert run.metrics["charts/episodic_return"] == run.metrics["collector/reward_mean"] == CLEANRL_RETURNS
     assert {s.steps.get("env_steps") for s in run.samples if s.key == "episodic_return"} == {s for s, _ in CLEANRL_RETURNS}
     assert run.hparams == {"learning_rate": 0.00025, "num_steps": 128} and isinstance(run.hparams["num_steps"], int)
 
@@ -172,7 +173,7 @@ def test_show_and_export_address_foreign_runs_by_their_folder(root, capsys, tmp_
     assert runs.load(run.id, root=root).path == run.path  # the id still works
     code, out, err = run_cli(capsys, "export", "log/CartPole-v1/ppo/0", "--root", str(root), "-o", str(tmp_path / "out"))
     assert code == 0, err
-    assert "evaluator/returns/mean" in Path(out.strip()).read_text(encoding="utf-8")  # Tianshou's test collector
+    assert "test/returns/mean" in Path(out.strip()).read_text(encoding="utf-8")  # a folder of no known library: its tags as written
 
 
 def test_a_folder_that_is_no_run_names_folders_in_the_error(root, capsys) -> None:
@@ -185,13 +186,13 @@ def test_plot_and_report_select_runs_by_a_pattern_over_folder_names(root, tmp_pa
     code, out, err = run_cli(capsys, "plot", "--root", str(root), "--metric", "collector/reward_mean", "cartpole_dqn", "-o", str(png))
     assert code == 0, err
     assert out.splitlines()[-1] == str(png) and "1 run(s)" in out
-    code, out, err = run_cli(capsys, "plot", "--root", str(root), "--metric", "collector/episodic_return", "^cleanrl/", "-o", str(png))
+    code, out, err = run_cli(capsys, "plot", "--root", str(root), "--metric", "charts/episodic_return", "^cleanrl/", "-o", str(png))
     assert code == 0, err
     assert f"{len(CLEANRL_RETURNS)} points" in out
     page = tmp_path / "report.html"
     code, _, err = run_cli(capsys, "report", "--root", str(root), "^log/", "-o", str(page))
     assert code == 0, err
-    assert "evaluator/returns/mean" in page.read_text(encoding="utf-8")
+    assert "test/returns/mean" in page.read_text(encoding="utf-8")
 
 
 def test_a_torn_last_record_is_left_out_and_the_rest_read(root) -> None:
@@ -199,8 +200,8 @@ def test_a_torn_last_record_is_left_out_and_the_rest_read(root) -> None:
     events = next(folder.glob("events.out.tfevents.*"))
     events.write_bytes(events.read_bytes()[:-7])
     run = runs.load(f"cleanrl/{CLEANRL_RUN}", root=root)
-    assert run.metrics["collector/episodic_return"] == CLEANRL_RETURNS
-    assert run.metrics["learner/value_loss"] == [(s, pytest.approx(1.0 / s)) for s, _ in CLEANRL_RETURNS[:-1]]
+    assert run.metrics["charts/episodic_return"] == CLEANRL_RETURNS
+    assert run.metrics["losses/value_loss"] == [(s, pytest.approx(1.0 / s)) for s, _ in CLEANRL_RETURNS[:-1]]
 
 
 # ---- rltrack import tensorboard, then rltrack sync ----------------------------------
@@ -254,7 +255,9 @@ def test_imported_runs_sync_into_every_tracker_exactly_once(root, imported, tmp_
         run_dir = imported[str(folder.resolve())]
         done = sync_run(run_dir, home, "--to", "mlflow", "trackio", "wandb", "neptune", "--config", str(config))
         assert done.returncode == 0, done.stderr
-        expected = expected_in_trackers(event_file_scalars(folder))
+        library = "ding" if folder.parts[-2:] == ("log", "serial") else "cleanrl"  # each folder as its library writes it
+        expected = expected_in_trackers(event_file_scalars(folder), library)
+        assert ("collector/reward_mean" in expected) and ("charts/episodic_return" in expected) == (library == "cleanrl")
         stores = {
             "mlflow": mlflow_scalars(run_dir),
             "wandb": wandb_scalars(run_dir, "env_steps", "train_iter"),

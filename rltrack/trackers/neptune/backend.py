@@ -298,7 +298,7 @@ class NeptuneBackend(RemoteBackend):
 
         text = str(value)
         if len(text) > limit:
-            self._count("converted", f"text cut to Neptune's {limit} characters")
+            self._count("cut", f"text cut to Neptune's {limit} characters")
         return text[:limit]
 
     def _image(self, value: Any) -> Any:
