@@ -88,7 +88,6 @@ and what rltrack knows about SB3's keys and models rltrack.frameworks.sb3.
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import tempfile
 import types
@@ -107,6 +106,7 @@ from rltrack.adapters.sb3_stages import (
 from rltrack.adapters.sb3_writer import WriterBody
 from rltrack.frameworks.sb3 import CANONICAL, FORMAT_NAME, NAMESPACES, model_hparams
 from rltrack.core.optional import require
+from rltrack.adapters.sb3_checkpoints import axis_options, di_checkpoint, zip_beside
 
 if TYPE_CHECKING:
     from stable_baselines3.common.base_class import BaseAlgorithm
@@ -255,7 +255,7 @@ class CallbackBody:
             written = self.rltrack_logger.log_checkpoint(state, iteration=state["last_iter"], metric=metric)  # saved before it returns
             if written is not None:
                 try:
-                    _beside(self.rltrack_logger.run_dir / written, path, may_be_best=metric is not None)
+                    zip_beside(self.rltrack_logger.run_dir / written, path, may_be_best=metric is not None)
                 except OSError as exc:  # the checkpoint itself is written; training goes on
                     self.rltrack_logger.report.count("dropped", f"SB3 zip beside a checkpoint not written ({type(exc).__name__})", section="sb3")
         finally:
@@ -317,60 +317,6 @@ if TYPE_CHECKING:
 
     class RLTrackCallback(CallbackBody, BaseCallback):
         """Hyperparameters and checkpoints of an SB3 model, to an rltrack `Logger`."""
-
-
-def axis_options(model: Any) -> dict[str, Any]:
-    """The writer options that give `model`'s algorithm its `train_iter` axis:
-    on-policy (PPO, A2C) `time/iterations`, counted as rollout-and-update
-    rounds of `n_steps * n_envs` env steps; off-policy (DQN, SAC, TD3)
-    `train/n_updates`, SB3's gradient steps, which never restart."""
-    from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
-    from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
-
-    if isinstance(model, OnPolicyAlgorithm):
-        return {"train_iter_key": "time/iterations", "rollout_steps": model.n_steps * model.n_envs}
-    if isinstance(model, OffPolicyAlgorithm):
-        return {"train_iter_key": "train/n_updates"}
-    return {"train_iter_key": None}
-
-
-def train_iter(model: Any) -> int:
-    """`model`'s `train_iter` now, on the axis `axis_options` gives its dumps:
-    rounds completed (on-policy) or gradient steps (off-policy)."""
-    rollout_steps = axis_options(model).get("rollout_steps")
-    return int(model.num_timesteps // rollout_steps) if rollout_steps else int(getattr(model, "_n_updates", 0))
-
-
-def di_checkpoint(model: Any) -> dict[str, Any]:
-    """`model` as DI-engine's learner saves a checkpoint, for `torch.load`:
-    `model` (the policy's state dict), `optimizer` (the policy's optimizer;
-    SAC/TD3's several optimizers as `optimizer_<name>`: `optimizer_actor`,
-    `optimizer_critic`, `optimizer_ent_coef`), `last_iter` (`train_iter`) and
-    `last_step` (`num_timesteps`)."""
-    state: dict[str, Any] = {"model": model.policy.state_dict()}
-    optimizers = {name: value for name, value in model.get_parameters().items() if name != "policy"}
-    if list(optimizers) == ["policy.optimizer"]:
-        state["optimizer"] = optimizers["policy.optimizer"]
-    else:
-        for name, value in optimizers.items():
-            state["optimizer_" + name.removesuffix(".optimizer").removesuffix("_optimizer").rpartition(".")[2]] = value
-    state["last_iter"] = train_iter(model)
-    state["last_step"] = int(model.num_timesteps)
-    return state
-
-
-def _beside(checkpoint: Path, sb3_zip: Path, may_be_best: bool) -> None:
-    """Copies SB3's zip next to a `.pth.tar` checkpoint (same name, `.zip`),
-    and, for a checkpoint with a metric, next to `ckpt_best.pth.tar` when
-    `log_checkpoint` just made that the same file."""
-    import filecmp
-
-    for target in (checkpoint, checkpoint.with_name("ckpt_best.pth.tar")):
-        if target is checkpoint or (may_be_best and target.is_file() and filecmp.cmp(target, checkpoint, shallow=False)):
-            destination = target.with_name(target.name.removesuffix(".pth.tar") + ".zip")
-            tmp = destination.with_name(f".{destination.name}.tmp")
-            shutil.copyfile(sb3_zip, tmp)
-            os.replace(tmp, destination)
 
 
 #: The writer `attach` made for each model, per rltrack logger.
@@ -475,6 +421,6 @@ def _observe_steps(venv: Any, model: Any, writer: Any, recorder: StageRecorder |
 
 __all__ = [
     "CANONICAL", "FORMAT_NAME", "NAMESPACES", "RLTrackCallback", "RLTrackWriter", "add_writer", "attach", "axis_options", "di_checkpoint",
-    "model_hparams", "record_hparams", "train_iter",
+    "model_hparams", "record_hparams",
 ]  # fmt: skip
 

@@ -25,7 +25,7 @@ logger at exit for that), and `detach()`.
 `attach(open_logger)` with a function `logdir -> Logger` opens the run when
 the first value is written, with the writer's log directory; a function
 that takes a keyword `run_name` also gets the name the writer's library
-gives the run (rltrack.frameworks.tensorboard.run_name: HF's `run_name`,
+gives the run (rltrack.frameworks.tensorboard_runs.run_name: HF's `run_name`,
 rl_games' experiment, CleanRL's folder). The launcher, `rltrack run`, does
 so (rltrack.cli.run_child).
 
@@ -54,7 +54,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 from rltrack.frameworks.canonical import names_mode
-from rltrack.frameworks.tensorboard import Translator, run_name
+from rltrack.frameworks.tensorboard import Translator
+from rltrack.frameworks.tensorboard_runs import run_name
 from rltrack.frameworks.library import creator_library
 from rltrack.frameworks.tensorboard_tags import WRITER_PACKAGES
 from rltrack.sinks.rundir import media_file

@@ -10,7 +10,7 @@ How a child process's run relates to the parent's: **one run per process
 that writes** (`run.launch_runs = "per-process"`, the default). A process
 opens its run when its first writer writes a value, named `--name`, else the
 config's `run.name`, else as the writer's library names it
-(rltrack.frameworks.tensorboard.run_name: CleanRL's `runs/<run_name>`,
+(rltrack.frameworks.tensorboard_runs.run_name: CleanRL's `runs/<run_name>`,
 DI-engine's `<exp_name>`, rl_games' experiment above its `summaries`, HF's
 `run_name` or `output_dir`); the other writers of that
 process join the same run (another log directory becomes a namespace). A

@@ -52,9 +52,7 @@ What becomes what:
 
 from __future__ import annotations
 
-import functools
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -65,9 +63,8 @@ from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS
 from rltrack.frameworks.tensorboard_tags import (
     HPARAMS_PREFIX,
     HPARAMS_SESSION_START,
-    FOLDERS,
+    HF_ARGS_TAG,
     HPARAMS_TEXT_TAGS,
-    LOGDIR_TAILS,
     PERIOD_AXIS,
     TEXT_SUFFIX,
     THROUGHPUT_HALF,
@@ -75,6 +72,7 @@ from rltrack.frameworks.tensorboard_tags import (
     TWIN_TAG,
 )
 from rltrack.frameworks.library import UNKNOWN_AXIS, libraries
+from rltrack.frameworks.tensorboard_runs import folder_library
 from rltrack.frameworks.tensorboard_values import (
     histogram_values,
     image_png,
@@ -92,10 +90,6 @@ SECTION = "tensorboard"
 SaveImage = Callable[[str, str, int, bytes], dict[str, Any]]
 #: (a writer's log directory as it gives it, a tag as written) -> the library whose code wrote it (None: unknown).
 LibraryOf = Callable[[str, str], "str | None"]
-#: HF's TrainingArguments, as transformers' TensorBoard callback writes them (`add_text("args", <JSON>)`).
-HF_ARGS_TAG = "args" + TEXT_SUFFIX
-#: rl_games' fixed folder of event files, `<train_dir>/<experiment name>/summaries`.
-RL_GAMES_SUMMARIES = "summaries"
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,72 +134,6 @@ def route(tag: str, mode: str = "both", library: str | None = None) -> Route:
         canonical_namespace, _, canonical_key = canonical.partition("/")
         places.append((canonical_namespace, canonical_key, ""))
     return Route(tuple(places), axis)
-
-
-def folder_library(logdir: str, tag: str) -> str | None:
-    """The library of event files found on disk, whose writer is gone, by the
-    folder its runs are written in: DI-engine's (and rltrack's own DI
-    layout's) `<exp_name>/log/serial`, the folders of `FOLDERS`; else unknown.
-    A folder of `add_scalars` (below the run's) is its run's."""
-    return _folder_library(os.path.normpath(logdir))
-
-
-@functools.lru_cache(maxsize=1024)
-def _folder_library(logdir: str) -> str | None:
-    parts = _parts(logdir)
-    if _below(parts, LOGDIR_TAILS):
-        return "ding"
-    for depth in (1, 2, 3):  # the run's folder, or one above an `add_scalars` writer's
-        folder = os.sep.join(parts[: len(parts) - depth + 1])
-        for library, (name, beside) in FOLDERS.items():
-            if re.fullmatch(name, parts[-depth]) and (not beside or os.path.exists(os.path.join(folder, beside))):
-                return library
-        if len(parts) <= depth + 1:
-            break
-    return None
-
-
-def _parts(logdir: str | os.PathLike[str]) -> list[str]:
-    return os.path.normpath(os.path.abspath(os.fspath(logdir))).split(os.sep)
-
-
-def _below(parts: list[str], tails: tuple[tuple[str, ...], ...]) -> str | None:
-    """The folder above the first of `tails` that `parts` end with."""
-    for tail in tails:
-        if len(parts) > len(tail) + 1 and tuple(parts[-len(tail):]) == tail:
-            return parts[-len(tail) - 1]
-    return None
-
-
-def run_name(logdir: str | os.PathLike[str], library: str | None = None, first: Any = None) -> str:
-    """The name of the run a writer's log directory stands for: its folder
-    (CleanRL's `runs/<run_name>`), the experiment's for DI-engine's
-    `<exp_name>/log/serial` and rl_games' `<experiment>/summaries`; for
-    transformers, the `run_name` (else the `output_dir`) of the
-    TrainingArguments its callback writes first (`first`: that writer's first
-    `Event` proto), else the `output_dir` above HF's `runs/<time>_<host>` folder."""
-    parts = _parts(logdir)
-    if library == "transformers":
-        named = _hf_run_name(first)
-        if named:
-            return named
-        if len(parts) > 2 and parts[-2] == "runs":
-            return parts[-3]
-    tails = (*LOGDIR_TAILS, (RL_GAMES_SUMMARIES,)) if library == "rl_games" else LOGDIR_TAILS
-    return _below(parts, tails) or parts[-1] or "tensorboard"
-
-
-def _hf_run_name(first: Any) -> str | None:
-    """`run_name`, else the `output_dir` folder's name, of HF's args text in an `Event` proto."""
-    if first is None or not first.HasField("summary"):
-        return None
-    for value in first.summary.value:
-        if value.tag == HF_ARGS_TAG:
-            args = json_object(b"".join(value.tensor.string_val).decode("utf-8", "replace"))
-            for name in (args.get("run_name"), args.get("output_dir")):
-                if isinstance(name, str) and name.strip():
-                    return os.path.basename(os.path.normpath(name)) or None
-    return None
 
 
 def stored_name(tag: str, mode: str = "both", library: str | None = None) -> str:

@@ -34,6 +34,10 @@ def twin_prefix(stage: str, half: str) -> str:
 HPARAMS_TEXT_TAGS = frozenset({"hyperparameters/text_summary", "hyperparameters"})
 #: The suffix torch's and tensorboardX's `add_text` put after the tag.
 TEXT_SUFFIX = "/text_summary"
+#: HF's TrainingArguments, as transformers' TensorBoard callback writes them (`add_text("args", <JSON>)`).
+HF_ARGS_TAG = "args" + TEXT_SUFFIX
+#: rl_games' fixed folder of event files, `<train_dir>/<experiment name>/summaries`.
+RL_GAMES_SUMMARIES = "summaries"
 #: The HParams plugin's tags; only the session start holds the values.
 HPARAMS_PREFIX = "_hparams_/"
 HPARAMS_SESSION_START = "_hparams_/session_start_info"

@@ -20,7 +20,8 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 
 from rltrack.core.events import Event  # noqa: E402
 from rltrack.core.report import Report  # noqa: E402
-from rltrack.frameworks.tensorboard import Translator, route, run_name, stored_name  # noqa: E402
+from rltrack.frameworks.tensorboard import Translator, route, stored_name  # noqa: E402
+from rltrack.frameworks.tensorboard_runs import run_name  # noqa: E402
 from rltrack.frameworks.tensorboard_values import markdown_table, session_hparams, typed  # noqa: E402
 from rltrack.sinks.tfevents import EventFileWriter as RltrackEventFileWriter  # noqa: E402
 
@@ -207,12 +208,13 @@ def test_a_cleanrl_shaped_writer_of_either_kind(kind: str, tmp_path: Path) -> No
     assert all(e.run == "r" and e.source == "tensorboard" for e in events)
 
 
-@pytest.mark.parametrize("library", ["rl_games", "transformers", None])
-def test_the_same_tags_from_another_writer_keep_their_names_and_get_no_twin(library: str | None, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("library", "axis"), [("rl_games", "step"), ("transformers", "train_iter"), (None, "step")])
+def test_the_same_tags_from_another_writer_keep_their_names_and_get_no_twin(library: str | None, axis: str, tmp_path: Path) -> None:
+    """CleanRL's tags from another library's writer: no twin, at that writer's axis (HF's global_step counts updates)."""
     events, _ = written(tmp_path, "tensorboardX", library)
     scalars = [e for e in events if e.kind == "scalars"]
     assert {e.namespace for e in scalars} == {"charts", "losses", "loss", ""}
-    assert {(e.stage, *e.steps) for e in scalars} == {("", "step")}
+    assert {(e.stage, *e.steps) for e in scalars} == {("", axis)}
     assert [e.data for e in scalars if e.namespace == "charts"] == [{"episodic_return": s / 8, "episodic_length": 20.0} for s in (128, 256, 384, 128, 256)]
     assert [e.data for e in events if e.kind == "hparams"][0] == {"num_steps": 2048, "anneal_lr": True, "learning_rate": 0.00025}
 
