@@ -397,7 +397,7 @@ def test_acme_task_instances_arrive_at_the_tracker_as_distinct_workers(agent_hom
         for actor in actors:
             actor.write({"actor_steps": step, "episode_return": float(step)})
     assert logger.close()
-    workers = [event.worker for event in received(logger.run_dir) if event.namespace == "collector"]
+    workers = [event.worker for event in received(logger.run_dir) if event.namespace == "actor"]  # Acme's label, as written (its stage: collector)
     assert sorted(set(workers)) == ["0", "1", "2"] and len(workers) == 15
 
 
