@@ -402,10 +402,12 @@ def test_a_transformers_trainer_keeps_hfs_keys_its_arguments_and_its_run_name(ru
     (folder,) = (workdir / "out" / "tiny-lm" / "runs").iterdir()  # HF's `<month><day>_<time>_<host>`
     events = event_file_scalars(folder)
     assert {"train/loss", "train/learning_rate", "train/grad_norm"} <= set(events)
-    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "step"), "trackio": trackio_scalars(tmp_path / "trackio", PROJECT)}
-    for tracker, held in stores.items():
+    stores = {"mlflow": mlflow_scalars(run_dir), "wandb": wandb_scalars(run_dir, "train_iter"), "trackio": trackio_scalars(tmp_path / "trackio", PROJECT)}
+    for tracker, held in stores.items():  # HF's global_step counts updates: the axis train_iter
         assert {name: held.get(name) for name in events} == events, tracker  # every value, as written, once
-        assert not [name for name in held if name.startswith(("learner/", "collector/"))], tracker
+        twins = {name for name in held if name.startswith(("learner/", "collector/"))}  # HF's own table only (not SB3's `learner/loss`)
+        assert twins == {"learner/total_loss_avg", "learner/cur_lr_avg"}, (tracker, twins)
+        assert held["learner/total_loss_avg"] == events["train/loss"] and held["learner/cur_lr_avg"] == events["train/learning_rate"], tracker
     client, run_id = mlflow_run(run_dir)
     params = client.get_run(run_id).data.params
     assert params["learning_rate"] == "0.001" and params["max_steps"] == "4" and params["output_dir"] == "out/tiny-lm"
