@@ -232,11 +232,21 @@ class DeliveryWorker:
         self._backoff = BACKOFF_START
         self._started = False
         self._storing_until: float | None = None  # the tracker's run is ended: waiting for it to store what it took
+        #: Set (from another thread) when the agent stops: the worker stores what the tracker took and gives up (see `step`).
+        self.stopping = False
 
     def step(self) -> bool:
         """Delivers one batch (or retries it, or ends the tracker's run at the
         end of a complete journal). True when more work is waiting right away."""
         if self.done:
+            return False
+        if self.stopping:  # the agent stops: what the tracker took is stored and the cursor moved over it; the rest waits in the journal
+            try:
+                self.backend.store_now()
+                self._confirm()
+            except Exception as exc:  # noqa: BLE001 - not stored: delivered again from the cursor by the next agent
+                self.backend.run.report.count("errors", error_text(exc), section=self.backend.name)
+            self.give_up()
             return False
         now = time.monotonic()
         if now < self.next_try:
