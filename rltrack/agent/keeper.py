@@ -15,7 +15,7 @@ every run it served undelivered until some other logger opens. So:
 * It stays in the starter's session: where the kernel shares the CPU between
   sessions first (autogroups), a session of its own took an equal share of
   the CPU against the whole of training however niced (see
-  rltrack.agent.process._lower_priority); in the starter's session, at niceness 19,
+  rltrack.agent.resources.lower_priority); in the starter's session, at niceness 19,
   the agent keeps the share that was measured.
 * It runs the agent (`python -m rltrack.agent.process DIR`) as its child and waits.
   An agent that dies (killed, or an exception) while registrations are left
@@ -23,7 +23,9 @@ every run it served undelivered until some other logger opens. So:
   (`MAX_QUICK_DEATHS` in a row, each within `QUICK` seconds of its start,
   stop it); each death is written to `death.json` for `rltrack status` and the
   next logger's stderr. An agent that exits by itself (idle) or is stopped on
-  purpose (SIGTERM, SIGINT, SIGHUP) ends the keeper too.
+  purpose (SIGTERM, SIGINT, SIGHUP) ends the keeper too; the keeper hands
+  those signals to the agent, which stores what it holds and ends, so either
+  process of the pair stops both (`rltrack agent stop` signals the agent).
 
 Not escaped: a cgroup-wide kill (systemd, Slurm) and Ray's optional
 `RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper`, under which
@@ -32,12 +34,14 @@ Ray's processes adopt orphans and kill them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rltrack.agent.files import DEATH, LOG, SPAWN_WAIT, agent_running, read_json, registrations, write_private
 
@@ -62,13 +66,27 @@ def main(directory: Path) -> int:
 
 
 def keep(directory: Path) -> int:
-    """Runs agents for `directory` until one exits by itself or is stopped on purpose."""
+    """Runs agents for `directory` until one exits by itself or is stopped on
+    purpose (a stop signal to the keeper is handed to its agent)."""
     quick_deaths = 0
-    while True:
+    stopped: list[int] = []
+    agent: subprocess.Popen[bytes] | None = None
+
+    def hand_over(signum: int, frame: Any) -> None:
+        stopped.append(signum)
+        if agent is not None:
+            with contextlib.suppress(ProcessLookupError):
+                agent.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, hand_over)
+    while not stopped:
         started = time.monotonic()
         agent = subprocess.Popen([sys.executable, "-m", "rltrack.agent.process", str(directory)], stdin=subprocess.DEVNULL, close_fds=True)
+        if stopped:  # a signal that came before the agent had a pid
+            agent.send_signal(stopped[0])
         code = agent.wait()
-        if code == 0 or code in STOPPED:
+        if code == 0 or code in STOPPED or stopped:
             return 0
         quick_deaths = quick_deaths + 1 if time.monotonic() - started < QUICK else 1
         served = (read_json(directory / "agent.json") or {}).get("pid") == agent.pid  # it started serving
@@ -79,6 +97,7 @@ def keep(directory: Path) -> int:
         if not again:
             return 1
         time.sleep(pause)
+    return 0
 
 
 def record_death(directory: Path, pid: int, code: int, left: int, restart_in: float | None) -> None:

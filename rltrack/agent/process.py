@@ -41,7 +41,7 @@ from __future__ import annotations
 import errno
 import json
 import os
-import resource
+import signal
 import socket
 import sys
 import time
@@ -70,6 +70,7 @@ from rltrack.delivery.files import FilesDelivery
 from rltrack.journal import end_torn_tail, journal_path
 from rltrack.journal.feed import JournalFeed
 from rltrack.core.locks import hold
+from rltrack.agent.resources import FILES_PER_WRITER, descriptor_budget, lower_priority, open_descriptors
 from rltrack.core.report import Report
 from rltrack.delivery.run_end import merge_into_report_file, record_end
 from rltrack.core.turns import Faults, Turns
@@ -83,26 +84,17 @@ IDLE_EXIT = float(os.environ.get("RLTRACK_AGENT_IDLE", "30"))
 #: Seconds a failing tracker is retried after its run ended; then the rest waits for `rltrack sync`.
 #: A tracker that takes batches is never given up, however long its backlog.
 RETRY_AFTER_END = float(os.environ.get("RLTRACK_AGENT_RETRY", "300"))
+#: Seconds a stopped agent (SIGTERM, `rltrack agent stop`) waits for its trackers to store what they took.
+STOP_WAIT = 30.0
 #: Seconds between the saves of a writer's state while it runs (at once when it ends).
 STATE_EVERY = 0.2
 STATUS_EVERY = 1.0
 #: At most one rewrite of a run's report.json per this many seconds when its trackers' conditions change.
 REPORT_EVERY = 1.0
-#: The agent's niceness: delivery is background work (its backlog waits on
-#: disk), so a busy machine gives the CPU to training first. wandb-core,
-#: started by the W&B client in the agent, inherits it.
-NICENESS = 19
 #: OSErrors of the machine, not of a run: retried at the next turn even while serving a run (see `Agent._contained`).
 MACHINE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM, errno.EDQUOT})
 #: Journal entries a feed reads per step: the agent steps every writer's feed in turn.
 FEED_BATCH = 1000
-#: Descriptors a writer picked up may come to hold (local files: text logs, csv,
-#: event file; a cursor lock per tracker): 3.4 a run measured with local + MLflow.
-#: A writer is picked up only while the descriptors held leave this much room.
-FILES_PER_WRITER = 4
-#: Descriptors kept for everything else (tracker clients, their stores and
-#: sockets, registrations, states, journal reads): a quarter of the limit, at most this.
-FILES_RESERVED = 256
 
 
 def tracker_status(status: str) -> str:
@@ -179,10 +171,15 @@ class Agent:
         self._status_at = 0.0
         self._scanned_at = 0.0
         self._alive_checked_at = 0.0
+        #: The signal that asked the agent to stop (SIGTERM, SIGINT, SIGHUP: see `stop`), or None.
+        self.stop_signal: int | None = None
 
     def run(self) -> None:
         idle_since = time.monotonic()
         while True:
+            if self.stop_signal is not None:
+                self.stop()
+                return
             self._contained("scan", self._scan)
             busy = False
             for writer in list(self.writers.values()):
@@ -207,6 +204,30 @@ class Agent:
                 return
             if not busy:
                 time.sleep(SCAN_EVERY)
+
+    def stop(self) -> None:
+        """Stores what it holds and ends: the local files flushed, each
+        tracker's staged rows stored and its cursor moved over them (each
+        worker on its own thread, `DeliveryWorker.halt`), within
+        `STOP_WAIT`; what is left of each run waits in its journal for the
+        next agent (the next logger starts one) or `rltrack sync`."""
+        workers = [worker for writer in self.writers.values() for worker in writer.workers.values() if not worker.done]
+        for worker in workers:
+            worker.halt()
+        for turns in self.lanes.values():
+            turns.wake.set()
+        for writer in self.writers.values():
+            self._contained("flush", writer.files.flush)
+        deadline = time.monotonic() + STOP_WAIT
+        while not all(worker.done for worker in workers) and time.monotonic() < deadline:
+            time.sleep(SCAN_EVERY)
+        for writer in self.writers.values():
+            self._contained("save", lambda: self._save_state(writer))
+        self._contained("status", self._save_status)
+        held = sum(not worker.done for worker in workers)
+        print(f"rltrack agent {os.getpid()}: stopped ({signal.Signals(self.stop_signal or signal.SIGTERM).name}): "
+              + (f"{held} tracker(s) had not stored what they took after {STOP_WAIT:.0f} s (delivered again from the journal); " if held else "stored what it held; ")
+              + f"{len(self.writers)} run writer(s) wait in their journals for the next agent", file=sys.stderr, flush=True)  # fmt: skip
 
     def _contained(self, what: str, call: Callable[[], Any], of_a_run: bool = False) -> Any:
         """`call()`; an OSError (out of descriptors, a full disk) is printed once
@@ -458,50 +479,6 @@ class Agent:
 
 
 
-def _lower_priority() -> None:
-    """The lowest niceness and Linux's SCHED_BATCH (waking up never preempts
-    training). The agent stays in the session of the process that started it
-    (out of its process tree and in a process group of its own, so neither a
-    reaper of that tree nor a Ctrl-C meant for training reaches it; see
-    rltrack.agent.keeper): where the kernel shares the CPU between sessions first (autogroups),
-    an agent in a session of its own took an equal share against the whole of
-    training however niced, and a Tune driver's loop is the sweep's critical
-    path. 64 Tune trials on 2 cores: 1.28x Tune's wall time with the agent in
-    its own session niced 10 (or 19), 1.09x in the starter's session niced 19."""
-    os.nice(NICENESS)
-    if hasattr(os, "sched_setscheduler"):
-        try:
-            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
-        except OSError:
-            pass
-
-
-def open_descriptors(writers: int) -> int:
-    """The descriptors this process holds (Linux: /proc/self/fd; elsewhere
-    `FILES_PER_WRITER` for each of its `writers`). Counted, not estimated:
-    a writer's local files hold one per namespace it logs."""
-    try:
-        return len(os.listdir("/proc/self/fd")) - 1  # less the one listing it
-    except OSError:
-        return FILES_PER_WRITER * writers
-
-
-def _descriptor_budget() -> int:
-    """How many descriptors the agent may hold for its writers: the soft
-    descriptor limit is raised to the hard one, and a reserve is kept for the
-    tracker clients (their stores, sockets, threads)."""
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft != hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
-    except (ValueError, OSError):
-        pass
-    if soft == resource.RLIM_INFINITY:
-        soft = 1 << 20
-    return max(FILES_PER_WRITER, soft - min(FILES_RESERVED, soft // 4))
-
-
 def main(foreground: bool = False, directory: Path | None = None) -> int:
     """Runs the agent of `directory` (default: this process's, see
     rltrack.agent.files) until it has been idle for `IDLE_EXIT` seconds;
@@ -513,17 +490,21 @@ def main(foreground: bool = False, directory: Path | None = None) -> int:
             print(f"rltrack agent: another agent already serves {directory} (see `rltrack status`)", file=sys.stderr)
         return 0
     if not foreground:
-        _lower_priority()
-    budget = _descriptor_budget()
-    write_private(directory / "agent.json", {"pid": os.getpid(), "started": time.time()})
+        lower_priority()
+    budget = descriptor_budget()
+    write_private(directory / "agent.json", {"pid": os.getpid(), "started": time.time(), "keeper": None if foreground else os.getppid()})
     print(f"rltrack agent {os.getpid()}: serving {directory}", file=sys.stderr, flush=True)
+    agent = Agent(directory, budget)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # stopped on purpose: store what it holds first (`Agent.stop`)
+        signal.signal(sig, lambda signum, frame: setattr(agent, "stop_signal", signum))
     try:
-        Agent(directory, budget).run()
+        agent.run()
     except Exception as exc:  # its keeper starts another, which continues from the cursors
         traceback.print_exc()
         print(f"rltrack agent {os.getpid()}: died: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         os._exit(1)
-    print(f"rltrack agent {os.getpid()}: idle for {IDLE_EXIT:.0f} s, exiting", file=sys.stderr, flush=True)
+    if agent.stop_signal is None:
+        print(f"rltrack agent {os.getpid()}: idle for {IDLE_EXIT:.0f} s, exiting", file=sys.stderr, flush=True)
     sys.stderr.flush()
     os._exit(0)  # a tracker client's thread stuck in a call must not hold the exit
 

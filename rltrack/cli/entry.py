@@ -3,6 +3,7 @@
     rltrack show RUN_DIR                                  status and last values
     rltrack status [--json]                               the agent: pid, uptime, each run it serves and its backlog, its last death
     rltrack agent                                         run the agent in the foreground (containers, debugging)
+    rltrack agent stop [--now]                            end the agent after it stored what it holds (or at once)
     rltrack sync RUN_DIR [--to BACKEND ...] [--config F] [--timeout S]  deliver to trackers afterwards
     rltrack import neptune PATH [--root DIR]              Neptune offline folders -> run directories
     rltrack import tensorboard PATH [--root DIR]          folders of TensorBoard event files -> run directories
@@ -115,6 +116,8 @@ def _cut(value: object) -> object:
 def status(as_json: bool) -> int:
     """The agent of this environment: pid, uptime, and per run it serves, each tracker's backlog and last error."""
     from rltrack.agent.files import STATUS, agent_dir, agent_running, describe_death, last_death, read_json
+    from rltrack.agent.process import IDLE_EXIT
+    from rltrack.cli.agent_command import HOW_TO_STOP
 
     directory = agent_dir()
     running = agent_running(directory)
@@ -125,7 +128,7 @@ def status(as_json: bool) -> int:
     if as_json:
         print(json.dumps({"running": running, "directory": str(directory), "pid": agent.get("pid") if running else None,
                           "uptime": time.time() - agent["started"] if running and "started" in agent else None, "runs": runs,
-                          "queued": saved.get("queued", 0) if running else 0, "last_death": death}, indent=2))
+                          "queued": saved.get("queued", 0) if running else 0, "last_death": death, "idle_exit": IDLE_EXIT, "stop": HOW_TO_STOP}, indent=2))
         return 0
     if death is not None:
         print(f"last death: {describe_death(death)} (see {directory / 'agent.log'})")
@@ -133,6 +136,7 @@ def status(as_json: bool) -> int:
         print(f"no agent runs for {directory} (the first logger that needs one starts it)")
         return 0
     print(f"agent pid {agent.get('pid')}, up {time.time() - agent.get('started', time.time()):.0f} s, serving {len(runs)} writer(s) ({directory})")
+    print(f"it exits by itself after {IDLE_EXIT:.0f} s with nothing to serve; to stop it sooner: {HOW_TO_STOP}")
     if saved.get("queued"):
         print(f"{saved['queued']} more writer(s) wait their turn: the agent holds at most {saved.get('budget')} descriptors for runs (its descriptor limit, `ulimit -n`)")
     rows = [("run", "writer", "status", "tracker", "pending bytes", "last error")]
@@ -271,7 +275,6 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     status_cmd = commands.add_parser("status", help="the delivery agent: pid, uptime, each run it serves with its backlog per tracker")
     status_cmd.add_argument("--json", action="store_true", help="as JSON")
-    commands.add_parser("agent", help="run the delivery agent in the foreground (it exits after a quiet period)")
     import_cmd = commands.add_parser("import", help="turn another tool's saved runs into rltrack run directories")
     import_cmd.add_argument(
         "format", choices=["neptune", "tensorboard"],
@@ -299,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     from rltrack.cli.run_command import add_command as add_run_command
 
     add_run_command(commands)  # run: sets a handler
+    from rltrack.cli.agent_command import add_command as add_agent_command
+
+    add_agent_command(commands)  # agent, agent stop: sets a handler
+
     from rltrack.cli.examples import add_examples
 
     add_examples(parser)  # every subcommand's --help ends with an example
@@ -322,8 +329,4 @@ def main(argv: list[str] | None = None) -> int:
         return deliver_runs(args.uri, args.share, args.config, args.once)
     if args.command == "status":
         return status(args.json)
-    if args.command == "agent":
-        from rltrack.agent.process import main as run_agent
-
-        return run_agent(foreground=True)
     return show(args.run_dir)

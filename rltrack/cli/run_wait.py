@@ -29,6 +29,8 @@ from rltrack.agent.files import agent_dir, ensure_running, launch_registrations,
 DEFAULT_WAIT = 120.0
 #: Seconds between the lines saying what is still pending.
 TELL_EVERY = 15.0
+#: Seconds between looks at the launch's registrations (each a small file read: a sweep's launch has many).
+POLL = 0.1
 #: Seconds between the checks that an agent runs while waiting (one that died is started again).
 CHECK_EVERY = 1.0
 
@@ -66,7 +68,7 @@ def wait_for_trackers(launch: str, wait: float, out: TextIO = sys.stderr) -> boo
         if now - checked_at >= CHECK_EVERY:
             checked_at = now
             ensure_running(directory)
-        time.sleep(0.05)
+        time.sleep(POLL)
 
 
 def _pending(directory: Any, serving: dict[str, dict[str, Any]]) -> dict[str, dict[str, str]]:

@@ -115,7 +115,7 @@ class DeliveryWorker:
         self.next_try = 0.0  # `time.monotonic()` before which `step` waits (backoff after a failure)
         self._backoff = BACKOFF_START
         self._storing_until = 0.0  # in phase `storing`: how long the tracker may take to store what it took
-        #: What other threads asked for ("end", status) or ("stop", None), applied by the owner (`_apply_requests`).
+        #: What other threads asked for ("end", status), ("stop", None) or ("halt", None), applied by the owner (`_apply_requests`).
         self._requests: deque[tuple[str, str | None]] = deque()
 
     @property
@@ -133,12 +133,25 @@ class DeliveryWorker:
         the journal for `rltrack sync`."""
         self._requests.append(("stop", None))
 
+    def halt(self) -> None:
+        """From any thread, when the agent stops: at the next step, what the
+        tracker took is stored and the cursor moved over it, then the worker
+        gives up; the rest waits in the journal for the next agent."""
+        self._requests.append(("halt", None))
+
     def _apply_requests(self) -> None:
         while self._requests:  # deque's append and popleft are atomic: no lock
             what, status = self._requests.popleft()
             if what == "end" and status is not None:
                 self.status, self.journal_complete = status, True
             elif what == "stop":
+                self.give_up()
+            elif what == "halt" and not self.done:
+                try:
+                    self.backend.store_now()
+                    self._confirm()
+                except Exception as exc:  # noqa: BLE001 - not stored: delivered again from the cursor by the next agent
+                    self.backend.run.report.count("errors", error_text(exc), section=self.backend.name)
                 self.give_up()
 
     def step(self) -> bool:
