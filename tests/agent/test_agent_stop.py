@@ -21,7 +21,7 @@ import pytest
 from reliability_helpers import PYTHON, child_env, mlflow_history
 from waiting import wait_until
 
-from rltrack.delivery.worker import cursor_path
+from rltrack.delivery.cursor import cursor_path
 
 VALUES = 100
 WRITER = textwrap.dedent(

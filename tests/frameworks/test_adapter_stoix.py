@@ -28,7 +28,7 @@ from library_readback import assert_once_everywhere, config  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from rltrack.adapters.stoix import CANONICAL, RLTrackLogger  # noqa: E402
-from rltrack.delivery.worker import tracker_state  # noqa: E402
+from rltrack.delivery.cursor import tracker_state  # noqa: E402
 
 
 class LogEvent(enum.Enum):
