@@ -92,7 +92,10 @@ REPORT_EVERY = 1.0
 #: own, so that trackers show a run while it keeps every core busy. Beside two busy loops
 #: (bench/bench_freshness.py) at 19 values reached the trackers minutes late (its start,
 #: ~3.5 s of CPU, took minutes at ~1.5% of a core), at 10 about 2 minutes, at 0 a median of 9 s (p99 39 s) at a load of 20.
-NICENESS = int(os.environ.get("RLTRACK_AGENT_NICENESS", "0"))
+NICENESS_TEXT = os.environ.get("RLTRACK_AGENT_NICENESS", "0")
+if not NICENESS_TEXT.strip().lstrip("+-").isdigit():
+    raise ValueError(f"RLTRACK_AGENT_NICENESS={NICENESS_TEXT!r} is not a niceness: use a whole number from -20 to 19 (0, training's own, by default)")
+NICENESS = int(NICENESS_TEXT)
 #: OSErrors of the machine, not of a run: retried at the next turn even while serving a run (see `Agent._contained`).
 MACHINE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM, errno.EDQUOT})
 #: Journal entries a feed reads per step: the agent steps every writer's feed in turn.
@@ -480,7 +483,10 @@ def _lower_priority() -> None:
     (1.047x later, at 25e6f77). Niceness is per thread on Linux and is set
     before the agent starts a thread: every thread, and wandb-core, has it."""
     if NICENESS:
-        os.nice(NICENESS)
+        try:
+            os.nice(NICENESS)
+        except PermissionError:  # below 0 needs privileges: the starter's niceness is kept
+            print(f"rltrack agent: RLTRACK_AGENT_NICENESS={NICENESS} needs privileges; running at {os.nice(0)}", file=sys.stderr, flush=True)
     if hasattr(os, "sched_setscheduler"):
         try:
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
