@@ -112,12 +112,11 @@ dist: $(DIST_VENV)/.installed
 # times, each run with a base temp of its own; the loops are stopped however
 # it ends. CI runs it once (.ci/run), against the wheel like the other lanes:
 # each scenario then runs quiet in `make test` and loaded here.
-# RELIABILITY_LOAD_NICE: the loops' niceness. 19, the agent's own (default):
-# they take half of the CPU the agent would have, and every wake-up of the
-# agent and wandb-core (SCHED_BATCH) waits behind them. 0 is training on every
-# core: the agent then gets ~1.5% of a core and a run of the lane took 25-46 min.
+# RELIABILITY_LOAD_NICE: the loops' niceness. 0, training's and the agent's
+# own (default, issue 42): training on every core. At 19 (the agent's niceness
+# until issue 42) the loops take half of the CPU the agent would have.
 RELIABILITY_RUNS ?= 1
-RELIABILITY_LOAD_NICE ?= 19
+RELIABILITY_LOAD_NICE ?= 0
 test-reliability: $(VENV)/.installed
 	$(call installed,$(PY))
 	@cores=$$(nproc); loops=""; \

@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 #: Cheapest first, so a short session still gets the quick figures.
 SCRIPTS = ["bench_import", "bench_write", "bench_calls", "bench_stages", "bench_throughput", "bench_memory", "bench_training",
-           "bench_sb3", "bench_acme_spinup", "bench_tune", "bench_outage", "bench_demo", "bench_sweep"]  # fmt: skip
+           "bench_sb3", "bench_acme_spinup", "bench_tune", "bench_outage", "bench_demo", "bench_sweep", "bench_freshness"]  # fmt: skip
 
 
 def main() -> None:

@@ -15,8 +15,8 @@ every run it served undelivered until some other logger opens. So:
 * It stays in the starter's session: where the kernel shares the CPU between
   sessions first (autogroups), a session of its own took an equal share of
   the CPU against the whole of training however niced (see
-  rltrack.agent.resources.lower_priority); in the starter's session, at niceness 19,
-  the agent keeps the share that was measured.
+  rltrack.agent.resources.lower_priority); in the starter's session the agent
+  takes a share beside training's processes as its niceness (`NICENESS`) says.
 * It runs the agent (`python -m rltrack.agent.process DIR`) as its child and waits.
   An agent that dies (killed, or an exception) while registrations are left
   is started again after a pause that doubles with each quick death

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 
-#: The agent's niceness: delivery is background work (its backlog waits on
-#: disk), so a busy machine gives the CPU to training first. wandb-core,
-#: started by the W&B client in the agent, inherits it.
-NICENESS = 19
+#: The agent's niceness (`RLTRACK_AGENT_NICENESS`; wandb-core inherits it): training's
+#: own, so that trackers show a run while it keeps every core busy. Beside two busy loops
+#: (bench/bench_freshness.py) at 19 values reached the trackers minutes late (its start,
+#: ~3.5 s of CPU, took minutes at ~1.5% of a core), at 10 about 2 minutes, at 0 a median of 9 s (p99 39 s) at a load of 20.
+NICENESS_TEXT = os.environ.get("RLTRACK_AGENT_NICENESS", "0")
+if not NICENESS_TEXT.strip().lstrip("+-").isdigit():
+    raise ValueError(f"RLTRACK_AGENT_NICENESS={NICENESS_TEXT!r} is not a niceness: use a whole number from -20 to 19 (0, training's own, by default)")
+NICENESS = int(NICENESS_TEXT)
 #: Descriptors a writer picked up may come to hold (local files: text logs, csv,
 #: event file; a cursor lock per tracker): 3.4 a run measured with local + MLflow.
 #: A writer is picked up only while the descriptors held leave this much room.
@@ -24,7 +29,7 @@ FILES_RESERVED = 256
 
 
 def lower_priority() -> None:
-    """The lowest niceness and Linux's SCHED_BATCH (waking up never preempts
+    """`NICENESS` and Linux's SCHED_BATCH (waking up never preempts
     training). The agent stays in the session of the process that started it
     (out of its process tree and in a process group of its own, so neither a
     reaper of that tree nor a Ctrl-C meant for training reaches it; see
@@ -32,8 +37,14 @@ def lower_priority() -> None:
     an agent in a session of its own took an equal share against the whole of
     training however niced, and a Tune driver's loop is the sweep's critical
     path. 64 Tune trials on 2 cores: 1.28x Tune's wall time with the agent in
-    its own session niced 10 (or 19), 1.09x in the starter's session niced 19."""
-    os.nice(NICENESS)
+    its own session niced 10 (or 19), 1.09x in the starter's session niced 19
+    (1.047x later, at 25e6f77). Niceness is per thread on Linux and is set
+    before the agent starts a thread: every thread, and wandb-core, has it."""
+    if NICENESS:
+        try:
+            os.nice(NICENESS)
+        except PermissionError:  # below 0 needs privileges: the starter's niceness is kept
+            print(f"rltrack agent: RLTRACK_AGENT_NICENESS={NICENESS} needs privileges; running at {os.nice(0)}", file=sys.stderr, flush=True)
     if hasattr(os, "sched_setscheduler"):
         try:
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))

@@ -68,6 +68,19 @@ PURPOSE = "The trackio backend"
 #: trackio's module constants holding its directory (see the module docstring).
 _DIR_CONSTANTS = {"TRACKIO_DIR": "", "MEDIA_DIR": "media", "ARTIFACTS_DIR": "artifacts"}
 _STORE_LOCK = threading.Lock()
+#: trackio's modules, and how many modules the process had when they were listed.
+_MODULES: tuple[int, list[Any]] = (0, [])
+
+
+def _trackio_modules() -> list[Any]:
+    """trackio's imported modules (the caller holds `_STORE_LOCK`), listed
+    again only when the process imported more: the agent holds thousands of
+    modules (MLflow's, W&B's), and going over them for every batch was most
+    of its CPU per trackio batch."""
+    global _MODULES
+    if _MODULES[0] != len(sys.modules):
+        _MODULES = (len(sys.modules), [m for name, m in list(sys.modules.items()) if name == "trackio" or name.startswith("trackio.")])
+    return _MODULES[1]
 
 
 class TrackioBackend(RemoteBackend):
@@ -203,11 +216,7 @@ class TrackioBackend(RemoteBackend):
         os.environ["TRACKIO_DIR"] = str(self.store)  # read by trackio's first import
         require("trackio", "trackio", PURPOSE)
         saved: list[tuple[Any, str, Any]] = []
-        for module in [
-            m
-            for name, m in sys.modules.items()
-            if name == "trackio" or name.startswith("trackio.")
-        ]:
+        for module in _trackio_modules():
             for constant, sub in _DIR_CONSTANTS.items():
                 if isinstance(getattr(module, constant, None), Path):
                     saved.append((module, constant, getattr(module, constant)))

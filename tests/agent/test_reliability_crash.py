@@ -72,7 +72,7 @@ WRITER = textwrap.dedent(
     """
 )
 #: Records the child writes at full speed; then 40 a second until it is killed. The backlog the agent
-#: meets stays bounded however long it takes to start delivering: beside busy loops the agent (niced 19)
+#: meets stays bounded however long it takes to start delivering: beside busy loops the agent
 #: delivered nothing to W&B for 9 minutes while an unbounded writer journaled 760,000 records (164 MB).
 FULL_SPEED = 20_000
 

@@ -33,7 +33,7 @@ from trackio_reader import store
 from waiting import wait_until
 
 VALUES = 3000
-#: Seconds any wait may take: beside a busy loop on every core the agent (niced 19, SCHED_BATCH) gets a few per cent of
+#: Seconds any wait may take: beside a busy loop on every core the agent (SCHED_BATCH) gets a share of
 #: a core, and a machine shared with other test runs gives less (a lane run here at load 20-30 needed over 300 s).
 PATIENCE = 900
 pytestmark = pytest.mark.reliability

@@ -91,7 +91,7 @@ def test_a_hanging_tracker_does_not_hold_close_past_its_timeout_and_is_delivered
     assert logger.close(timeout=1.0) is False  # returned while the stand-in tracker still hangs (until `hang` goes)
     err = capfd.readouterr().err
     assert f"rltrack sync {logger.run_dir} --to stand_in_tracker:FileTracker" in err and "the agent goes on delivering" in err
-    progress = lambda: delivery_progress(logger.run_dir.parent)  # noqa: E731 - the agent, niced 19, is slow beside busy loops, not stuck
+    progress = lambda: delivery_progress(logger.run_dir.parent)  # noqa: E731 - the agent is slow beside busy loops, not stuck
     wait_while_advancing(lambda: "filetracker.pending" in report_counts(logger.run_dir), progress, STALL, "report.json to say filetracker.pending")
     hang.unlink()  # the tracker is back: the agent delivers the rest without anyone waiting
     wait_while_advancing(lambda: (logger.run_dir / "filetracker.status").is_file(), progress, STALL, "the stand-in tracker's run to end")

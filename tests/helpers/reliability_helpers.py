@@ -5,7 +5,7 @@ child that logs through rltrack (so it can be killed, interrupted or starved
 without taking pytest down), and they all read back what each tracker really
 stored: MLflow through its client, W&B from its `.wandb` files (also those a
 killed process left torn), Neptune from the operations in `data-*.log`.
-And they wait for the agent, niced 19, which beside busy loops is slow but
+And they wait for the agent, which beside busy loops is slow but
 not stuck: `close_delivered` bounds the time without progress.
 """
 
@@ -195,8 +195,8 @@ def delivery_progress(root: Path) -> tuple[int, int]:
 
 def close_delivered(logger: Any, timeout: float = 30) -> bool:
     """`logger.close(timeout)`, and then, while the agent still delivers the
-    run and advances, the wait for it to finish (the agent runs niced 19: beside
-    busy loops it gets a few per cent of a core, so a total bound would test
+    run and advances, the wait for it to finish (the agent shares the CPU: beside
+    busy loops it gets a share of the cores, so a total bound would test
     the machine's load, not rltrack). True when everything is delivered."""
     if logger.close(timeout=timeout, quiet=True):
         return True

@@ -34,7 +34,7 @@ def wait_while_advancing(condition: Callable[[], T], progress: Callable[[], obje
     """`wait_until`, bounded by the time without progress instead of the
     total: each change of `progress()` (how far the awaited work has come)
     starts `stall` again. For work that a loaded machine slows without
-    stopping it (the agent, niced 19, delivering beside busy loops): the
+    stopping it (the agent delivering beside busy loops): the
     wait fails when the work stops, not when it is slow."""
     seen = progress()
     deadline = time.monotonic() + stall

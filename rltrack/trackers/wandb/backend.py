@@ -330,6 +330,7 @@ class WandbBackend(RemoteBackend):
     def _init(self, hparams: list[Event]) -> Any:
         self._wandb = wandb = require("wandb", "wandb", "The wandb backend")
         _list_packages_once(wandb)
+        _no_launch_inputs(wandb)
         try:
             self._dir.mkdir(parents=True, exist_ok=True)
         except OSError:
@@ -559,3 +560,16 @@ def _list_packages_once(wandb: Any) -> None:
 
     working_set.rltrack_once = True  # type: ignore[attr-defined]
     util.working_set = working_set
+
+
+def _no_launch_inputs(wandb: Any) -> None:
+    """Skips W&B Launch's inputs at `wandb.init`: W&B applies the inputs a
+    Launch job staged in the same process, and rltrack's delivery runs in
+    its own (the agent, `rltrack sync`), where none is ever staged. Looking
+    imports W&B Launch and its API models: 0.6 s of CPU in an agent that holds
+    MLflow's and trackio's modules (pydantic reads every model's docstrings
+    through `inspect.getmodule`, which walks every module), a sixth of the
+    agent's start, at each start."""
+    run = getattr(getattr(wandb.sdk, "wandb_run", None), "Run", None)
+    if run is not None and hasattr(run, "_detect_and_apply_job_inputs"):
+        run._detect_and_apply_job_inputs = lambda self: None
