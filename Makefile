@@ -112,11 +112,13 @@ dist: $(DIST_VENV)/.installed
 # times, each run with a base temp of its own; the loops are stopped however
 # it ends. CI runs it once (.ci/run), against the wheel like the other lanes:
 # each scenario then runs quiet in `make test` and loaded here.
-# RELIABILITY_LOAD_NICE: the loops' niceness. 0, training's and the agent's
-# own (default, issue 42): training on every core. At 19 (the agent's niceness
-# until issue 42) the loops take half of the CPU the agent would have.
+# RELIABILITY_LOAD_NICE: the loops' niceness. 19 (default): the loops take
+# what the tests and the agent (niceness 0 since issue 42) leave, so the lane
+# stays within CI's time. 0 is training on every core, issue 42's condition:
+# tests/agent/test_reliability_load.py passed 6 of 6 beside three such loops,
+# but the whole lane has not been timed at 0 (2026-11-29).
 RELIABILITY_RUNS ?= 1
-RELIABILITY_LOAD_NICE ?= 0
+RELIABILITY_LOAD_NICE ?= 19
 test-reliability: $(VENV)/.installed
 	$(call installed,$(PY))
 	@cores=$$(nproc); loops=""; \
