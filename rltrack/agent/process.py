@@ -91,17 +91,6 @@ STATE_EVERY = 0.2
 STATUS_EVERY = 1.0
 #: At most one rewrite of a run's report.json per this many seconds when its trackers' conditions change.
 REPORT_EVERY = 1.0
-<<<<<<< HEAD
-=======
-#: The agent's niceness (`RLTRACK_AGENT_NICENESS`; wandb-core inherits it): training's
-#: own, so that trackers show a run while it keeps every core busy. Beside two busy loops
-#: (bench/bench_freshness.py) at 19 values reached the trackers minutes late (its start,
-#: ~3.5 s of CPU, took minutes at ~1.5% of a core), at 10 about 2 minutes, at 0 a median of 1.6 s (p99 14 s).
-NICENESS_TEXT = os.environ.get("RLTRACK_AGENT_NICENESS", "0")
-if not NICENESS_TEXT.strip().lstrip("+-").isdigit():
-    raise ValueError(f"RLTRACK_AGENT_NICENESS={NICENESS_TEXT!r} is not a niceness: use a whole number from -20 to 19 (0, training's own, by default)")
-NICENESS = int(NICENESS_TEXT)
->>>>>>> i42b
 #: OSErrors of the machine, not of a run: retried at the next turn even while serving a run (see `Agent._contained`).
 MACHINE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM, errno.EDQUOT})
 #: Journal entries a feed reads per step: the agent steps every writer's feed in turn.
