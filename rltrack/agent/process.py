@@ -72,7 +72,7 @@ from rltrack.journal.feed import JournalFeed
 from rltrack.core.locks import hold
 from rltrack.agent.resources import FILES_PER_WRITER, descriptor_budget, lower_priority, open_descriptors
 from rltrack.core.report import Report
-from rltrack.delivery.run_end import merge_into_report_file, record_end
+from rltrack.delivery.run_end import merge_into_report_file, record_end, tracker_status
 from rltrack.core.turns import Faults, Turns
 
 #: Seconds between looks at the registrations: a new run, or a run's end, is seen within that.
@@ -99,12 +99,6 @@ FEED_BATCH = 1000
 #: `FRESH`): a training that logs 10 records a second gave every tracker and file a batch
 #: of one, ~3 ms of the agent's CPU each; read twice a second, they take a few at once.
 FEED_EVERY = 0.5
-
-
-def tracker_status(status: str) -> str:
-    """The status a tracker's run ends with when its writer ended with `status`
-    (a crash is a failed run: trackers know no "crashed")."""
-    return "failed" if status == "crashed" else status
 
 
 class Writer:

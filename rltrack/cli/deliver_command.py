@@ -27,7 +27,7 @@ from rltrack.cli.sync_command import read_run_config
 from rltrack.delivery.construct import build_backend
 from rltrack.delivery.registry import RemoteBackend, RunContext, backend_class, is_backend_name
 from rltrack.delivery.cursor import DeliveryBusy
-from rltrack.delivery.run_end import merge_into_report_file
+from rltrack.delivery.run_end import merge_into_report_file, tracker_status
 from rltrack.delivery.worker import DeliveryWorker
 from rltrack.core.report import Report
 from rltrack.journal import ended_with, journal_files
@@ -91,7 +91,7 @@ class Deliverer:
         complete = all(status is not None for status in ends.values())
         for writer, worker in workers.items():
             if complete and not worker.journal_complete:
-                worker.end("failed" if ends[writer] == "crashed" else str(ends[writer]))
+                worker.end(tracker_status(str(ends[writer])))
             while worker.step():
                 pass
         if all(worker.done for worker in workers.values()):

@@ -33,7 +33,7 @@ from rltrack.delivery.registry import RemoteBackend, RunContext, backend_class, 
 from rltrack.training.config import load_config
 from rltrack.delivery.construct import build_backend
 from rltrack.delivery.cursor import LOCK_WAIT, Cursor, DeliveryBusy
-from rltrack.delivery.run_end import merge_into_report_file
+from rltrack.delivery.run_end import merge_into_report_file, tracker_status
 from rltrack.delivery.worker import DeliveryWorker
 from rltrack.journal import JOURNAL_NAME, end_torn_tail, ended_with, journal_files, journal_path
 from rltrack.core.report import SHOWN_REFUSED, Report
@@ -210,7 +210,7 @@ def _final_status(run_dir: Path, meta: dict[str, Any], force: bool) -> str:
     if status not in ENDED:  # the agent may not have marked meta.json yet: the journal's end line says
         status = ended_with(journal_path(run_dir, meta.get("worker"))) or status
     if status in ENDED:
-        return "failed" if status == "crashed" else str(status)
+        return tracker_status(str(status))
     if not force and _may_be_alive(meta):
         raise SyncError(
             f"{run_dir} is still running (pid {meta.get('pid')} on {meta.get('host')}) and delivers its own data; "

@@ -21,6 +21,12 @@ from rltrack.delivery.cursor import LOCK_WAIT, Cursor, cursor_files, report_pend
 from rltrack.sinks.rundir import mark_ended
 
 
+def tracker_status(status: str) -> str:
+    """The status a tracker's run ends with when its writer ended with `status`
+    (a crash is a failed run: trackers know no "crashed")."""
+    return "failed" if status == "crashed" else status
+
+
 def record_end(
     run_dir: Path, writer: str | None, pid: int, status: str, counts: dict[str, Any], trackers: list[str], states: dict[str, dict[str, Any]] | None = None
 ) -> None:  # fmt: skip
