@@ -205,6 +205,7 @@ class DeliveryWorker:
             self.thinning = Thinning(self.thinning.every, self.thinning.how)
 
     def _step(self, now: float) -> bool:
+        self.backend.save_state = self._keep_state  # the writers of a run share one backend: its state goes to this one's cursor
         if self.phase == "starting":
             self._start()
             self.phase = "delivering"
@@ -237,7 +238,7 @@ class DeliveryWorker:
             refusals = []
             taken = sum(1 for entry in entries if type(entry) is Event)
             try:
-                self.backend.deliver_lines(self.writer, self.journal, self._read_offset, offset, self._keep_state)
+                self.backend.deliver_lines(self.writer, self.journal, self._read_offset, offset)
             finally:
                 self._keep_state()
         else:

@@ -162,15 +162,18 @@ class RemoteBackend:
         #: The tracker's run id and resume data (JSON-serialisable), handed
         #: over by `resume`; delivery saves a copy in the cursor whenever it changes.
         self.state: dict[str, Any] = {}
+        #: Saves `state` in the cursor at once: delivery sets it before each
+        #: `deliver`; a backend calls it when its state changes before a write
+        #: the tracker cannot take back (a new tracker run, before its first row).
+        self.save_state: Callable[[], None] = lambda: None
 
     def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         """Takes `events` (`ids[i]` is the id of `events[i]`) or raises."""
         raise NotImplementedError
 
-    def deliver_lines(self, writer: str | None, journal: Path, start: int, end: int, save_state: Callable[[], None]) -> None:
+    def deliver_lines(self, writer: str | None, journal: Path, start: int, end: int) -> None:
         """For a tracker that `takes_lines`: takes the bytes [`start`, `end`)
-        of `writer`'s `journal` (whole lines) or raises; `save_state()` saves
-        `state` in the cursor at once, before a write the tracker cannot take back."""
+        of `writer`'s `journal` (whole lines) or raises."""
         raise NotImplementedError
 
     def sendable(self, event: Event) -> tuple[Event | None, list[str]]:

@@ -35,7 +35,6 @@ import time
 import zlib
 from collections import deque
 from pathlib import Path
-from typing import Callable
 
 from rltrack.core.optional import ensure_installed
 from rltrack.core.storage import Storage, is_uri, join
@@ -105,12 +104,10 @@ class StorageBackend(RemoteBackend):
         self._stored = 0
         self._files: dict[str, tuple[int, int, int]] = {}  # files written: relative path -> (size, mtime_ns, checksum of its tail)
         self._files_at = time.monotonic()
-        self._save_state: Callable[[], None] = lambda: None
 
     # ---- delivery ---------------------------------------------------------------
 
-    def deliver_lines(self, writer: str | None, journal: Path, start: int, end: int, save_state: Callable[[], None]) -> None:
-        self._save_state = save_state
+    def deliver_lines(self, writer: str | None, journal: Path, start: int, end: int) -> None:
         self._ticket += 1
         self._tickets.append((self._ticket, writer, end))
         start = max(start, self._written.get(writer, 0))  # a batch offered again after a later write of this call failed
@@ -181,7 +178,7 @@ class StorageBackend(RemoteBackend):
         if gathered.planned is None:
             gathered.planned = gathered.last
             self.state.setdefault("segments", {})[_key(writer)] = [gathered.first, gathered.planned]
-            self._save_state()
+            self.save_state()
         if gathered.planned > gathered.last:  # the journal's lines up to it are not yet taken again
             return
         first, last = gathered.first, gathered.planned

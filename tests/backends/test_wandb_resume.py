@@ -216,3 +216,48 @@ def test_sync_after_the_delivering_process_is_killed_continues_the_step_numberin
     assert xs == [float(s) for s in range(rows)]
     assert [row["_step"] for row in wandb_history(files[1])][0] == first
     assert run_records(files[1:]) == [True]
+
+
+#: The delivering process, killed inside its first batch: its W&B run was created and holds rows, and the batch never returned.
+KILLED_INSIDE_THE_FIRST_BATCH = """
+import os, sys, time
+from rltrack.trackers.wandb import backend
+from rltrack.cli.entry import main
+
+log = backend.WandbBackend._log
+
+def log_then_die(self, row):
+    log(self, row)
+    if self.position() == 300:  # wait until W&B's file holds rows, then die as SIGKILL would: no `finally` runs
+        deadline = time.monotonic() + 300
+        while self._file.count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os._exit(9)
+
+backend.WandbBackend._log = log_then_die
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_delivery_killed_inside_its_first_batch_is_continued_in_the_same_w_and_b_run(tmp_path):
+    """The W&B run's id is in the cursor before its first row: a delivery
+    killed after `wandb.init`, inside the batch that created the run, leaves
+    rows in W&B's file and no batch acknowledged; the next delivery resumes
+    that run and skips those rows (it once started another run and sent them again)."""
+    rows = 900
+    run_dir = local_run(tmp_path / "runs", "killed-early", range(rows)).run_dir
+    config = tmp_path / "wandb.toml"
+    config.write_text('[backends.wandb]\nproject = "rltrack-test"\n')
+    arguments = ["sync", str(run_dir), "--to", "wandb", "--config", str(config)]
+    env = child_env(tmp_path)
+    killed = subprocess.run([PYTHON, "-c", KILLED_INSIDE_THE_FIRST_BATCH, *arguments], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert killed.returncode == 9, killed.stderr
+    assert Cursor(run_dir, "wandb").delivered == 0 and Cursor(run_dir, "wandb").state["id"]
+    done = subprocess.run([PYTHON, "-m", "rltrack.cli", *arguments], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    files = wandb_files(run_dir)
+    assert len(files) == 2 and len({f.name for f in files}) == 1  # one W&B run, two sessions
+    assert len(wandb_history(files[0])) > 0
+    steps, xs = steps_and_values(files, "a/x")
+    assert steps == list(range(rows))
+    assert xs == [float(s) for s in range(rows)]

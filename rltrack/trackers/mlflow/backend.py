@@ -335,6 +335,7 @@ class MlflowBackend(RemoteBackend):
                 section=self.name,
             )
         self.state = {"tracking_uri": self.tracking_uri, "run_id": self._run_id}
+        self.save_state()  # before the first value: a kill then must not make the next delivery create another MLflow run
         return created.info.run_id
 
     def _tag_key(self, key: str) -> str:

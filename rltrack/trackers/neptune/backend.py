@@ -187,6 +187,7 @@ class NeptuneBackend(RemoteBackend):
             if self.mode == "offline" and offline.is_dir():
                 folders += sorted(set(os.listdir(offline)) - before)
         self.state = {**self.state, "folders": folders}
+        self.save_state()  # before the first value: the next session must know this session's folder
         return run
 
     def _resume_from(self, folders: list[Path]) -> None:

@@ -380,6 +380,7 @@ class WandbBackend(RemoteBackend):
         self._file = HistoryFile(Path(run.settings.sync_file))
         self._stored = (self._rows, time.monotonic())
         self.state = {**self.state, "id": run_id}
+        self.save_state()  # before the first row: a kill then must not make the next session start another W&B run
         self._skip_held()
         return run
 
