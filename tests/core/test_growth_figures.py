@@ -1,0 +1,74 @@
+"""The figures docs/ARCHITECTURE.md gives for what a library and a tracker
+cost to add (issue 43 item 6), computed from the tree: the files of
+`rltrack/` each registered library's and tracker's code lives in, and the
+members of the tracker contract (`RemoteBackend`). The table in the docs is
+the one this test prints (`python tests/core/test_growth_figures.py`); a change
+that moves a library's or a tracker's code changes the figures, and the docs with them."""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import rltrack
+from rltrack.delivery.registry import GROUP as TRACKERS
+from rltrack.frameworks.library import GROUP as LIBRARIES
+from rltrack.trackers.remote import RemoteBackend
+
+PACKAGE = Path(rltrack.__file__).parent
+ARCHITECTURE = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
+BEGIN, END = "<!-- growth figures: tests/core/test_growth_figures.py -->", "<!-- end of growth figures -->"
+
+
+def _own(group: str) -> dict[str, str]:
+    return {entry.name: entry.value.partition(":")[0] for entry in entry_points(group=group) if entry.value.startswith("rltrack.")}
+
+
+def _file(module: str) -> Path:
+    return Path(importlib.util.find_spec(module).origin).relative_to(PACKAGE)
+
+
+def library_files(name: str, module: str) -> list[str]:
+    """Its declaration's module and the modules named after it in frameworks/ and adapters/."""
+    found = {_file(module)}
+    for folder in ("frameworks", "adapters"):
+        found |= {path.relative_to(PACKAGE) for path in (PACKAGE / folder).glob(f"{name}.py")}
+        found |= {path.relative_to(PACKAGE) for path in (PACKAGE / folder).glob(f"{name}_*.py")}
+    return sorted(str(path) for path in found)
+
+
+def tracker_files(module: str) -> list[str]:
+    """Its module, or every module of the package of its own it lives in (its `__init__.py` only names it)."""
+    path = _file(module)
+    if path.parent.name in ("trackers", "sinks"):
+        return [str(path)]
+    return sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / path.parent).glob("*.py") if p.name != "__init__.py")
+
+
+def contract_members() -> list[str]:
+    return [name for name in vars(RemoteBackend) if not name.startswith("__")]
+
+
+def table() -> str:
+    rows = ["| kind | name | files | where |", "|---|---|---:|---|"]
+    for name, module in sorted(_own(LIBRARIES).items()):
+        files = library_files(name, module)
+        rows.append(f"| library | {name} | {len(files)} | {', '.join(f'`{f}`' for f in files)} |")
+    for name, module in sorted(_own(TRACKERS).items()):
+        if module.startswith("rltrack.trackers."):
+            files = tracker_files(module)
+            rows.append(f"| tracker | {name} | {len(files)} | {', '.join(f'`{f}`' for f in files)} |")
+    members = contract_members()
+    return "\n".join(rows) + f"\n\nThe tracker contract (`RemoteBackend`): {len(members)} members ({', '.join(f'`{m}`' for m in members)})."
+
+
+def test_the_architecture_page_gives_the_figures_of_the_tree():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text, f"docs/ARCHITECTURE.md lacks the figures between {BEGIN} and {END}"
+    shown = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+    assert shown == table(), "docs/ARCHITECTURE.md's growth figures differ from the tree: paste `python tests/core/test_growth_figures.py`"
+
+
+if __name__ == "__main__":
+    print(table())
