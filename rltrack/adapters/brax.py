@@ -32,6 +32,11 @@ Each call becomes one event per namespace at `step` on the axis `env_steps`
 Brax writes them; `eval/episode_reward` also as `evaluator/reward_mean`,
 `episode/sum_reward` as `collector/reward_mean` and the losses as their
 canonical names, per `run.names`.
+
+What rltrack knows about Brax 0.14 (`brax.training.agents.*.train`), as data:
+the names its `progress_fn(step, metrics)` metrics carry
+(`eval/episode_reward`, `training/...`, `episode/...`) and their canonical
+(DI-engine) twins.
 """
 
 from __future__ import annotations
@@ -41,8 +46,23 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from rltrack.adapters.library_run import emit_values, open_run, typed_hparams
-from rltrack.frameworks.brax import CANONICAL
+from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import STEP_AXIS
+
+#: Brax's metric names -> canonical (DI-engine) names.
+CANONICAL: dict[str, str] = {
+    "eval/episode_reward": "evaluator/reward_mean",
+    "eval/episode_reward_std": "evaluator/reward_std",
+    "episode/sum_reward": "collector/reward_mean",
+    "training/total_loss": "learner/total_loss_avg",
+    "training/policy_loss": "learner/policy_loss_avg",
+    "training/v_loss": "learner/value_loss_avg",
+    "training/entropy_loss": "learner/entropy_loss_avg",
+    "training/kl_mean": "learner/approx_kl_avg",
+}
+
+LIBRARY = Library(adapter=True, canonical=CANONICAL)
+
 
 SOURCE = "brax"
 

@@ -53,9 +53,12 @@ from typing import Any, Iterable, Mapping
 
 from rltrack.adapters.library_run import emit_values, open_run, plain
 from rltrack.core.values import flatten
+from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import STEP_AXIS
 
 SOURCE = "jax"
+#: `jax.debug.callback` targets, vmapped seeds kept apart: an adapter, no table of its own.
+LIBRARY = Library(adapter=True)
 PER_SEED = ("runs", "keys")
 
 

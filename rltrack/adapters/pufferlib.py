@@ -33,6 +33,10 @@ step)` with one flat dict at most every 0.25 s (`SPS`, `agent_steps`,
 `config` and the sections (`run=`, `backends=`, `filters=`) are those of
 `rltrack.make_logger`; `logger=` takes an rltrack `Logger` you made (then
 `close` leaves it open).
+
+What rltrack knows about PufferLib 3, as data: the names of the flat dict its
+trainer logs (`environment/*`, `losses/*`, `SPS`, ...) and their canonical
+(DI-engine) twins.
 """
 
 from __future__ import annotations
@@ -41,8 +45,24 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rltrack.adapters.library_run import emit_values, open_run, typed_hparams
-from rltrack.frameworks.pufferlib import CANONICAL
+from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import STEP_AXIS
+
+#: PufferLib's log keys -> canonical (DI-engine) names.
+CANONICAL: dict[str, str] = {
+    "environment/episode_return": "collector/reward_mean",
+    "environment/episode_length": "collector/avg_envstep_per_episode",
+    "SPS": "collector/avg_envstep_per_sec",
+    "learning_rate": "learner/cur_lr_avg",
+    "losses/policy_loss": "learner/policy_loss_avg",
+    "losses/value_loss": "learner/value_loss_avg",
+    "losses/approx_kl": "learner/approx_kl_avg",
+    "losses/clipfrac": "learner/clipfrac_avg",
+    "losses/explained_variance": "learner/explained_variance_avg",
+}
+
+LIBRARY = Library(adapter=True, canonical=CANONICAL)
+
 
 SOURCE = "pufferlib"
 

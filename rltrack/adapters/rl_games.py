@@ -26,6 +26,19 @@ It is rl_games' `DefaultAlgoObserver` otherwise (`scores/mean` and the
 episode statistics it writes stay); rl_games takes one observer: derive yours
 from this one (calling `super()`) to keep both. The run ends with the process (`finished`, or
 `failed` when training raised) or at `logger.close()`.
+
+What rltrack knows about rl_games (1.6), as data and pure functions: its
+configuration as hyperparameters.
+
+rl_games' agents write their scalars through a tensorboardX `SummaryWriter`
+in `<train_dir>/<experiment_name>/summaries` (`losses/a_loss`,
+`performance/step_fps`, `info/last_lr`, `rewards/...`, at the frame count),
+which rltrack's TensorBoard hook carries (rltrack.adapters.tensorboard). Its
+`AlgoObserver.before_init(base_name, config, experiment_name)` sees the rest:
+`config` (the `params["config"]` section of its YAML) and the experiment's
+name (`full_experiment_name`, else `name` and the start time: the folder it
+writes). `config["features"]` holds objects the runner adds (the observer
+itself), not settings.
 """
 
 from __future__ import annotations
@@ -33,14 +46,27 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from rltrack.adapters.on_access import subclass_on_access
 from rltrack.adapters import tensorboard
 from rltrack.core.optional import installed_version, require
-from rltrack.frameworks.rl_games import SOURCE, hparams
+from rltrack.frameworks.hparams import plain
+from rltrack.frameworks.library import Library
 
-_observers = require("rl_games.common.algo_observer", "rl_games", "rltrack.adapters.rl_games")
+SOURCE = "rl_games"
+#: Entries of `params["config"]` that the runner fills with objects, not settings.
+RUNTIME_ENTRIES = frozenset({"features"})
 
 
-class RLTrackObserver(_observers.DefaultAlgoObserver):
+def hparams(config: Mapping[str, Any]) -> dict[str, Any]:
+    """rl_games' `config` as typed hyperparameters (the runner's objects left out)."""
+    return plain({key: value for key, value in config.items() if key not in RUNTIME_ENTRIES})
+
+
+#: rl_games' writer (`losses/`, `performance/`, `info/`, `rewards/` at the frame count): its tags as written.
+LIBRARY = Library(packages=("rl_games",), adapter=True)
+
+
+class _Behaviour:
     """rl_games' default observer, plus the run's name and hyperparameters; see the module docstring."""
 
     def __init__(self, config: str | Path | Mapping[str, Any] | None = None, *, logger: Any = None, **sections: Any) -> None:
@@ -61,6 +87,9 @@ class RLTrackObserver(_observers.DefaultAlgoObserver):
         self.logger.log_hparams(hparams(config))
         self.logger.set_run_info({"framework": SOURCE, "rl_games_version": installed_version("rl-games"), "experiment_name": experiment_name})
         tensorboard.attach(self.logger)
+
+
+__getattr__ = subclass_on_access(__name__, "RLTrackObserver", _Behaviour, "rl_games.common.algo_observer:DefaultAlgoObserver", "rl_games")
 
 
 __all__ = ["RLTrackObserver"]

@@ -16,7 +16,7 @@ takes them), never a live object, since the dict is deep-copied. The run is
 named after rsl_rl's log directory (as its W&B writer names its run) unless
 the config names it.
 
-What the runner writes becomes (rltrack.frameworks.rsl_rl):
+What the runner writes becomes (`tag_route`, below):
 
 * `add_scalar(tag, value, it)`: one `scalars` value at `{"train_iter": it}`,
   under its tag as written (`Loss/value`), filed locally under its stage
@@ -32,6 +32,21 @@ What the runner writes becomes (rltrack.frameworks.rsl_rl):
 
 `save_file` (rsl_rl's git diffs, already in the log directory) and
 `save_video` are not sent.
+
+What rltrack knows about rsl_rl's log writer (rsl-rl-lib 5.4+), as pure
+functions: which namespace, key(s) and step axis a tag its runner writes
+goes to, and what `store_config(env_cfg, train_cfg)` becomes as hyperparameters.
+
+rsl_rl's runner (`rsl_rl.utils.logger.Logger.log`) calls the writer's
+`add_scalar(tag, value, it)` once per value and learning iteration: `Loss/`,
+`Policy/`, `Perf/`, `Train/`, `Episode/` tags and the environment's own
+extras (Isaac Lab's `Episode_Reward/...`, `Metrics/...`), all against the
+iteration `it`, except `Train/mean_reward/time` and
+`Train/mean_episode_length/time`, written against whole seconds of
+training. The tags mean here what they mean in rsl_rl's TensorBoard files,
+so the table is rsl_rl's TensorBoard one (`LIBRARY`: `Loss/` -> learner,
+`Perf/` -> time, `Train/` and `Episode/` -> collector, with their canonical
+names; every other tag at the iteration too).
 """
 
 from __future__ import annotations
@@ -40,16 +55,69 @@ import os
 import time
 from pathlib import Path
 from typing import Any, Mapping
+import dataclasses
+from typing import Any
 
+from rltrack.adapters.on_access import subclass_on_access
 from rltrack.core.events import Event
 from rltrack.core.optional import installed_version, require
 from rltrack.frameworks.canonical import names_mode
-from rltrack.frameworks.rsl_rl import SOURCE, config_hparams, tag_route
+from rltrack.frameworks.library import Library
+from rltrack.frameworks.stages import ITER_AXIS
+from rltrack.frameworks.tensorboard import Route, route
 
-_log_writer = require("rsl_rl.utils.log_writer", "rsl_rl", "rltrack.adapters.rsl_rl")
+SOURCE = "rsl_rl"
+
+#: Native tag -> canonical flat key.
+RSL_RL: dict[str, str] = {
+    "Train/mean_reward": "collector/reward_mean",
+    "Train/mean_episode_length": "collector/avg_envstep_per_episode",
+    "Loss/value": "learner/value_loss_avg",
+    "Loss/surrogate": "learner/policy_loss_avg",
+    "Loss/entropy": "learner/entropy_avg",
+    "Loss/learning_rate": "learner/cur_lr_avg",
+    "Perf/total_fps": "collector/avg_envstep_per_sec",
+}
+
+#: rsl_rl.utils.logger: the learning iteration `it`, `Train/<k>/time` at whole seconds.
+LIBRARY = Library(
+    packages=("rsl_rl",),
+    adapter=True,
+    stages={"Train": ("collector", ITER_AXIS), "Episode": ("collector", ITER_AXIS), "Loss": ("learner", ITER_AXIS),
+            "Policy": ("learner", ITER_AXIS), "Rnd": ("learner", ITER_AXIS), "Perf": ("time", ITER_AXIS)},
+    canonical=RSL_RL,
+    axis=ITER_AXIS,
+)  # fmt: skip
 
 
-class RLTrackLogWriter(_log_writer.LogWriter):
+def tag_route(tag: str, mode: str) -> Route:
+    """Where the values of one rsl_rl tag go (the tag as written and its
+    canonical twin per `run.names` `mode`, the stage, the axis): the route of
+    a tag rsl_rl's TensorBoard writer writes."""
+    return route(tag, mode, SOURCE)
+
+
+def config_hparams(env_cfg: Any, train_cfg: Any) -> dict[str, Any]:
+    """`store_config(env_cfg, train_cfg)` as hyperparameters: `{"train_cfg":
+    ..., "env_cfg": ...}` as rsl_rl's W&B writer stores them; an env config
+    object becomes a dict through its `to_dict()` (Isaac Lab's configclass),
+    as a dataclass, or through its attributes."""
+    return {"train_cfg": train_cfg, "env_cfg": _as_dict(env_cfg)}
+
+
+def _as_dict(cfg: Any) -> Any:
+    if isinstance(cfg, dict) or cfg is None:
+        return cfg
+    to_dict = getattr(cfg, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type):
+        return dataclasses.asdict(cfg)
+    attributes = getattr(cfg, "__dict__", None)
+    return dict(attributes) if isinstance(attributes, dict) else repr(cfg)
+
+
+class _Behaviour:
     """rsl_rl's log writer into one rltrack run; see the module docstring."""
 
     def __init__(self, log_dir: str, config: str | Path | Mapping[str, Any] | None = None, **sections: Any) -> None:
@@ -86,6 +154,9 @@ class RLTrackLogWriter(_log_writer.LogWriter):
 
     def stop(self) -> None:
         self.logger.close()
+
+
+__getattr__ = subclass_on_access(__name__, "RLTrackLogWriter", _Behaviour, "rsl_rl.utils.log_writer:LogWriter", "rsl_rl")
 
 
 __all__ = ["RLTrackLogWriter"]

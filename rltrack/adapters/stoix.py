@@ -34,6 +34,10 @@ The run is named `<system_name>_<unique_token>` (Stoix's system, `ff_ppo`,
 and the time stamp it gives all its loggers) unless the config names it.
 The class needs neither Stoix nor Hydra to import: Stoix calls its loggers
 by name, so it takes any `LogEvent`-like enum (or its value as a string).
+
+What rltrack knows about Stoix, as data: the names its loggers give values
+(`<event>/<key>`: `actor/episode_return/mean`, `trainer/total_loss`, ...) and
+their canonical (DI-engine) twins.
 """
 
 from __future__ import annotations
@@ -42,8 +46,25 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rltrack.adapters.library_run import emit_values, open_run, typed_hparams
-from rltrack.frameworks.stoix import CANONICAL
+from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import STEP_AXIS
+
+#: Stoix's stored names -> canonical (DI-engine) names.
+CANONICAL: dict[str, str] = {
+    "actor/episode_return/mean": "collector/reward_mean",
+    "actor/episode_length/mean": "collector/avg_envstep_per_episode",
+    "evaluator/episode_return/mean": "evaluator/reward_mean",
+    "evaluator/episode_return/std": "evaluator/reward_std",
+    "evaluator/episode_length/mean": "evaluator/avg_envstep_per_episode",
+    "trainer/total_loss": "learner/total_loss_avg",
+    "trainer/actor_loss": "learner/policy_loss_avg",
+    "trainer/value_loss": "learner/value_loss_avg",
+    "trainer/q_loss": "learner/critic_loss_avg",
+    "trainer/entropy_loss": "learner/entropy_loss_avg",
+}
+
+LIBRARY = Library(adapter=True, canonical=CANONICAL)
+
 
 SOURCE = "stoix"
 #: The axis of Stoix's `eval_step` (`t_eval`: the number of evaluations so far).

@@ -23,7 +23,7 @@ What each call becomes:
 * `log_scalar(name, value, step)` and `log_metrics(...)` (TorchRL's base class
   converts the tensors, then calls `log_scalar` per key): one `scalars` value
   under TorchRL's own name (`loss_objective`, `r_training`), with its
-  canonical twin (`learner/policy_loss_avg`, rltrack.frameworks.torchrl) per
+  canonical twin (`learner/policy_loss_avg`, `CANONICAL` below) per
   `run.names`; `step` on the axis `step_axis` (`env_steps`: TorchRL's
   trainers log at collected frames). A value without a step takes the last
   steps given, as everywhere in rltrack;
@@ -34,6 +34,19 @@ What each call becomes:
 * `log_hparams(cfg)`: a dict, an OmegaConf/Hydra config (resolved to a
   container, as TorchRL's loggers do) or an `argparse.Namespace`, as `hparams`;
 * `flush()` waits for the run directory, `close()` (TorchRL 0.14's `shutdown()`) ends the run.
+
+What rltrack knows about TorchRL, as data: the axis its trainers' `step`
+counts and the canonical (DI-engine) names of the keys its loss modules and
+trainers log.
+
+TorchRL's `Trainer` calls `logger.log_scalar(key, value, step=collected_frames)`
+for the values of its hooks and loss modules (`loss_objective`,
+`loss_critic`, `r_training`, `grad_norm_0`, ...): its `step` counts collected
+environment frames. Its `r_training`/`r_evaluation` are per-step reward
+means of a batch, not episode returns, so they get no `reward_mean` twin.
+Bare names that any code logs (`loss` of DQN, `entropy`, `lr`) get none
+either: the vocabulary also names the values of runs written without
+rltrack (rltrack.runs), where such a name says nothing of TorchRL.
 """
 
 from __future__ import annotations
@@ -42,16 +55,38 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from rltrack.adapters.on_access import subclass_on_access
 from rltrack.adapters.sb3_media import save_video
 from rltrack.core.events import Event
 from rltrack.core.optional import installed_version, require
 from rltrack.frameworks.canonical import by_namespace, names_mode, with_canonical_names
-from rltrack.frameworks.torchrl import CANONICAL, SOURCE, TRAINER_STEP_AXIS
+from rltrack.frameworks.library import Library
+from rltrack.frameworks.stages import STEP_AXIS
 
-_loggers = require("torchrl.record.loggers", "torchrl", "rltrack.adapters.torchrl")
+SOURCE = "torchrl"
+
+#: The axis of `step` in TorchRL's trainers (collected frames); the adapter's default.
+TRAINER_STEP_AXIS = STEP_AXIS
+
+#: TorchRL native key (as its loss modules and trainer hooks name it) -> canonical flat key.
+CANONICAL: dict[str, str] = {
+    "loss_objective": "learner/policy_loss_avg",  # PPO, A2C
+    "loss_actor": "learner/policy_loss_avg",  # SAC, TD3, DDPG
+    "loss_critic": "learner/value_loss_avg",  # PPO, A2C
+    "loss_value": "learner/value_loss_avg",  # DDPG
+    "loss_qvalue": "learner/critic_loss_avg",  # SAC, TD3, CQL
+    "loss_entropy": "learner/entropy_loss_avg",  # PPO, A2C
+    "loss_alpha": "learner/alpha_loss_avg",  # SAC
+    "kl_approx": "learner/approx_kl_avg",
+    "clip_fraction": "learner/clipfrac_avg",
+}
 
 
-class RLTrackLogger(_loggers.Logger):
+#: TorchRL's `Logger` (rltrack.adapters.torchrl).
+LIBRARY = Library(adapter=True, canonical=CANONICAL)
+
+
+class _Behaviour:
     """A TorchRL logger writing into one rltrack run; see the module docstring."""
 
     def __init__(
@@ -158,6 +193,9 @@ def _resolved(cfg: Any) -> Any:
 
         return OmegaConf.to_container(cfg, resolve=True)
     return vars(cfg)
+
+
+__getattr__ = subclass_on_access(__name__, "RLTrackLogger", _Behaviour, "torchrl.record.loggers:Logger", "torchrl")
 
 
 __all__ = ["CANONICAL", "RLTrackLogger"]

@@ -23,7 +23,7 @@ HF's own callbacks do):
 * `on_log(logs)`: every value at `state.global_step` (axis `train_iter`:
   optimizer updates) under the name HF's TensorBoard callback gives it
   (`train/loss`, `train/reward`, `train/rewards/<func>/mean`, `eval/loss`,
-  rltrack.frameworks.transformers), with a canonical twin for the few that
+  `CANONICAL`, below), with a canonical twin for the few that
   have one (`learner/total_loss_avg` ...) per `run.names`; a text value as a
   `text` event. An evaluation's metrics reach the callbacks through `on_log`
   too (`Trainer.evaluate` logs them), so they are recorded there, once;
@@ -34,6 +34,20 @@ HF's own callbacks do):
 * the run ends at `close()` or at the process's end: `finished`, or `failed`
   when training raised (rltrack's exit hooks); not at `on_train_end`, so
   that a `trainer.evaluate()` after training lands in the same run.
+
+What rltrack knows about Hugging Face transformers' `Trainer` (and TRL's
+trainers built on it: GRPO, PPO, DPO, SFT ...), as data and pure functions:
+the names its own TensorBoard callback gives the values of `Trainer.log`, the
+axis of `state.global_step`, which of its keys have a canonical twin, and the
+run name its arguments give.
+
+`Trainer.log(logs)` hands every callback's `on_log` a flat dict (`loss`,
+`learning_rate`, `grad_norm`, TRL's `reward`, `rewards/<func>/mean`,
+`completions/mean_length`, ...; an evaluation's `eval_loss`, a prediction's
+`test_loss`); HF's TensorBoard callback stores them as `train/loss`,
+`eval/loss`, `test/loss` (`rewrite_logs` in
+`transformers/integrations/integration_utils.py`), the names its users see in
+TensorBoard and W&B: `tags` gives the same.
 """
 
 from __future__ import annotations
@@ -44,18 +58,65 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
+from rltrack.adapters.on_access import subclass_on_access
 from rltrack.core.events import Event
 from rltrack.core.optional import installed_version, require
 from rltrack.frameworks.canonical import by_namespace, names_mode, with_canonical_names
-from rltrack.frameworks.transformers import CANONICAL, SOURCE, STEP_AXIS, run_name, tags
+from rltrack.frameworks.library import Library
 
-_callbacks = require("transformers.trainer_callback", "transformers", "rltrack.adapters.transformers")
+SOURCE = "transformers"
+
+#: The axis of `state.global_step` (optimizer updates) in rltrack's step axes.
+STEP_AXIS = "train_iter"
+
+#: `on_log` prefixes -> the namespace HF's TensorBoard callback puts them in; any other key is `train/`.
+PREFIXES = (("eval_", "eval"), ("test_", "test"))
+TRAIN = "train"
+
+#: HF's tag (as `tags` gives it) -> canonical flat key. TRL's `reward` is the mean reward of the
+#: batch's completions (one completion: one episode); `loss` is the whole objective.
+CANONICAL: dict[str, str] = {
+    "train/loss": "learner/total_loss_avg",
+    "train/learning_rate": "learner/cur_lr_avg",
+    "train/entropy": "learner/entropy_avg",
+    "train/reward": "collector/reward_mean",
+    "eval/reward": "evaluator/reward_mean",
+}
+
+
+def tags(logs: Mapping[str, Any]) -> dict[str, Any]:
+    """`logs` of one `on_log` under the names HF's TensorBoard callback gives them:
+    `eval_x` -> `eval/x`, `test_x` -> `test/x`, anything else `train/x`."""
+    tagged: dict[str, Any] = {}
+    for key, value in logs.items():
+        for prefix, namespace in PREFIXES:
+            if key.startswith(prefix):
+                tagged[f"{namespace}/{key[len(prefix):]}"] = value
+                break
+        else:
+            tagged[f"{TRAIN}/{key}"] = value
+    return tagged
+
+
+def run_name(args: Mapping[str, Any]) -> str | None:
+    """The run name `TrainingArguments` give (as a dict, `args.to_dict()`):
+    `run_name`, else the last part of `output_dir`; None without either."""
+    name = args.get("run_name")
+    if name:
+        return str(name)
+    last = str(args.get("output_dir") or "").replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return last if last not in ("", ".", "..") else None
+
+
+#: transformers' `Trainer` and TRL's trainers: HF's own tags, at `global_step`.
+LIBRARY = Library(packages=("transformers", "trl"), adapter=True, canonical=CANONICAL, axis=STEP_AXIS)
+
 
 #: HF's folder of one checkpoint in `output_dir` (`transformers.trainer_utils.PREFIX_CHECKPOINT_DIR`).
 CHECKPOINT_DIR = "checkpoint-{}"
 
 
-class RLTrackCallback(_callbacks.TrainerCallback):
+class _Behaviour:
     """A transformers `TrainerCallback` writing one rltrack run; see the module docstring."""
 
     def __init__(
@@ -139,6 +200,9 @@ class RLTrackCallback(_callbacks.TrainerCallback):
             self.logger.close(status=status)
         else:
             self.logger.flush()
+
+
+__getattr__ = subclass_on_access(__name__, "RLTrackCallback", _Behaviour, "transformers.trainer_callback:TrainerCallback", "transformers")
 
 
 __all__ = ["CANONICAL", "RLTrackCallback"]

@@ -69,11 +69,10 @@ real subclass of `ray.tune.logger.LoggerCallback` (Tune calls the `on_trial_*`
 hooks that base class defines, which route to `log_trial_*`; users and Tune
 tell callbacks apart with `isinstance`), and that base class exists only when
 Ray does, so the class is
-built on first access through a module-level `__getattr__` (PEP 562): `from
+built on first access (rltrack.adapters.on_access): `from
 rltrack.adapters.tune import RLTrackCallback` imports Ray then, and raises
-`rltrack.MissingExtraError` naming the `tune` extra when Ray is missing. The
-built class is stored in the module, so it is built once, pickles by reference
-(Tuner pickles its callbacks) and is what `isinstance` and `type()` report.
+`rltrack.MissingExtraError` naming the `tune` extra when Ray is missing; it
+pickles by reference (Tuner pickles its callbacks).
 The behaviour lives in the plain class `TrialLoggers`, which needs no Ray.
 """
 
@@ -92,6 +91,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from rltrack.adapters.on_access import subclass_on_access
 from rltrack.core.storage import join, uri_of
 from rltrack.frameworks.canonical import names_mode
 from rltrack.frameworks.tune import (
@@ -405,33 +405,16 @@ def _safe_attr(obj: Any, name: str) -> Any:
         return None
 
 
-def _build_callback_class() -> type:
-    from rltrack.core.optional import require
-
-    tune_logger = require("ray.tune.logger", "tune", "rltrack.adapters.tune.RLTrackCallback")
-    cls = type(
-        "RLTrackCallback",
-        (TrialLoggers, tune_logger.LoggerCallback),
-        {
-            "__module__": __name__,
-            "__qualname__": "RLTrackCallback",
-            "__doc__": "A `ray.tune.logger.LoggerCallback` that gives each trial its own rltrack run.\n\n"
-            "`RLTrackCallback(config=None, **overrides)`: `config` and `overrides` as for\n"
-            "`rltrack.make_logger`. See the `rltrack.adapters.tune` module docstring.",
-        },
-    )
-    globals()["RLTrackCallback"] = cls
-    return cls
-
-
-def __getattr__(name: str) -> Any:
-    if name == "RLTrackCallback":
-        return _build_callback_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | {"RLTrackCallback"})
+__getattr__ = subclass_on_access(
+    __name__,
+    "RLTrackCallback",
+    TrialLoggers,
+    "ray.tune.logger:LoggerCallback",
+    "tune",
+    doc="A `ray.tune.logger.LoggerCallback` that gives each trial its own rltrack run.\n\n"
+    "`RLTrackCallback(config=None, **overrides)`: `config` and `overrides` as for\n"
+    "`rltrack.make_logger`. See the `rltrack.adapters.tune` module docstring.",
+)
 
 
 __all__ = [

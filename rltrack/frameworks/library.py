@@ -100,4 +100,3 @@ def creator_library(module: str, file: str | None = None, imported: tuple[str, .
 
 #: Libraries with an adapter and no vocabulary or TensorBoard tags of their own to declare.
 TENSORBOARD = Library(adapter=True)  # any TensorBoard writer, with no code change
-JAX = Library(adapter=True)  # `jax.debug.callback` targets, vmapped seeds kept apart

@@ -42,7 +42,7 @@ class Recording(RLTrackLogWriter):
 
 def _stored(tag: str) -> list[str]:
     """The flat names an rsl_rl tag is stored under: native, then its canonical twin."""
-    from rltrack.frameworks.rsl_rl import tag_route
+    from rltrack.adapters.rsl_rl import tag_route
 
     return [f"{namespace}/{key}" for namespace, key, _ in tag_route(tag, "both").places]
 

@@ -19,7 +19,7 @@ import tiny_lm  # noqa: E402
 from library_readback import assert_once_everywhere, config, tracker_hparams  # noqa: E402
 
 from rltrack.adapters.transformers import RLTrackCallback  # noqa: E402
-from rltrack.frameworks.transformers import CANONICAL, run_name, tags  # noqa: E402
+from rltrack.adapters.transformers import CANONICAL, run_name, tags  # noqa: E402
 from rltrack.journal import read_journal  # noqa: E402
 
 

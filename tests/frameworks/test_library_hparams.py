@@ -10,7 +10,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from rltrack.frameworks import skrl, transformers
+from rltrack.adapters import skrl, transformers
 from rltrack.frameworks.hparams import plain
 
 

@@ -1,0 +1,39 @@
+"""An adapter class built on a library's own base class when it is first
+used, so that the adapter's module, which also declares the library
+(`LIBRARY`, read through the entry points by the TensorBoard translation,
+`rltrack runs` and the agent), imports nothing of the library.
+
+TorchRL, Tianshou, transformers, rl_games, rsl_rl and Ray Tune tell their
+loggers and callbacks apart by their base classes (`isinstance`, abstract
+methods), which exist only where the library is installed. The adapter's
+behaviour is a plain class; `subclass_on_access` returns the module-level
+`__getattr__` (PEP 562) that builds `name` from it and the library's base on
+first access (`from rltrack.adapters.torchrl import RLTrackLogger` imports
+TorchRL then, or raises `rltrack.MissingExtraError` naming the extra), and
+stores it in the module: it is built once, pickles by reference and is what
+`isinstance` and `type()` report.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+from rltrack.core.optional import require
+
+
+def subclass_on_access(module: str, name: str, behaviour: type, base: str, extra: str, doc: str | None = None) -> Callable[[str], Any]:
+    """The `__getattr__` of `module` that builds class `name`: `behaviour`
+    first, then `base` ("package.module:Class", of the extra `extra`); its
+    docstring `doc`, else the behaviour's."""
+    base_module, _, base_class = base.partition(":")
+
+    def __getattr__(attribute: str) -> Any:
+        if attribute != name:
+            raise AttributeError(f"module {module!r} has no attribute {attribute!r}")
+        library = require(base_module, extra, f"{module}.{name}")
+        built = type(name, (behaviour, getattr(library, base_class)), {"__module__": module, "__qualname__": name, "__doc__": doc or behaviour.__doc__})
+        setattr(sys.modules[module], name, built)
+        return built
+
+    return __getattr__
