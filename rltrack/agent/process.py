@@ -10,7 +10,8 @@ register the run in the agent directory (rltrack.agent.files). The agent:
 * reads each writer's journal once on its main thread (a `JournalFeed`, a
   batch per run in turn): the files write each batch there, and every
   tracker that is caught up takes it on its own thread; a tracker that lags
-  reads its backlog from the journal itself (see rltrack.journal.feed);
+  reads its backlog from the journal itself (see rltrack.journal.feed); what
+  is done for one writer at each turn is rltrack.agent.writer's;
 * runs one thread per tracker configuration (tracker name and settings),
   stepping the workers of every run it serves in turn; the workers of one run
   share one backend (one tracker run for all its writers), and the clients
@@ -61,19 +62,18 @@ from rltrack.agent.files import (
     write_private,
 )
 from rltrack.delivery.registry import RemoteBackend, RunContext
-from rltrack.trackers.remote import error_text
 from rltrack.delivery.construct import build_backend
 from rltrack.agent.lanes import TrackerRun, import_clients, lane
 from rltrack.delivery.cursor import DeliveryBusy
 from rltrack.delivery.worker import DeliveryWorker
 from rltrack.delivery.files import FilesDelivery
-from rltrack.journal import end_torn_tail, journal_path
 from rltrack.journal.feed import JournalFeed
 from rltrack.core.locks import hold
 from rltrack.agent.resources import FILES_PER_WRITER, descriptor_budget, lower_priority, open_descriptors
 from rltrack.core.report import Report
-from rltrack.delivery.run_end import merge_into_report_file, record_end, tracker_status
-from rltrack.core.turns import Faults, Turns
+from rltrack.delivery.run_end import tracker_status
+from rltrack.core.turns import Turns
+from rltrack.agent.writer import RETRY_AFTER_END, Writer
 
 #: Seconds between looks at the registrations: a new run, or a run's end, is seen within that.
 SCAN_EVERY = 0.1
@@ -81,79 +81,17 @@ SCAN_EVERY = 0.1
 ALIVE_EVERY = 1.0
 #: Seconds without any run to serve before the agent exits.
 IDLE_EXIT = float(os.environ.get("RLTRACK_AGENT_IDLE", "30"))
-#: Seconds a failing tracker is retried after its run ended; then the rest waits for `rltrack sync`.
-#: A tracker that takes batches is never given up, however long its backlog.
-RETRY_AFTER_END = float(os.environ.get("RLTRACK_AGENT_RETRY", "300"))
 #: Seconds a stopped agent (SIGTERM, `rltrack agent stop`) waits for its trackers to store what they took.
 STOP_WAIT = 30.0
-#: Seconds between the saves of a writer's state while it runs (at once when it ends).
-STATE_EVERY = 0.2
 STATUS_EVERY = 1.0
-#: At most one rewrite of a run's report.json per this many seconds when its trackers' conditions change.
-REPORT_EVERY = 1.0
 #: OSErrors of the machine, not of a run: retried at the next turn even while serving a run (see `Agent._contained`).
 MACHINE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOSPC, errno.ENOMEM, errno.EDQUOT})
-#: Journal entries a feed reads per step: the agent steps every writer's feed in turn.
-FEED_BATCH = 1000
-#: Seconds a caught-up writer's journal waits before it is read again (below the feed's
-#: `FRESH`): a training that logs 10 records a second gave every tracker and file a batch
-#: of one, ~3 ms of the agent's CPU each; read twice a second, they take a few at once.
-FEED_EVERY = 0.5
-
-
-class Writer:
-    """One registration: one writer of one run, from its logger's start until
-    its files are complete and every tracker has it (or was given up)."""
-
-    def __init__(self, key: str, registration: dict[str, Any], report: Report) -> None:
-        self.key = key
-        self.registration = registration
-        #: (inode, mtime, size) of the registration file when it was last read: it is read again only when that changes.
-        self.stamp: tuple[int, int, int] | None = None
-        self.run_dir = Path(registration["run_dir"])
-        self.writer: str | None = registration.get("writer")
-        self.report = report
-        #: Its local files, and the reader of its control lines (counts, end): every writer has one, with file backends or none.
-        self.files: FilesDelivery
-        #: Reads the journal once for the files and the trackers, from where the files stopped.
-        self.feed: JournalFeed
-        self.faults = Faults(report, lambda reason: print(f"rltrack agent: {self.run_dir}: {reason}", file=sys.stderr, flush=True), error_text)
-        #: The first error of each backend, for the logger to print at close (the agent's own stderr is its log).
-        self.errors = self.faults.first
-        self.failed = self.faults.failed
-        self.workers: dict[str, DeliveryWorker] = {}
-        self.waiting: set[str] = set(registration["trackers"])  # trackers whose cursor another process holds
-        self.status: str | None = None
-        self.ended_at: float | None = None
-        self.end_recorded = False  # the journal's counts are in report.json (once the journal is read to its end)
-        #: The trackers' conditions report.json was last written with, and when (`time.monotonic()`).
-        self.reported: dict[str, Any] = {}
-        self.report_saved_at = 0.0
-        self.saved_state: dict[str, Any] | None = None
-        self.saved_at = 0.0
-        self.caught_up_at = 0.0  # when its feed last found nothing new (`time.monotonic()`)
-
-    def state(self) -> dict[str, Any]:
-        trackers = {
-            name: {"pending_bytes": worker.pending_bytes(), "last_error": worker.last_error, "fix": worker.fix, "done": worker.done,
-                   "batches_dropped": worker.inbox.dropped,
-                   "failing_since": worker.condition().get("failing_since")}
-            for name, worker in self.workers.items()
-        }
-        for name in self.waiting:
-            trackers[name] = {"pending_bytes": None, "last_error": "another process delivers it (rltrack sync?)", "done": False}
-        return {
-            "run_dir": str(self.run_dir),
-            "writer": self.writer,
-            "status": self.status,
-            "files_offset": self.files.flushed,
-            "trackers": trackers,
-            "errors": list(self.errors.values()),
-            "done": False,
-        }
 
 
 class Agent:
+    """The agent's main thread: finds the writers to serve in the
+    registrations, serves each in turn, and gives their trackers to the lanes."""
+
     def __init__(self, directory: Path, budget: int) -> None:
         self.dir = directory
         self.started = time.time()
@@ -186,7 +124,7 @@ class Agent:
                     busy = self._contained(f"serve {writer.run_dir}", lambda: self._serve(writer), of_a_run=True) or busy
                 except Exception as exc:  # one run's fault (a journal it cannot read) must not end the agent of every run
                     writer.failed("agent", "serve", exc)
-                    self._save_state(writer)  # the logger reads the error there, and says it
+                    writer.save_state()  # the logger reads the error there, and says it
                     if writer.ended_at is not None and time.monotonic() - writer.ended_at > RETRY_AFTER_END:
                         for worker in writer.workers.values():  # given up like a failing tracker: the rest waits for `rltrack sync`
                             worker.stop()
@@ -221,7 +159,7 @@ class Agent:
         while not all(worker.done for worker in workers) and time.monotonic() < deadline:
             time.sleep(SCAN_EVERY)
         for writer in self.writers.values():
-            self._contained("save", lambda: self._save_state(writer))
+            self._contained("save", writer.save_state)
         self._contained("status", self._save_status)
         held = sum(not worker.done for worker in workers)
         print(f"rltrack agent {os.getpid()}: stopped ({signal.Signals(self.stop_signal or signal.SIGTERM).name}): "
@@ -282,9 +220,9 @@ class Agent:
                     continue
             writer.registration, writer.stamp = registration, stamp
             if writer.status is None and registration.get("status"):
-                self._end(writer, registration["status"])
+                writer.end(registration["status"])
             elif writer.status is None and check_alive and not process_alive(int(registration["pid"]), registration.get("pid_start")):
-                self._crashed(writer)
+                writer.crashed()
             for name in list(writer.waiting):
                 self._add_tracker(writer, name)
         self.queued = queued
@@ -298,7 +236,7 @@ class Agent:
             if entry not in sys.path:
                 sys.path.append(entry)
         report, users = self.reports.get(run_dir, (Report(), 0))
-        writer = Writer(key, registration, report)
+        writer = Writer(key, registration, report, state_path(self.dir, key), lambda: self._trackers_of(run_dir))
         context = RunContext(run_dir, registration["name"], registration["config"], report, writer.writer)
         sinks = []
         for name, settings in registration["files"].items():
@@ -348,96 +286,15 @@ class Agent:
     # ---- serving a writer ---------------------------------------------------------
 
     def _serve(self, writer: Writer) -> bool:
-        """Reads a batch of the writer's journal for its files and trackers; ends
-        the writer once everything is done. True if busy."""
-        busy = False
-        files = writer.files
-        now = time.monotonic()
-        due = writer.status is not None or now - writer.caught_up_at >= FEED_EVERY
-        if due and not writer.feed.ended and (files.closed or files.flush()):  # the files on disk first: a full disk holds the journal's next batch back
-            busy = writer.feed.step(FEED_BATCH)
-            if not busy:
-                writer.caught_up_at = now
-        if not files.closed and not busy and files.flush() and writer.status is not None and writer.feed.ended:  # read to the end of the writer's journal
-            if not writer.end_recorded:  # before the files' cursor is closed: killed between, the next agent reads the counts again
-                self._record_end(writer, delivering=True)
-                writer.end_recorded = True
-            files.close(writer.status)
-        if not files.closed and files.blocked and writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END:
-            files.give_up()  # a disk that stays full: the files are written anew by the next session, from the journal
-        if writer.status is not None and files.closed:
-            for worker in writer.workers.values():
-                if not worker.done and (worker.fix is not None or worker.failing_longer_than(RETRY_AFTER_END, since=writer.ended_at)):
-                    worker.stop()  # an error that cannot heal is not retried for minutes after the end: `rltrack sync` once fixed
-            if writer.ended_at is not None and now - writer.ended_at > RETRY_AFTER_END:
-                writer.waiting.clear()
-            if not writer.waiting and all(worker.done for worker in writer.workers.values()):
-                self._finish(writer)
-                return busy
-        if now - writer.saved_at >= STATE_EVERY:
-            self._save_state(writer)
-        self._report_trackers(writer, now)
+        """A turn of `writer` (`Writer.serve`); forgets it once it is over. True if busy."""
+        busy = writer.serve()
+        if writer.over:
+            self._finish(writer)
         return busy
 
-    def _end(self, writer: Writer, status: str) -> None:
-        """The writer's journal is complete: deliver the rest, then end the trackers' runs with `status`."""
-        writer.status = status
-        writer.ended_at = time.monotonic()
-        writer.feed.complete = True
-        for worker in writer.workers.values():
-            worker.end(tracker_status(status))
-
-    def _crashed(self, writer: Writer) -> None:
-        """The writer's process is gone without closing the run: what its journal holds is delivered."""
-        journal = journal_path(writer.run_dir, writer.writer)
-        if end_torn_tail(journal) == "cut":
-            writer.report.count("torn", f"{journal.name}: the last line was cut short by a crash and is removed", section="journal")
-        self._end(writer, "crashed")
-
-    def _record_end(self, writer: Writer, delivering: bool) -> None:
-        """Adds the run's counts (the training process's, journaled, and the
-        agent's) and the sections of the writer's trackers to report.json;
-        marks meta.json ended with the status the journal ends with (else the
-        registration's: `crashed`), unless it is marked already. While
-        trackers are `delivering`, what they count stays in the run's report
-        until their cursors take it (see `DeliveryWorker._confirm`)."""
-        assert writer.status is not None, "a writer's end is recorded once it has ended"
-        status = writer.files.ended or writer.status
-        self._save_report(writer, delivering, lambda counts, trackers, states: record_end(
-            writer.run_dir, writer.writer, int(writer.registration["pid"]), status, counts, trackers, states))
-
-    def _report_trackers(self, writer: Writer, now: float) -> None:
-        """Rewrites report.json when a tracker's condition changed (delivered, given up,
-        failing, with the error), at most once every `REPORT_EVERY` seconds."""
-        if now - writer.report_saved_at < REPORT_EVERY or self._conditions(writer) == writer.reported:
-            return
-        writer.report_saved_at = now
-        self._save_report(writer, True, lambda counts, trackers, states: merge_into_report_file(writer.run_dir, counts, trackers, states))
-
-    def _save_report(self, writer: Writer, delivering: bool, save: Callable[[dict[str, Any], list[str], dict[str, Any]], None]) -> None:
-        """`save(counts, trackers, states)`: what the run's report counted since
-        (while trackers are `delivering`, their sections stay until their
-        cursors take them), the writer's trackers and their conditions. On a
-        full disk the counts are kept for the next save."""
-        report = self.reports[writer.run_dir][0]
-        leave = {run.backend.name for key, run in self.tracker_runs.items() if key[0] == writer.run_dir} if delivering else set()
-        states = self._conditions(writer)
-        counts = report.take(leave)
-        try:
-            save(counts, [worker.backend.name for worker in writer.workers.values()], states)
-        except OSError as exc:
-            report.add(counts)  # kept for the next save of report.json
-            writer.failed("report", "save", exc)
-            return
-        writer.reported = states
-
-    def _conditions(self, writer: Writer) -> dict[str, dict[str, Any]]:
-        """Each tracker's condition (`DeliveryWorker.condition`); one the agent could not open is "not opened", with its error."""
-        states = {worker.backend.name: worker.condition() for worker in writer.workers.values()}  # named as report.json's sections
-        for name in writer.registration["trackers"]:
-            if name not in writer.workers:
-                states[name] = {"state": "not opened", "error": writer.errors.get(name) or "another process delivers it (rltrack sync?)"}
-        return states
+    def _trackers_of(self, run_dir: Path) -> set[str]:
+        """The trackers of the run in `run_dir` (of every writer of the run): their report sections stay while they deliver."""
+        return {run.backend.name for key, run in self.tracker_runs.items() if key[0] == run_dir}
 
     def _finish(self, writer: Writer) -> None:
         """Records the end (again: what was counted since, the trackers as they are now), saves the final state, forgets the writer."""
@@ -447,7 +304,7 @@ class Agent:
                 pending[name] = writer.errors.get(name)
         if not writer.files.closed and writer.registration["files"]:  # given up after an error serving the writer
             pending["files"] = writer.errors.get("agent")
-        self._record_end(writer, delivering=False)
+        writer.record_end(delivering=False)
         report, users = self.reports[writer.run_dir]
         if users > 1:
             self.reports[writer.run_dir] = (report, users - 1)
@@ -456,16 +313,9 @@ class Agent:
             for group_key in [k for k in self.tracker_runs if k[0] == writer.run_dir]:
                 del self.tracker_runs[group_key]
         state = {**writer.state(), "done": True, "pending": pending}
-        write_private(state_path(self.dir, writer.key), state)
+        write_private(writer.state_file, state)
         registration_path(self.dir, writer.key).unlink(missing_ok=True)
         del self.writers[writer.key]
-
-    def _save_state(self, writer: Writer) -> None:
-        state = writer.state()
-        if state != writer.saved_state:
-            write_private(state_path(self.dir, writer.key), state)
-            writer.saved_state = state
-        writer.saved_at = time.monotonic()
 
     def _save_status(self) -> None:
         status = {

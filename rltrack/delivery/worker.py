@@ -9,7 +9,7 @@ and `rltrack sync` resumes from the same cursor after a crash. A run with
 several writers has a journal per writer, and a cursor per backend and
 writer (`cursors/<backend>@<writer>.json`). In the agent a worker takes the
 batches its writer's `JournalFeed` parsed (rltrack.journal.feed) while it is
-caught up, and reads the journal itself while it lags.
+caught up, and reads the journal itself while it lags (rltrack.delivery.reading).
 
 A record the tracker cannot take never holds up the rest: what it is known
 in advance to refuse (`RemoteBackend.sendable`: text with no UTF-8 form,
@@ -36,9 +36,10 @@ from typing import Any, Callable
 
 from rltrack.trackers.remote import EventId, RemoteBackend, SessionLost, error_text
 from rltrack.core.events import Event
-from rltrack.journal import Entry, count_skipped, journal_path, read_batch
+from rltrack.journal import Entry, count_skipped, journal_path
 from rltrack.journal.feed import Batch, JournalFeed
 from rltrack.delivery.cursor import LOCK_WAIT, Cursor, lock_cursor, tracker_state
+from rltrack.delivery.reading import Reading
 from rltrack.delivery.thinning import Thinning
 from rltrack.core.refusals import refused, split_refused
 from rltrack.core.turns import Inbox
@@ -85,18 +86,16 @@ class DeliveryWorker:
         self.backend = backend
         self.close_at_end = close_at_end
         self.shared = shared or []
-        self.feed = feed
         #: Batches the feed handed over, in journal order (the agent's main thread puts, this worker's thread takes).
         self.inbox: Inbox[Batch] = Inbox(INBOX)
         self.run_dir = run_dir
         self.writer = writer
         self.journal = journal_path(run_dir, writer)
-        self._count_bad = count_skipped(backend.run.report, backend.name)
-        self._bad_seen = 0  # journal offset up to which skipped lines are counted: a batch retried is read again
         self._lock: int | None = lock_cursor(run_dir, backend.cursor_name, writer, LOCK_WAIT if lock_wait is None else lock_wait, waiting)
         self.cursor = Cursor(run_dir, backend.cursor_name, writer)  # read once locked: a process that held the lock may have moved it
         self.cursor.target = self.cursor.target or backend.target(backend.run)
-        self._read_offset = self.cursor.offset  # ahead of the cursor by what the tracker took but has not stored
+        #: Where the journal is read next (ahead of the cursor by what the tracker took but has not stored), from the feed or the journal.
+        self.reading = Reading(self.journal, self.cursor.offset, self.inbox, feed, count_skipped(backend.run.report, backend.name))
         self.thinning = Thinning(*backend.view) if backend.view else None  # the tracker's coarser view (rltrack.delivery.thinning)
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0
@@ -200,7 +199,7 @@ class DeliveryWorker:
         except Exception as exc:  # noqa: BLE001 - counted; reading still goes back to the cursor
             self.backend.run.report.count("errors", error_text(exc), section=self.backend.name)
         self._untold.clear()
-        self._read_offset = self.cursor.offset
+        self.reading.offset = self.cursor.offset
         if self.thinning is not None:  # its open windows are read again from the cursor, which stops at their first line
             self.thinning = Thinning(self.thinning.every, self.thinning.how)
 
@@ -218,7 +217,7 @@ class DeliveryWorker:
         # read means everything is delivered; if it gets set after the read,
         # the next step reads once more before ending.
         complete = self.journal_complete
-        batch = self._next_batch()
+        batch = self.reading.next(self.backend.max_batch)
         if batch is None:  # the feed reads the journal's next lines now
             self._confirm()
             return False
@@ -238,7 +237,7 @@ class DeliveryWorker:
             refusals = []
             taken = sum(1 for entry in entries if type(entry) is Event)
             try:
-                self.backend.deliver_lines(self.writer, self.journal, self._read_offset, offset)
+                self.backend.deliver_lines(self.writer, self.journal, self.reading.offset, offset)
             finally:
                 self._keep_state()
         else:
@@ -263,7 +262,7 @@ class DeliveryWorker:
         ids: list[EventId] = []
         starts: list[int] = []
         refusals: list[tuple[str, EventId]] = []
-        for entry, end, start in zip(entries, ends, [self._read_offset, *ends]):
+        for entry, end, start in zip(entries, ends, [self.reading.offset, *ends]):
             if type(entry) is Event:
                 event_id = EventId(self.writer, end)
                 event, left_out = self.backend.sendable(entry)
@@ -298,35 +297,7 @@ class DeliveryWorker:
         journal later). A lagging or failing worker reads the journal itself."""
         if self.failing_since is not None:
             return
-        last = self.inbox.last()
-        reach = self._read_offset if last is None else last.end
-        if batch.start <= reach < batch.end:
-            self.inbox.put(batch)
-
-    def _next_batch(self) -> tuple[list[Entry], int, list[int]] | None:
-        """The entries from the read offset (at most `max_batch`), the offset
-        after them and after each: from the inbox when it holds them, else from
-        the journal, or None to wait for the feed (it is fresh and this worker has read as far)."""
-        batch = self.inbox.first()
-        while batch is not None and batch.end <= self._read_offset:  # read from the journal meanwhile
-            self.inbox.take()
-            batch = self.inbox.first()
-        if batch is not None and batch.start <= self._read_offset:
-            entries, offset, ends, bad = batch.since(self._read_offset, self.backend.max_batch)
-            for where, why in bad:
-                self._skipped(self.journal, where, why)
-            return entries, offset, ends
-        feed = self.feed
-        if batch is None and feed is not None and self._read_offset >= feed.offset and not feed.ended and feed.fresh():
-            return None
-        ends: list[int] = []
-        entries, offset = read_batch(self.journal, self._read_offset, self.backend.max_batch, self._skipped, ends)
-        return entries, offset, ends
-
-    def _skipped(self, journal: Path, offset: int, reason: str) -> None:
-        if offset >= self._bad_seen:
-            self._bad_seen = offset + 1
-            self._count_bad(journal, offset, reason)
+        self.reading.offer(batch)
 
     def caught_up(self) -> bool:
         return self.cursor.offset >= (self.journal.stat().st_size if self.journal.is_file() else 0)
@@ -407,14 +378,14 @@ class DeliveryWorker:
         """Back to the cursor, after the tracker's session was lost: what it
         took beyond the cursor and did not store is delivered again, from the
         journal, by a new session (started as after a crash, see `_start`)."""
-        self._read_offset = self.cursor.offset
+        self.reading.offset = self.cursor.offset
         self._untold.clear()
         self.phase = "starting"
 
     def _taken(self, offset: int, events: int) -> None:
         """The tracker took the lines up to `offset`; the cursor may pass them
         once stored, but not the first line of a window still open (thinning)."""
-        self._read_offset = offset
+        self.reading.offset = offset
         held = self.thinning.held_from() if self.thinning is not None else None
         self._untold.append((offset if held is None else min(offset, held), events, self.backend.position()))
         self._confirm()

@@ -7,14 +7,6 @@ Why it is built this way:
   `init` is bounded by `init_timeout` and then retried with backoff; a hanging
   network is W&B's own background process's problem, and `Logger.close(timeout)`
   abandons a delivery that does not return.
-* **Steps that go backwards are kept.** `run.log(..., step=n)` silently drops a
-  row whose step is lower than the last one, which the event's own steps do on
-  resume and with several workers. So they are not W&B's step: each row
-  carries the event's step axes as ordinary keys, and every key is tied, the
-  first time it is seen, to the primary axis of its event with
-  `define_metric(key, step_metric=axis)`. Charts use that axis; rows are never
-  dropped. A key of the empty namespace that has an axis's name but another
-  value is renamed `<key>_value` (report).
 * **W&B's `_step` numbers the run's rows, across sessions.** Each row is
   logged with `step=` the number of rows the W&B run already holds (earlier
   sessions' files included; not in `mode = "shared"`, where W&B ignores
@@ -29,12 +21,9 @@ Why it is built this way:
   summary merged); the first passes none, so its folder's steps stay as they
   are whatever was synced before. README, "W&B offline runs", has the details
   and the upload commands.
-* **Kinds as W&B types**: scalars and timings as numbers, histograms as
-  `wandb.Histogram`, images as `wandb.Image` and videos as `wandb.Video` (a
-  path relative to the run directory, or a nested list of pixels), text as
-  `wandb.Html` (escaped, in `<pre>`), hyperparameters as the run's config
-  (`config.update(..., allow_val_change=True)` when they change), checkpoints
-  as `model` artifacts with aliases `latest`, `iteration_<N>` and `best`.
+* **Each event's row** (its step axes as keys, values as W&B types, names
+  W&B refuses left out, names it owns renamed) is made by a `RowMaker`
+  (rltrack.trackers.wandb.rows); this module keeps the W&B run's life.
 * **Grouping**: the W&B project is `project`, by default the run's task
   (its experiment in rltrack, `RunContext.task`, with the characters W&B
   refuses in project names replaced by `_`), and the W&B group is `group`, by
@@ -76,7 +65,6 @@ from __future__ import annotations
 import configparser
 import errno
 import functools
-import html
 import netrc
 import os
 import re
@@ -90,14 +78,14 @@ from urllib.parse import urlsplit
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.remote import EventId, RemoteBackend, SessionLost, check_names, check_tags, raised
 from rltrack.trackers.wandb.files import HistoryFile, rows_in_files
-from rltrack.core.events import NUMERIC_KINDS, Event
+from rltrack.trackers.wandb.rows import RowMaker, left_out_by_name
+from rltrack.core.events import Event
 from rltrack.core.optional import ensure_installed, require
 
 MODES = ("offline", "online", "disabled", "shared")
 #: `finish(exit_code=...)` per final status; "killed" and anything else get 255.
 EXIT_CODES = {"finished": 0, "failed": 1}
 KILLED_EXIT_CODE = 255
-_ARTIFACT_NAME = re.compile(r"[^A-Za-z0-9_.\-]+")
 #: Characters W&B refuses in a project name, and its longest.
 _PROJECT_UNSAFE = re.compile(r"[/\\#?%:]")
 MAX_PROJECT = 128
@@ -115,32 +103,6 @@ MIN_FREE = 1 << 20
 def wandb_project(task: str) -> str:
     """A task as a W&B project name."""
     return _PROJECT_UNSAFE.sub("_", task)[:MAX_PROJECT]
-
-
-#: History keys W&B writes itself: the row number, seconds since the run began, wall time, its own data.
-RESERVED = frozenset({"_step", "_runtime", "_timestamp", "_wandb"})
-
-
-#: Kinds whose values W&B writes to a file named after the value's key:
-#: `media/<kind>/<key>_<step>_<20 hex digits>.<ext>`, a folder per `/` of the key.
-MEDIA_KINDS = ("text", "image", "video")
-#: UTF-8 bytes of a file name (Linux, macOS); of the key's last part, what is left beside `_<step>_<id>.<ext>` (a 20-digit step).
-MAX_FILE_NAME = 255
-MAX_LAST_PART = MAX_FILE_NAME - len("_" + "9" * 20 + "_" + "f" * 20 + ".html")
-
-
-def _refused_name(tag: str, media: bool) -> str | None:
-    """Why W&B refuses a value named `tag` (`media`: of `MEDIA_KINDS`), None if it takes it."""
-    if not tag:
-        return "an empty name (W&B's define_metric requires one)"
-    if not media:
-        return None
-    if "\x00" in tag:
-        return "a NUL byte in its name (W&B names the value's file after it)"
-    *folders, last = (len(part.encode("utf-8")) for part in tag.split("/"))
-    if last > MAX_LAST_PART or any(size > MAX_FILE_NAME for size in folders):
-        return f"a name too long for W&B's file of the value (a part over {MAX_FILE_NAME} UTF-8 bytes, or {MAX_LAST_PART} for the last)"
-    return None
 
 
 class DirNotWritable(OSError):
@@ -185,7 +147,6 @@ class WandbBackend(RemoteBackend):
         self.init_timeout = float(init_timeout)
         self._wandb: Any = None  # the module, imported on the delivery thread
         self._run: Any = None
-        self._defined: set[str] = set()
         self._rows: int | None = None  # history rows logged to the W&B run, earlier sessions included; None: not yet counted
         self._resume_at: int | None = None  # the position of the cursor delivery continues from
         self._skip = 0  # rows of what comes next that the W&B run already holds
@@ -225,6 +186,7 @@ class WandbBackend(RemoteBackend):
     def open(self, run: RunContext) -> None:
         super().open(run)
         self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
+        self._maker = RowMaker(run, self.name)
 
     def deliver(self, events: list[Event], ids: list[EventId]) -> None:
         if self._run is None:
@@ -233,7 +195,7 @@ class WandbBackend(RemoteBackend):
         try:
             for event in events:
                 try:
-                    row = self._send(event)
+                    row = self._maker.row(event)
                 except (ValueError, TypeError) as exc:  # W&B refuses this event: count it, keep going
                     self.run.report.count("dropped", f"{event.kind} event: {type(exc).__name__}: {exc}", section=self.name)
                     continue
@@ -382,6 +344,7 @@ class WandbBackend(RemoteBackend):
         self.state = {**self.state, "id": run_id}
         self.save_state()  # before the first row: a kill then must not make the next session start another W&B run
         self._skip_held()
+        self._maker.begin(wandb, run)
         return run
 
     def _files_of(self, run_id: str | None) -> list[Path]:
@@ -401,116 +364,13 @@ class WandbBackend(RemoteBackend):
             )
         return str(saved or uuid.uuid4().hex[:16])
 
-    def _send(self, event: Event) -> dict[str, Any] | None:
-        """Hyperparameters and checkpoints go to W&B here (repeating them is
-        harmless); returns the history row of any other event, None if it has none."""
-        if event.kind == "hparams":
-            self._run.config.update(event.data, allow_val_change=True)
-            return None
-        if event.kind == "artifact":
-            self._checkpoint(event)
-            return None
-        values = {}
-        for key, value in event.data.items():
-            try:
-                converted = self._convert(event.kind, key, value)
-            except Exception as exc:  # noqa: BLE001 - a value W&B refuses is counted, the rest still goes
-                self.run.report.count("dropped", f"{event.kind} {event.tag(key)}: {type(exc).__name__}: {exc}", section=self.name)
-                continue
-            if converted is not None:
-                values[self._own_name(event.tag(key))] = converted
-        if not values:
-            return None
-        row = self._with_axes(values, event.steps)
-        self._define(row, event.steps)
-        return row
-
-    def _convert(self, kind: str, key: str, value: Any) -> Any:
-        """The W&B value of one event value, or None (counted) when it has none."""
-        wandb = self._wandb
-        if kind in NUMERIC_KINDS:
-            if value is None:
-                self.run.report.count("dropped", "None value", section=self.name)
-            return value
-        if kind == "histogram":
-            return wandb.Histogram(value) if value else None  # NaN and ±inf are left out before (rltrack.core.refusals)
-        if kind == "text":
-            return wandb.Html(f"<pre>{html.escape(str(value))}</pre>", inject=False, data_is_not_path=True)
-        if kind == "image":
-            return wandb.Image(self._media(value))
-        if kind == "video":
-            media = self._media(value)
-            return wandb.Video(media) if isinstance(media, str) else wandb.Video(media, format="gif")
-        self.run.report.count("dropped", f"kind {kind!r} has no W&B type", section=self.name)
-        return None
-
-    def _media(self, value: Any) -> Any:
-        """A file path (relative paths are inside the run directory) or a numpy array of pixels."""
-        if isinstance(value, str):
-            path = self.run.run_dir / value
-            if not path.is_file():
-                raise FileNotFoundError(f"no file {path}")
-            return str(path)
-        import numpy
-
-        return numpy.asarray(value)
-
     def sendable(self, event: Event) -> tuple[Event | None, list[str]]:
-        """Also leaves out values W&B refuses by their name: an empty one
-        (`define_metric() requires non-empty name argument`), and a NUL byte in
-        the name of a text or media value (W&B names the value's file after it)."""
+        """Also leaves out the values W&B refuses by their name (rltrack.trackers.wandb.rows)."""
         sent, left_out = super().sendable(event)
-        if sent is None or sent.kind in ("hparams", "artifact"):
+        if sent is None:
             return sent, left_out
-        media = sent.kind in MEDIA_KINDS
-        if not media and (sent.namespace or all(sent.data)):  # no empty name: nothing more to look at
-            return sent, left_out
-        refused = {key: why for key in sent.data if (why := _refused_name(sent.tag(key), media))}
-        if not refused:
-            return sent, left_out
-        data = {key: value for key, value in sent.data.items() if key not in refused}
-        return (sent.derive(data) if data else None), left_out + [f"{sent.kind} value: {why}" for why in refused.values()]
-
-    def _own_name(self, tag: str) -> str:
-        """`tag`, or `user<tag>` for a name W&B gives its own columns (`_step`,
-        `_runtime`, `_timestamp`, `_wandb`): W&B would overwrite the value
-        with its own, or its own with the value (renamed, in the report)."""
-        if tag not in RESERVED:
-            return tag
-        new = f"user{tag}"
-        self.run.report.rename(self.name, tag, new)
-        return new
-
-    def _with_axes(self, values: dict[str, Any], steps: dict[str, int]) -> dict[str, Any]:
-        row: dict[str, Any] = {}
-        for tag, value in values.items():
-            if tag in steps and value != steps[tag]:
-                new = f"{tag}_value"
-                self.run.report.rename(self.name, tag, new)
-                tag = new
-            row[tag] = value
-        row.update(steps)
-        return row
-
-    def _define(self, row: dict[str, Any], steps: dict[str, int]) -> None:
-        primary = next(iter(steps), None)
-        for key in row:
-            if key not in self._defined and key not in steps:
-                self._run.define_metric(key, step_metric=primary)
-                self._defined.add(key)
-
-    def _checkpoint(self, event: Event) -> None:
-        wandb = self._wandb
-        path = self.run.run_dir / str(event.data.get("path", ""))
-        if not path.is_file():
-            self.run.report.count("dropped", "checkpoint file missing", section=self.name)
-            return
-        iteration = event.data.get("iteration")
-        metadata = {"steps": event.steps, **{k: v for k, v in event.data.items() if k != "path"}}
-        artifact = wandb.Artifact(_ARTIFACT_NAME.sub("_", f"{self._run.name}-{event.namespace or 'ckpt'}"), type="model", metadata=metadata)
-        artifact.add_file(str(path), name=path.name, policy="immutable")
-        aliases = ["latest"] + ([f"iteration_{iteration}"] if iteration is not None else []) + (["best"] if event.data.get("best") else [])
-        self._run.log_artifact(artifact, aliases=aliases)
+        sent, refused = left_out_by_name(sent)
+        return sent, left_out + refused
 
 
 def _free_bytes(folder: Path) -> int:
