@@ -13,8 +13,10 @@ run in three variants, alternating, `--repetitions` times:
     after it; the agent writes the files in its own process).
 
 Wall time and the process's CPU time (rltrack's pipeline thread included) of
-one run of the loop, medians. Target: rltrack ≤ 1.03× the callback without
-rltrack, wall.
+one run of the loop, medians; for rltrack, its CPU per callback on each thread:
+inside `SeedLogger` on the callback's thread, and on rltrack's pipeline thread
+(until the timed run's records are in the journal). Target: rltrack ≤ 1.03×
+the callback without rltrack, wall.
 
     python bench/bench_jax.py                 # about a minute
     python bench/bench_jax.py --quick         # a few seconds
@@ -22,8 +24,10 @@ rltrack, wall.
 
 from __future__ import annotations
 
+import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -86,6 +90,14 @@ def compiled(updates: int, log):
     return lambda: fn(keys, jnp.arange(SEEDS))
 
 
+def pipeline_clock() -> int | None:
+    """The CPU clock of rltrack's pipeline thread (its name in `rltrack.training.pipeline.PIPELINES`), where the platform has one."""
+    for thread in threading.enumerate():
+        if thread.name == "rltrack-pipeline" and thread.ident is not None and hasattr(time, "pthread_getcpuclockid"):
+            return time.pthread_getcpuclockid(thread.ident)
+    return None
+
+
 def main() -> None:
     parser = arguments(__doc__, "200 updates, 3 repetitions")
     parser.add_argument("--repetitions", type=int, default=7)
@@ -95,6 +107,7 @@ def main() -> None:
     section = Section()
     cpu: dict[str, list[float]] = {}
     calling: list[int] = []
+    pipeline: list[float] = []  # the pipeline thread's CPU seconds per timed run
     target = [lambda *a, **k: None]  # what the one compiled callback calls: a no-op or the SeedLogger of this repetition
     without = compiled(updates, None)
     with_callback = compiled(updates, lambda *a, **k: target[0](*a, **k))
@@ -124,12 +137,17 @@ def main() -> None:
                 jax.effects_barrier()
                 if log is not None:
                     log.flush()  # the warm-up's records are through the pipeline thread before the timing
+                clock = pipeline_clock() if log is not None else None
+                start = None if clock is None else time.clock_gettime(clock)
                 wall, cpu0 = time.perf_counter(), time.process_time()
                 jax.block_until_ready(run())
                 jax.effects_barrier()
                 wall, used = time.perf_counter() - wall, time.process_time() - cpu0
                 cpu.setdefault(name, []).append(used)
                 if log is not None:
+                    log.flush()  # the pipeline thread's work for the timed run is done, outside the timing
+                    if clock is not None:
+                        pipeline.append(time.clock_gettime(clock) - start)
                     log.close()
                 return wall
 
@@ -137,8 +155,6 @@ def main() -> None:
 
         results = repeat_alternating({name: timed(name) for name in variants}, repetitions)
     base = results["callback, no rltrack"]["median"]
-    import statistics
-
     lines = [f"{SEEDS} seeds vmapped, {updates} updates each, 12 metrics per update and seed ({SEEDS * updates:,} callbacks in the timed run, after a "
              f"warm-up run); medians of {repetitions} alternating repetitions", "",
              "| variant | wall s (median, min–max) | process CPU s (median) | wall vs the callback without rltrack |", "|---|---|---|---|"]  # fmt: skip
@@ -147,8 +163,11 @@ def main() -> None:
     ratio = results["rltrack SeedLogger"]["median"] / base
     added = (statistics.median(cpu["rltrack SeedLogger"]) - statistics.median(cpu["callback, no rltrack"])) / (SEEDS * updates) * 1e6
     callback = (statistics.median(cpu["callback, no rltrack"]) - statistics.median(cpu["no callback"])) / (SEEDS * updates) * 1e6
-    lines += ["", f"Process CPU per callback: JAX's callback itself {callback:.0f} µs, rltrack's `SeedLogger` (pipeline thread included) {added:+.0f} µs; "
-              f"on the callback's thread, inside `SeedLogger`, {statistics.median(calling) / 1000:.1f} µs (median of {len(calling):,} calls).", "",
+    on_pipeline = f"{statistics.median(pipeline) / (SEEDS * updates) * 1e6:.1f} µs" if pipeline else "not measured (no `pthread_getcpuclockid`)"
+    lines += ["", f"Process CPU per callback: JAX's callback itself {callback:.0f} µs, rltrack's `SeedLogger` (pipeline thread included) {added:+.0f} µs. "
+              f"rltrack's CPU per callback on each thread: inside `SeedLogger` on the callback's thread {statistics.mean(calling) / 1000:.1f} µs "
+              f"(mean; median {statistics.median(calling) / 1000:.1f} µs, of {len(calling):,} calls), on rltrack's pipeline thread {on_pipeline} (median of the "
+              "timed runs); the rest of the process's added CPU is on XLA's threads outside `SeedLogger`.", "",
               verdict("rltrack SeedLogger, wall", f"{ratio:.3f}× the callback without rltrack", "≤ 1.03×", ratio <= 1.03)]  # fmt: skip
     section.finish("bench_jax: the jax.debug.callback target in a jit(vmap(train)) loop (issue 41)", "\n".join(lines), write=not args.no_write)
 

@@ -120,7 +120,7 @@ class SeedLogger:
                 self._check_not_interleaved(metrics, steps)
         if seed is not None and self.per_seed == "keys":
             metrics = {f"{key}/seed{seed}": value for key, value in flatten(dict(metrics)).items()}
-        emit_values(logger, metrics, steps, SOURCE)
+        emit_values(logger, metrics, steps, SOURCE, ready=True)  # a callback's arguments are host values, computed
 
     def _check_not_interleaved(self, metrics: Mapping[str, Any], steps: dict[str, int]) -> None:
         """Says once (a warning: training goes on, every value is kept) when a

@@ -3,15 +3,16 @@ the library's own experiment name (unless the config names it), and their
 values as plain Python numbers.
 
 These libraries hand over jax arrays, numpy scalars and 0-d arrays. Converting
-them here (`np.asarray(x).item()`, about a microsecond for a value already on
-the host; jax arrays on the pipeline thread) keeps the journal and every
-tracker exact and leaves no "converted" notice for conversions that lose
-nothing; an array of more than one value is kept as an array (a histogram).
+them here (`np.asarray(x).item()`, about 2 µs for a value already on the host)
+keeps the journal and every tracker exact and leaves no "converted" notice for
+conversions that lose nothing; an array of more than one value is kept as an
+array (a histogram).
 """
 
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -74,30 +75,51 @@ def plain(value: Any) -> Any:
     return int(item) if type(item) is bool else item
 
 
-def emit_values(logger: Any, metrics: Mapping[str, Any], steps: dict[str, int], source: str, canonical: Mapping[str, str] | None = None) -> None:
+def emit_values(
+    logger: Any,
+    metrics: Mapping[str, Any],
+    steps: dict[str, int],
+    source: str,
+    canonical: Mapping[str, str] | None = None,
+    *,
+    ready: bool = False,
+) -> None:
     """A (nested) metrics dict as events of `source`: keys flattened with "/"
     and kept as written (the part before the first "/" is the namespace), each
     value a plain number (`plain`) or, with several values, a histogram; the
     canonical twins of `canonical`'s keys beside them per `run.names`. The
     calling thread copies the dict (flattened) and converts what could change
     afterwards (a numpy array, a tensor); jax arrays, which never change, are
-    converted with the rest on the pipeline thread (`Logger.emit_deferred`)."""
-    flat = {key: value if type(value) in _PLAIN or type(value).__module__ in _IMMUTABLE else plain(value) for key, value in flatten(dict(metrics)).items()}
-    now = time.time()
-    logger.emit_deferred(lambda: _events(logger, flat, steps, source, canonical, now))
+    converted with the rest on the pipeline thread (`Logger.emit_deferred`):
+    one still being computed would make the calling thread wait for it.
+
+    `ready`: the jax arrays are host values already computed (the arguments of
+    a `jax.debug.callback`), converted now as well, ~2 µs each. Left to the
+    pipeline thread, a callback's 12 values cost the process three times as
+    much CPU (bench_jax.py, issue 41): each conversion there took 4-5 µs, and
+    the arrays held until then kept their buffers alive and set off Python's
+    garbage collector (and jax's `gc` callback) several times as often."""
+    flat = flatten(metrics if type(metrics) is dict else dict(metrics))  # a new dict: the caller's is left as it is
+    for key, value in flat.items():
+        if type(value) not in _PLAIN and (ready or type(value).__module__ not in _IMMUTABLE):
+            flat[key] = plain(value)
+    logger.emit_deferred(partial(_events, logger, flat, steps, source, canonical, time.time()))
 
 
 def _events(logger: Any, flat: dict[str, Any], steps: dict[str, int], source: str, canonical: Mapping[str, str] | None, now: float) -> list[Event]:
-    scalars: dict[str, Any] = {}
-    arrays: dict[str, Any] = {}
-    for key, value in flat.items():
-        value = plain(value)
-        (arrays if hasattr(value, "shape") else scalars)[key] = value
+    if _PLAIN.issuperset(map(type, flat.values())):  # every value a number already (a callback's, `ready`): the common case, in C
+        scalars, arrays = flat, {}
+    else:
+        scalars, arrays = {}, {}
+        for key, value in flat.items():
+            value = plain(value)
+            (arrays if hasattr(value, "shape") else scalars)[key] = value
     if canonical:
         scalars = with_canonical_names(scalars, canonical, names_mode(logger))
     return [
         Event(now, data, kind, namespace, dict(steps), source, run=logger.name)
         for kind, values in (("scalars", scalars), ("histogram", arrays))
+        if values
         for namespace, data in by_namespace(values).items()
     ]
 

@@ -59,7 +59,10 @@ def by_namespace(flat: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     grouped: dict[str, dict[str, Any]] = {}
     for name, value in flat.items():
         namespace, _, key = name.partition("/") if "/" in name else ("", "", name)
-        grouped.setdefault(namespace, {})[key] = value
+        group = grouped.get(namespace)
+        if group is None:  # not `setdefault(namespace, {})`: that builds a dict per value
+            group = grouped[namespace] = {}
+        group[key] = value
     return grouped
 
 
