@@ -17,6 +17,7 @@ stores it in the module: it is built once, pickles by reference and is what
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any, Callable
 
 from rltrack.core.optional import require
@@ -27,13 +28,18 @@ def subclass_on_access(module: str, name: str, behaviour: type, base: str, extra
     first, then `base` ("package.module:Class", of the extra `extra`); its
     docstring `doc`, else the behaviour's."""
     base_module, _, base_class = base.partition(":")
+    building = threading.Lock()  # two threads' first accesses get the one class
 
     def __getattr__(attribute: str) -> Any:
         if attribute != name:
             raise AttributeError(f"module {module!r} has no attribute {attribute!r}")
-        library = require(base_module, extra, f"{module}.{name}")
-        built = type(name, (behaviour, getattr(library, base_class)), {"__module__": module, "__qualname__": name, "__doc__": doc or behaviour.__doc__})
-        setattr(sys.modules[module], name, built)
+        with building:
+            built = sys.modules[module].__dict__.get(name)
+            if built is None:
+                library = require(base_module, extra, f"{module}.{name}")
+                namespace = {"__module__": module, "__qualname__": name, "__doc__": doc or behaviour.__doc__}
+                built = type(name, (behaviour, getattr(library, base_class)), namespace)
+                setattr(sys.modules[module], name, built)
         return built
 
     return __getattr__
