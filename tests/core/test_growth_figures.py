@@ -7,16 +7,15 @@ that moves a library's or a tracker's code changes the figures, and the docs wit
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import entry_points
 from pathlib import Path
 
-import rltrack
 from rltrack.delivery.registry import GROUP as TRACKERS
 from rltrack.frameworks.library import GROUP as LIBRARIES
 from rltrack.trackers.remote import RemoteBackend
 
-PACKAGE = Path(rltrack.__file__).parent
+#: The checkout's package (the suite may import the installed wheel, whose files are the same).
+PACKAGE = Path(__file__).resolve().parents[2] / "rltrack"
 ARCHITECTURE = PACKAGE.parent / "docs" / "ARCHITECTURE.md"
 BEGIN, END = "<!-- growth figures: tests/core/test_growth_figures.py -->", "<!-- end of growth figures -->"
 
@@ -26,7 +25,9 @@ def _own(group: str) -> dict[str, str]:
 
 
 def _file(module: str) -> Path:
-    return Path(importlib.util.find_spec(module).origin).relative_to(PACKAGE)
+    """The file of `module` (`rltrack.a.b`), relative to the package."""
+    path = Path(*module.split(".")[1:])
+    return path / "__init__.py" if (PACKAGE / path).is_dir() else path.with_suffix(".py")
 
 
 def library_files(name: str, module: str) -> list[str]:
