@@ -49,6 +49,8 @@ from rltrack.adapters.library_run import emit_values, open_run, typed_hparams
 from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import STEP_AXIS
 
+SOURCE = "brax"
+
 #: Brax's metric names -> canonical (DI-engine) names.
 CANONICAL: dict[str, str] = {
     "eval/episode_reward": "evaluator/reward_mean",
@@ -62,9 +64,6 @@ CANONICAL: dict[str, str] = {
 }
 
 LIBRARY = Library(adapter=True, canonical=CANONICAL)
-
-
-SOURCE = "brax"
 
 
 #: `train` keyword arguments that are callbacks, not settings.

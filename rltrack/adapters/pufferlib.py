@@ -48,6 +48,8 @@ from rltrack.adapters.library_run import emit_values, open_run, typed_hparams
 from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import STEP_AXIS
 
+SOURCE = "pufferlib"
+
 #: PufferLib's log keys -> canonical (DI-engine) names.
 CANONICAL: dict[str, str] = {
     "environment/episode_return": "collector/reward_mean",
@@ -62,9 +64,6 @@ CANONICAL: dict[str, str] = {
 }
 
 LIBRARY = Library(adapter=True, canonical=CANONICAL)
-
-
-SOURCE = "pufferlib"
 
 
 class RLTrackLogger:

@@ -46,9 +46,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from rltrack.adapters.on_access import subclass_on_access
 from rltrack.adapters import tensorboard
-from rltrack.core.optional import installed_version, require
+from rltrack.adapters.on_access import subclass_on_access
+from rltrack.core.optional import installed_version
 from rltrack.frameworks.hparams import plain
 from rltrack.frameworks.library import Library
 

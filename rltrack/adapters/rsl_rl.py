@@ -51,16 +51,15 @@ names; every other tag at the iteration too).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
 from typing import Any, Mapping
-import dataclasses
-from typing import Any
 
 from rltrack.adapters.on_access import subclass_on_access
 from rltrack.core.events import Event
-from rltrack.core.optional import installed_version, require
+from rltrack.core.optional import installed_version
 from rltrack.frameworks.canonical import names_mode
 from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import ITER_AXIS

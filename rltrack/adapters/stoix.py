@@ -49,6 +49,8 @@ from rltrack.adapters.library_run import emit_values, open_run, typed_hparams
 from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import STEP_AXIS
 
+SOURCE = "stoix"
+
 #: Stoix's stored names -> canonical (DI-engine) names.
 CANONICAL: dict[str, str] = {
     "actor/episode_return/mean": "collector/reward_mean",
@@ -64,9 +66,6 @@ CANONICAL: dict[str, str] = {
 }
 
 LIBRARY = Library(adapter=True, canonical=CANONICAL)
-
-
-SOURCE = "stoix"
 #: The axis of Stoix's `eval_step` (`t_eval`: the number of evaluations so far).
 EVAL_AXIS = "t_eval"
 

@@ -56,7 +56,7 @@ from typing import Any, Callable, Mapping
 
 from rltrack.adapters.on_access import subclass_on_access
 from rltrack.core.events import Event
-from rltrack.core.optional import installed_version, require
+from rltrack.core.optional import installed_version
 from rltrack.frameworks.canonical import by_namespace, names_mode, with_canonical_names
 from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import ITER_AXIS, STEP_AXIS

@@ -58,7 +58,7 @@ from typing import Any, Mapping
 from rltrack.adapters.on_access import subclass_on_access
 from rltrack.adapters.sb3_media import save_video
 from rltrack.core.events import Event
-from rltrack.core.optional import installed_version, require
+from rltrack.core.optional import installed_version
 from rltrack.frameworks.canonical import by_namespace, names_mode, with_canonical_names
 from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import STEP_AXIS
@@ -82,7 +82,7 @@ CANONICAL: dict[str, str] = {
 }
 
 
-#: TorchRL's `Logger` (rltrack.adapters.torchrl).
+#: TorchRL, through its `Logger` class (`RLTrackLogger`, below): the vocabulary of its loss modules and trainers.
 LIBRARY = Library(adapter=True, canonical=CANONICAL)
 
 

@@ -98,5 +98,5 @@ def creator_library(module: str, file: str | None = None, imported: tuple[str, .
     return None
 
 
-#: Libraries with an adapter and no vocabulary or TensorBoard tags of their own to declare.
-TENSORBOARD = Library(adapter=True)  # any TensorBoard writer, with no code change
+#: Any TensorBoard writer: an adapter (rltrack.adapters.tensorboard), no vocabulary or tags of its own to declare.
+TENSORBOARD = Library(adapter=True)
