@@ -156,7 +156,8 @@ class DeliveryWorker:
     def step(self) -> bool:
         """Delivers one batch (or retries it, or ends the tracker's run at the
         end of a complete journal). True when more work is waiting right away."""
-        self._apply_requests()
+        self.backend.save_state = self._keep_state  # the writers of a run share one backend: what it saves goes to this one's cursor
+        self._apply_requests()  # a halt stores what the tracker took: state it saves then is this worker's too
         if self.done:
             return False
         now = time.monotonic()
@@ -204,7 +205,6 @@ class DeliveryWorker:
             self.thinning = Thinning(self.thinning.every, self.thinning.how)
 
     def _step(self, now: float) -> bool:
-        self.backend.save_state = self._keep_state  # the writers of a run share one backend: its state goes to this one's cursor
         if self.phase == "starting":
             self._start()
             self.phase = "delivering"
