@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrack.sinks.base import RunContext
-from rltrack.trackers.remote import EventId, RemoteBackend, check_names
+from rltrack.trackers.remote import EventId, RemoteBackend, Rules, check_names
 from rltrack.core.events import NUMERIC_KINDS, Event
 from rltrack.core.optional import ensure_installed, require
 from rltrack.core.refusals import INT64
@@ -87,8 +87,7 @@ class TrackioBackend(RemoteBackend):
     """`[backends.trackio] project, name, dir, space_id, server_url`."""
 
     name = "trackio"
-    client_modules = ("trackio",)
-    max_batch = 1000
+    rules = Rules(client_modules=("trackio",))
 
     def __init__(
         self,
@@ -111,7 +110,7 @@ class TrackioBackend(RemoteBackend):
         self._started = False  # `state` names the trackio run of this store
 
     @classmethod
-    def validate(cls, settings: dict[str, Any]) -> None:
+    def validate(cls, settings: dict[str, Any], in_use: bool = False) -> None:
         space_id, server_url = settings["space_id"], settings["server_url"]
         check_names(**settings)
         if space_id is not None and server_url is not None:
@@ -124,10 +123,8 @@ class TrackioBackend(RemoteBackend):
             raise ValueError(
                 f"server_url = {server_url!r} must be an http(s) URL, e.g. 'http://127.0.0.1:7860/?write_token=...'"
             )
-
-    @classmethod
-    def check_environment(cls, settings: dict[str, Any]) -> None:
-        ensure_installed("trackio", "trackio", PURPOSE)
+        if in_use:
+            ensure_installed("trackio", "trackio", PURPOSE)
 
     def target(self, run: RunContext) -> str:
         where = self.space_id or self.server_url or str(self._store_dir(run))
