@@ -11,8 +11,8 @@ a worker takes the batches its writer's `JournalFeed` parsed while it is
 caught up, and reads the journal itself while it lags (rltrack.delivery.reading).
 
 A record the tracker cannot take never holds up the rest: what it is known
-in advance to refuse (`sendable`: text with no UTF-8 form, names its
-`Rules` forbid) is left out before sending, and a batch it refuses for
+in advance to refuse (rltrack.delivery.outgoing: text with no UTF-8 form,
+kinds and names its `Rules` refuse) is left out before sending, and a batch it refuses for
 something in its data (`RemoteBackend.judge`) is split until the refused
 records are found; each is counted as refused in the tracker's report
 section with its place in the journal (rltrack.core.refusals), the rest
@@ -26,15 +26,16 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any, Callable
 
-from rltrack.trackers.remote import STORED, EventId, Forgotten, Lines, Progress, RemoteBackend, SessionLost, error_text, sendable
+from rltrack.trackers.remote import STORED, EventId, Forgotten, Lines, Progress, RemoteBackend, SessionLost, error_text
 from rltrack.core.events import Event
-from rltrack.journal import Entry, count_skipped, journal_path
+from rltrack.journal import count_skipped, journal_path
 from rltrack.journal.feed import Batch, JournalFeed
 from rltrack.delivery.cursor import LOCK_WAIT, Cursor, lock_cursor, tracker_state
+from rltrack.delivery.outgoing import outgoing
 from rltrack.delivery.reading import Reading
 from rltrack.delivery.thinning import Thinning
 from rltrack.core.refusals import refused, split_refused
@@ -232,14 +233,14 @@ class DeliveryWorker:
                 self._end()
             return False
         if self.backend.rules.takes_lines:  # the journal's bytes as they are: nothing is left out
-            refusals = []
+            refusals, dropped = [], Counter[str]()
             taken = sum(1 for entry in entries if type(entry) is Event)
             try:
                 progress = _progress(self.backend.deliver([], [], lines=Lines(self.writer, self.journal, self.reading.offset, offset)))
             finally:
                 self._keep_state()
         else:
-            events, ids, starts, refusals = self._sendable(entries, ends)
+            events, ids, starts, refusals, dropped = outgoing(entries, ends, self.reading.offset, self.writer, self.backend.rules, self.backend.name)
             taken, thinned = len(events), 0
             if self.thinning is not None and events:
                 events, ids, thinned = self.thinning.take(events, ids, starts)
@@ -248,30 +249,11 @@ class DeliveryWorker:
             taken -= len(refusals) - before
             if thinned:  # counted once the batch is delivered: a failed send is taken again, and was counted twice
                 self.backend.run.report.count("thinned", self.thinning.describe(), thinned, section=self.backend.name)
-        self._count_refused(refusals)
+        self._count_refused(refusals, dropped)
         self._backoff = BACKOFF_START
         self.failing_since = self.fix = None
         self._taken(offset, taken, progress)
         return True
-
-    def _sendable(self, entries: list[Entry], ends: list[int]) -> tuple[list[Event], list[EventId], list[int], list[tuple[str, EventId]]]:
-        """The batch's events as the tracker takes them (`sendable`: what its
-        rules say it refuses left out), their ids, where their
-        lines start (for thinning's windows), and what was left out, with why."""
-        events: list[Event] = []
-        ids: list[EventId] = []
-        starts: list[int] = []
-        refusals: list[tuple[str, EventId]] = []
-        for entry, end, start in zip(entries, ends, [self.reading.offset, *ends]):
-            if type(entry) is Event:
-                event_id = EventId(self.writer, end)
-                event, left_out = sendable(entry, self.backend.rules)
-                refusals += [(why, event_id) for why in left_out]
-                if event is not None:
-                    events.append(event)
-                    ids.append(event_id)
-                    starts.append(start)
-        return events, ids, starts, refusals
 
     def _send(self, events: list[Event], ids: list[EventId], refusals: list[tuple[str, EventId]]) -> Progress | None:
         """Delivers `events`, split down to what the tracker refuses for
@@ -292,8 +274,10 @@ class DeliveryWorker:
             self._keep_state()
         return said[-1] if said else None
 
-    def _count_refused(self, refusals: list[tuple[str, EventId]]) -> None:
+    def _count_refused(self, refusals: list[tuple[str, EventId]], dropped: Counter[str] | None = None) -> None:
         """Counted once the batch is taken: a batch retried is checked again."""
+        for reason, n in (dropped or {}).items():
+            self.backend.run.report.count("dropped", reason, n, section=self.backend.name)
         for reason, event_id in refusals:
             self.refused.append(refused(self.backend.run.report, self.backend.name, reason, self.journal, event_id.offset, len(self.refused)))
 

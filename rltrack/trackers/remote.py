@@ -3,14 +3,14 @@
 A tracker holds its client calls and declares its rules as data (`Rules`);
 everything else is delivery's, decided once for every tracker
 (rltrack.delivery.worker): cursors and durable positions, retries and
-backoff, what is left out before sending (`sendable`: text with no UTF-8
-form, and the names the tracker's rules refuse), the split of a batch it
+backoff, what is left out before sending (rltrack.delivery.outgoing: text
+with no UTF-8 form, and the kinds and names the tracker's rules refuse), the split of a batch it
 refuses, thinning, non-finite histogram entries and steps beyond 64 bits
 (rltrack.core.refusals). The contract, ten members:
 
 * `name` and `rules`: what it is called in a config, and what it declares
   (batch size, client modules, whether it takes the journal's lines, the
-  names it refuses, whether it stores later than it takes);
+  value kinds it takes, the names it refuses, whether it stores later than it takes);
 * `validate(settings, in_use)` and `make_store(settings, stores)`: the
   settings checked where the run starts, its store made whole there;
 * `target(run)`: which store and grouping the settings deliver to;
@@ -64,8 +64,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 
 from rltrack.sinks.base import RunContext
-from rltrack.core.events import Event
-from rltrack.core.refusals import encodable
+from rltrack.core.events import KINDS, Event
 
 
 def check_names(**values: str | None) -> None:
@@ -191,45 +190,9 @@ class Rules:
     file_named: tuple[str, ...] = ()
     #: It takes a batch before it stores it, and says how far it has stored (`Progress`).
     stores_later: bool = False
-
-
-#: UTF-8 bytes of a file name (Linux, macOS); of a key's last part in a file named after it, what is left
-#: beside `_<step>_<id>.<ext>` (a 20-digit step, W&B's 20 hex digits).
-MAX_FILE_NAME = 255
-MAX_LAST_PART = MAX_FILE_NAME - len("_" + "9" * 20 + "_" + "f" * 20 + ".html")
-
-
-def _refused_name(tag: str, rules: Rules, in_file: bool) -> str | None:
-    """Why a tracker with `rules` refuses a value named `tag` (`in_file`: stored in a file named after it)."""
-    if not tag and rules.named:
-        return "an empty name (the tracker requires one)"
-    if not in_file:
-        return None
-    if "\x00" in tag:
-        return "a NUL byte in its name (the tracker names the value's file after it)"
-    *folders, last = (len(part.encode("utf-8")) for part in tag.split("/"))
-    if last > MAX_LAST_PART or any(size > MAX_FILE_NAME for size in folders):
-        return f"a name too long for the tracker's file of the value (a part over {MAX_FILE_NAME} UTF-8 bytes, or {MAX_LAST_PART} for the last)"
-    return None
-
-
-def sendable(event: Event, rules: Rules) -> tuple[Event | None, list[str]]:
-    """`event` without what a tracker with `rules` is known in advance to
-    refuse (None: all of it), and what was left out, one `what: why` text per
-    value or event (delivery counts each as refused, with its place in the
-    journal): for every tracker no lone surrogate (rltrack.core.refusals),
-    then the names its rules refuse."""
-    event, left_out = encodable(event)
-    if event is None or event.kind in ("hparams", "artifact") or not (rules.named or rules.file_named):
-        return event, left_out
-    in_file = event.kind in rules.file_named
-    if not in_file and (event.namespace or all(event.data)):  # no empty name: nothing more to look at
-        return event, left_out
-    refused = {key: why for key in event.data if (why := _refused_name(event.tag(key), rules, in_file))}
-    if not refused:
-        return event, left_out
-    data = {key: value for key, value in event.data.items() if key not in refused}
-    return (event.derive(data) if data else None), left_out + [f"{event.kind} value: {why}" for why in refused.values()]
+    #: The value kinds it takes (rltrack.core.events.KINDS); an event of another kind is left out before
+    #: sending and counted as dropped.
+    kinds: tuple[str, ...] = KINDS
 
 
 class RemoteBackend:

@@ -60,7 +60,7 @@ from typing import Any
 
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.remote import EventId, RemoteBackend, Rules, check_names
-from rltrack.core.events import NUMERIC_KINDS, Event
+from rltrack.core.events import KINDS, NUMERIC_KINDS, Event
 from rltrack.core.optional import ensure_installed, require
 from rltrack.core.refusals import INT64
 
@@ -87,7 +87,8 @@ class TrackioBackend(RemoteBackend):
     """`[backends.trackio] project, name, dir, space_id, server_url`."""
 
     name = "trackio"
-    rules = Rules(client_modules=("trackio",))
+    #: Checkpoints stay in the run directory: trackio takes none from rltrack.
+    rules = Rules(client_modules=("trackio",), kinds=tuple(kind for kind in KINDS if kind != "artifact"))
 
     def __init__(
         self,
@@ -147,11 +148,6 @@ class TrackioBackend(RemoteBackend):
             for event_id, event in zip(ids, events):
                 if event.kind == "hparams":
                     config.update(event.data)
-                elif event.kind == "artifact":
-                    counts[
-                        "dropped",
-                        "checkpoints (kept in the run directory; trackio takes none from rltrack)",
-                    ] += 1
                 else:
                     row = self._row(event, state, counts, renames)
                     if row:
@@ -320,22 +316,13 @@ class TrackioBackend(RemoteBackend):
             return trackio.Markdown(str(value))._to_dict()
         if event.kind == "histogram":
             return trackio.Histogram(value)._to_dict() if value else None  # NaN and ±inf are left out before (rltrack.core.refusals)
-        if event.kind in ("image", "video"):
-            if self._remote is not None:
-                counts[
-                    "dropped",
-                    f"{event.kind}: media are written to a local trackio store only",
-                ] += 1
-                return None
-            media = (
-                trackio.Image(self._media(value))
-                if event.kind == "image"
-                else trackio.Video(self._media(value))
-            )
-            media._save(state["project"], state["name"], event.primary_step or 0)
-            return media._to_dict()
-        counts["dropped", f"kind {event.kind!r} has no trackio type"] += 1
-        return None
+        # image, video (the kinds trackio takes: `TrackioBackend.rules`)
+        if self._remote is not None:
+            counts["dropped", f"{event.kind}: media are written to a local trackio store only"] += 1
+            return None
+        media = trackio.Image(self._media(value)) if event.kind == "image" else trackio.Video(self._media(value))
+        media._save(state["project"], state["name"], event.primary_step or 0)
+        return media._to_dict()
 
     def _media(self, value: Any) -> Any:
         """A file path (relative paths are inside the run directory; an adapter's

@@ -59,7 +59,7 @@ from rltrack.trackers.mlflow.store import embedded_store, half_migrated
 from rltrack.trackers.mlflow.whole import forget_store, make_whole
 from rltrack.trackers.inflight import InFlight, shared_pool
 from rltrack.trackers.remote import EventId, Failure, Forgotten, Lines, Progress, RemoteBackend, Rules, StoreNotReady, error_text, raised
-from rltrack.core.events import Event
+from rltrack.core.events import KINDS, Event
 from rltrack.core.optional import ensure_installed, require
 
 STATUSES = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
@@ -100,7 +100,7 @@ class MlflowBackend(RemoteBackend):
 
     name = "mlflow"
     #: Stores later than it takes: the bulk SQLite writer's transaction, several batches in flight to a server.
-    rules = Rules(client_modules=("mlflow",), stores_later=True)
+    rules = Rules(client_modules=("mlflow",), stores_later=True, kinds=tuple(kind for kind in KINDS if kind != "histogram"))
 
     def __init__(
         self,
