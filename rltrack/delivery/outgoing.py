@@ -81,13 +81,12 @@ def outgoing(entries: list[Entry], ends: list[int], start: int, writer: str | No
     for entry, end, begin in zip(entries, ends, [start, *ends]):
         if type(entry) is not Event:
             continue
-        if entry.kind not in rules.kinds:
-            batch.dropped[f"{entry.kind} events: {tracker} takes no {entry.kind} (kept in the journal)"] += 1
-            continue
         event_id = EventId(writer, end)
-        event, left_out = sendable(entry, rules)
+        event, left_out = sendable(entry, rules)  # refused by every store first: the same poison counted the same way everywhere
         batch.refusals.extend((why, event_id) for why in left_out)
-        if event is not None:
+        if event is not None and event.kind not in rules.kinds:
+            batch.dropped[f"{event.kind} events: {tracker} takes no {event.kind} (kept in the journal)"] += 1
+        elif event is not None:
             batch.events.append(event)
             batch.ids.append(event_id)
             batch.starts.append(begin)
