@@ -40,7 +40,7 @@ def import_clients(backend: RemoteBackend, failed: Callable[[str, str, Exception
     agent's lifetime (a 64-trial sweep: "partially initialized module
     'numpy' has no attribute 'byte'" in the W&B lane while the MLflow lane
     imported mlflow, and no value reached W&B)."""
-    for module in ("numpy", *backend.client_modules):
+    for module in ("numpy", *backend.rules.client_modules):
         try:
             if importlib.util.find_spec(module) is not None:
                 importlib.import_module(module)

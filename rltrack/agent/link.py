@@ -27,7 +27,7 @@ from rltrack.agent.files import (
     registration_path,
     write_private,
 )
-from rltrack.delivery.worker import time_left
+from rltrack.core.turns import time_left
 
 #: The waits on the agent look at the writer's state first after `POLL`
 #: seconds, then less and less often, up to every `POLL_MAX`: a Tune driver

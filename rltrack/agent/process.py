@@ -62,7 +62,7 @@ from rltrack.agent.files import (
     write_private,
 )
 from rltrack.delivery.registry import RemoteBackend, RunContext
-from rltrack.delivery.construct import build_backend
+from rltrack.delivery.construct import build_backend, tracker_view
 from rltrack.agent.lanes import TrackerRun, import_clients, lane
 from rltrack.delivery.cursor import DeliveryBusy
 from rltrack.delivery.worker import DeliveryWorker
@@ -264,7 +264,9 @@ class Agent:
                 assert isinstance(backend, RemoteBackend)
                 backend.open(RunContext(writer.run_dir, writer.registration["name"], writer.registration["config"], writer.report))
                 tracker_run = self.tracker_runs[group_key] = TrackerRun(backend)
-            worker = DeliveryWorker(tracker_run.backend, writer.run_dir, writer.writer, lock_wait=0, shared=tracker_run.workers, feed=writer.feed)
+            worker = DeliveryWorker(
+                tracker_run.backend, writer.run_dir, writer.writer, lock_wait=0, shared=tracker_run.workers, feed=writer.feed, view=tracker_view(settings),
+            )  # fmt: skip
         except DeliveryBusy:  # `rltrack sync` delivers it now: picked up once it lets go
             return
         except Exception as exc:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rltrack.cli.sync_command import read_run_config
-from rltrack.delivery.construct import build_backend
+from rltrack.delivery.construct import build_backend, tracker_view
 from rltrack.delivery.registry import RemoteBackend, RunContext, backend_class, is_backend_name
 from rltrack.delivery.cursor import DeliveryBusy
 from rltrack.delivery.run_end import merge_into_report_file, tracker_status
@@ -83,7 +83,7 @@ class Deliverer:
         for writer in journals:
             if writer not in workers:
                 try:
-                    workers[writer] = DeliveryWorker(backend, run_dir, writer, lock_wait=0, shared=list(workers.values()))
+                    workers[writer] = DeliveryWorker(backend, run_dir, writer, lock_wait=0, shared=list(workers.values()), view=tracker_view(settings))
                 except DeliveryBusy:  # another deliverer has this share: it delivers the run
                     return False
                 for other in workers.values():

@@ -31,7 +31,7 @@ from typing import IO, Any
 
 from rltrack.delivery.registry import RemoteBackend, RunContext, backend_class, backend_types, is_backend_name
 from rltrack.training.config import load_config
-from rltrack.delivery.construct import build_backend
+from rltrack.delivery.construct import build_backend, tracker_view
 from rltrack.delivery.cursor import LOCK_WAIT, Cursor, DeliveryBusy
 from rltrack.delivery.run_end import merge_into_report_file, tracker_status
 from rltrack.delivery.worker import DeliveryWorker
@@ -90,25 +90,25 @@ def sync(
     try:
         for name in names:
             backend = build_backend(name, settings.get(name, {}), where)
-            backend.cursor_key = _cursor_key(run_dir, name, backend.target(context), list(journals))
+            assert isinstance(backend, RemoteBackend)
+            cursor = _cursor_key(run_dir, name, backend.target(context), list(journals))
             backend.open(context)
             started.append(name)
             for index, writer in enumerate(journals):  # one backend object: one tracker run for all writers
-                last = index == len(journals) - 1
-                complete = _deliver(backend, run_dir, writer, last, status, out, timeout) and complete  # type: ignore[arg-type]
+                worker = _worker(backend, run_dir, writer, index == len(journals) - 1, out, tracker_view(settings.get(name, {})), cursor)
+                complete = _deliver(worker, status, out, timeout) and complete
     finally:
         merge_into_report_file(run_dir, report.as_dict(), started)
     return complete
 
 
-def _deliver(
-    backend: RemoteBackend, run_dir: Path, writer: str | None, last: bool, status: str, out: IO[str], timeout: float | None
-) -> bool:  # fmt: skip
-    """Runs the backend's delivery worker to the end of `writer`'s journal on
-    a thread of its own, drawing a progress bar meanwhile, until the journal
-    is delivered or the tracker has been failing for `timeout` seconds; the
-    tracker's run ends after the `last` journal. Another process delivering
-    it (the agent, finishing a crashed run) is waited for while it advances."""
+def _worker(
+    backend: RemoteBackend, run_dir: Path, writer: str | None, last: bool, out: IO[str], view: tuple[float, str] | None, cursor: str
+) -> DeliveryWorker:  # fmt: skip
+    """The delivery of `writer`'s journal to `backend` (its cursor named
+    `cursor`, "": the tracker's own); the tracker's run ends after the `last`
+    journal. Another process delivering it (the agent, finishing a crashed
+    run) is waited for while it advances."""
     name = backend.name if writer is None else f"{backend.name}@{writer}"
 
     def waiting() -> None:
@@ -116,9 +116,17 @@ def _deliver(
               f"(at most {LOCK_WAIT:.0f} s without progress), then sending what it left", file=out)  # fmt: skip
 
     try:
-        worker = DeliveryWorker(backend, run_dir, writer, close_at_end=last, waiting=waiting)
+        return DeliveryWorker(backend, run_dir, writer, close_at_end=last, waiting=waiting, view=view, cursor_name=cursor or None)
     except DeliveryBusy as exc:
         raise SyncError(f"{backend.name}: {exc}") from None
+
+
+def _deliver(worker: DeliveryWorker, status: str, out: IO[str], timeout: float | None) -> bool:
+    """Runs `worker` to the end of its journal on a thread of its own,
+    drawing a progress bar meanwhile, until the journal is delivered or the
+    tracker has been failing for `timeout` seconds."""
+    backend, run_dir = worker.backend, worker.run_dir
+    name = backend.name if worker.writer is None else f"{backend.name}@{worker.writer}"
     total = worker.journal.stat().st_size
     if worker.cursor.offset >= total:
         print(f"{backend.name}: nothing pending ({worker.cursor.target or 'the store'} holds the whole run)", file=out)

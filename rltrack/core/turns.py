@@ -23,6 +23,7 @@ tracker lanes and its local files; each is here once:
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
@@ -149,3 +150,8 @@ class Faults:
         except Exception as exc:
             self.failed(who, what, exc)
             return default
+
+
+def time_left(deadline: float | None) -> float | None:
+    """Seconds until `deadline` (a `time.monotonic()` time), never below 0; None: no limit."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())

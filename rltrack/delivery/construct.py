@@ -46,7 +46,7 @@ def backend_type(name: str, settings: Mapping[str, Any], where: str, in_use: boo
     `validate`: the training process checks the backends the agent builds
     without building them (no tracker client, nothing of its package imported
     beyond what the check needs). `in_use`: also what only this machine can
-    tell (`RemoteBackend.check_environment`: the package installed,
+    tell (`RemoteBackend.validate(..., in_use=True)`: the package installed,
     credentials), which a table of a backend not in `backends.use` is spared."""
     try:
         cls = backend_class(name)
@@ -58,23 +58,28 @@ def backend_type(name: str, settings: Mapping[str, Any], where: str, in_use: boo
     where = f"{where}: backends.{name}"
     own = _checked(lambda: split_settings(settings)[0], where) if issubclass(cls, RemoteBackend) else dict(settings)
     params = check_params(cls, own, where)
-    _checked(lambda: cls.validate(params), where)
-    if in_use and issubclass(cls, RemoteBackend):
-        _checked(lambda: cls.check_environment(params), where)
+    if issubclass(cls, RemoteBackend):
+        _checked(lambda: cls.validate(params, in_use), where)
+    else:
+        _checked(lambda: cls.validate(params), where)
     return cls
 
 
 def build_backend(name: str, settings: Mapping[str, Any], where: str) -> Backend | RemoteBackend:
     """Backend `name` built from `settings`, once they are valid (see
-    `backend_type`); a tracker with its coarser view (`RemoteBackend.view`)."""
+    `backend_type`); a tracker from its own settings, without delivery's (`tracker_view`)."""
     cls = backend_type(name, settings, where)
     if not issubclass(cls, RemoteBackend):
         return _checked(lambda: cls(**settings), f"{where}: backends.{name}")
-    own, thinning = split_settings(settings)
-    backend = _checked(lambda: cls(**own), f"{where}: backends.{name}")
-    if thinning is not None:
-        backend.view = (thinning.every, thinning.how)
-    return backend
+    return _checked(lambda: cls(**split_settings(settings)[0]), f"{where}: backends.{name}")
+
+
+def tracker_view(settings: Mapping[str, Any]) -> tuple[float, str] | None:
+    """A tracker's coarser view of the journal, from its (valid) settings
+    `every` / `max_values_per_second` and `thin`, as `DeliveryWorker` takes it
+    (rltrack.delivery.thinning); None: every value."""
+    thinning = split_settings(settings)[1]
+    return None if thinning is None else (thinning.every, thinning.how)
 
 
 def _extras() -> list[str]:

@@ -1,28 +1,24 @@
 """Delivers a run's journal to one remote tracker, from a persisted cursor.
 
 One `DeliveryWorker` per tracker and journal, stepped by the agent (see
-rltrack.agent.process) or by `rltrack sync`. It reads complete journal lines from its cursor (a byte offset, saved in `cursors/<backend>.json` after
-every acknowledged batch), hands them to the backend in batches, and on
-failure retries the same batch with exponential backoff. The backlog lives in
-the journal on disk, so memory stays bounded however long a tracker is down,
-and `rltrack sync` resumes from the same cursor after a crash. A run with
-several writers has a journal per writer, and a cursor per backend and
-writer (`cursors/<backend>@<writer>.json`). In the agent a worker takes the
-batches its writer's `JournalFeed` parsed (rltrack.journal.feed) while it is
+rltrack.agent.process) or by `rltrack sync`. It reads complete journal lines
+from its cursor (a byte offset, saved in `cursors/<backend>.json`, or
+`<backend>@<writer>.json` for one of several writers, after every stored
+batch), hands them to the backend in batches, and on failure retries the
+same batch with exponential backoff. The backlog lives in the journal on
+disk, so memory stays bounded however long a tracker is down. In the agent
+a worker takes the batches its writer's `JournalFeed` parsed while it is
 caught up, and reads the journal itself while it lags (rltrack.delivery.reading).
 
 A record the tracker cannot take never holds up the rest: what it is known
-in advance to refuse (`RemoteBackend.sendable`: text with no UTF-8 form,
-names it forbids) is left out before sending, and a batch it refuses for
-something in its data (`RemoteBackend.refuses`) is split until the refused
+in advance to refuse (rltrack.delivery.outgoing: text with no UTF-8 form,
+kinds and names its `Rules` refuse) is left out before sending, and a batch it refuses for
+something in its data (`RemoteBackend.judge`) is split until the refused
 records are found; each is counted as refused in the tracker's report
 section with its place in the journal (rltrack.core.refusals), the rest
 delivered in order. A tracker that is down is no refusal: the batch waits.
-
-Delivery also keeps what the tracker needs to continue its run: each event
-goes with its id (`EventId`: writer, the byte offset after its line), and the
-tracker's `state` (its run id, resume data) is saved in the cursor and handed
-back by `RemoteBackend.resume`; trackers write nothing of their own in `cursors/`.
+What a tracker's run needs to continue (`state`, ids, positions) is in
+rltrack.trackers.remote.
 """
 
 from __future__ import annotations
@@ -30,15 +26,16 @@ from __future__ import annotations
 import copy
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any, Callable
 
-from rltrack.trackers.remote import EventId, RemoteBackend, SessionLost, error_text
+from rltrack.trackers.remote import STORED, EventId, Forgotten, Lines, Progress, RemoteBackend, SessionLost, error_text
 from rltrack.core.events import Event
-from rltrack.journal import Entry, count_skipped, journal_path
+from rltrack.journal import count_skipped, journal_path
 from rltrack.journal.feed import Batch, JournalFeed
 from rltrack.delivery.cursor import LOCK_WAIT, Cursor, lock_cursor, tracker_state
+from rltrack.delivery.outgoing import outgoing
 from rltrack.delivery.reading import Reading
 from rltrack.delivery.thinning import Thinning
 from rltrack.core.refusals import refused, split_refused
@@ -46,7 +43,7 @@ from rltrack.core.turns import Inbox
 
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
-#: Seconds before an error that cannot heal (`RemoteBackend.cannot_heal`) is tried again.
+#: Seconds before an error that cannot heal (`Failure.fix`) is tried again.
 CANNOT_HEAL_WAIT = 300.0
 POLL = 0.1
 #: At the end of a journal, how long to wait for the tracker to store what it
@@ -69,7 +66,9 @@ class DeliveryWorker:
     Another process delivering the same cursor is waited for (see
     `_lock_cursor`) while it advances, until it has saved no progress for
     `lock_wait` seconds (default `LOCK_WAIT`; 0: not waited for), `waiting`
-    called as the wait begins.
+    called as the wait begins. `view`: the tracker's coarser view
+    (`rltrack.delivery.construct.tracker_view`). `cursor_name`: what its
+    cursors are named after, when not the tracker (`rltrack sync` to another store).
 
     One thread owns the worker: the one that steps it (an agent lane,
     `rltrack sync`'s own). Its phase moves `starting` -> `delivering` ->
@@ -82,6 +81,7 @@ class DeliveryWorker:
     def __init__(
         self, backend: RemoteBackend, run_dir: Path, writer: str | None = None, *, close_at_end: bool = True, lock_wait: float | None = None,
         shared: list[DeliveryWorker] | None = None, feed: JournalFeed | None = None, waiting: Callable[[], None] | None = None,
+        view: tuple[float, str] | None = None, cursor_name: str | None = None,
     ) -> None:  # fmt: skip
         self.backend = backend
         self.close_at_end = close_at_end
@@ -91,12 +91,13 @@ class DeliveryWorker:
         self.run_dir = run_dir
         self.writer = writer
         self.journal = journal_path(run_dir, writer)
-        self._lock: int | None = lock_cursor(run_dir, backend.cursor_name, writer, LOCK_WAIT if lock_wait is None else lock_wait, waiting)
-        self.cursor = Cursor(run_dir, backend.cursor_name, writer)  # read once locked: a process that held the lock may have moved it
+        self.cursor_name = cursor_name or backend.name
+        self._lock: int | None = lock_cursor(run_dir, self.cursor_name, writer, LOCK_WAIT if lock_wait is None else lock_wait, waiting)
+        self.cursor = Cursor(run_dir, self.cursor_name, writer)  # read once locked: a process that held the lock may have moved it
         self.cursor.target = self.cursor.target or backend.target(backend.run)
         #: Where the journal is read next (ahead of the cursor by what the tracker took but has not stored), from the feed or the journal.
         self.reading = Reading(self.journal, self.cursor.offset, self.inbox, feed, count_skipped(backend.run.report, backend.name))
-        self.thinning = Thinning(*backend.view) if backend.view else None  # the tracker's coarser view (rltrack.delivery.thinning)
+        self.thinning = Thinning(*view) if view else None
         self._untold: deque[tuple[int, int, int | None]] = deque()  # those batches: (offset after, events, position)
         self.errors = 0
         self.last_error: str | None = None
@@ -105,7 +106,7 @@ class DeliveryWorker:
         #: `time.monotonic()` of the first failure since the last batch the tracker took (None: not failing).
         self.failing_since: float | None = None
         self._failing_wall = 0  # the same as a wall time (whole seconds)
-        #: What to do about the last error when retrying cannot heal it (see `RemoteBackend.cannot_heal`); None: it may pass.
+        #: What to do about the last error when retrying cannot heal it (`Failure.fix`); None: it may pass.
         self.fix: str | None = None
         #: Set once no more lines will be appended (`end`), with the status the tracker's run ends with.
         self.journal_complete = False
@@ -147,8 +148,7 @@ class DeliveryWorker:
                 self.give_up()
             elif what == "halt" and not self.done:
                 try:
-                    self.backend.store_now()
-                    self._confirm()
+                    self._confirm(self._store_now())
                 except Exception as exc:  # noqa: BLE001 - not stored: delivered again from the cursor by the next agent
                     self.backend.run.report.count("errors", error_text(exc), section=self.backend.name)
                 self.give_up()
@@ -174,7 +174,7 @@ class DeliveryWorker:
         (after minutes when retrying soon cannot help: said once by the agent and the logger)."""
         now = time.monotonic()
         self.inbox.clear()  # a tracker that is down holds no batch in memory: it reads them from the journal once it takes them again
-        self._rewind()
+        self._rewind(isinstance(exc, Forgotten))
         self.errors += 1
         if self.failing_since is None:
             self.failing_since, self._failing_wall = now, round(time.time())
@@ -182,20 +182,19 @@ class DeliveryWorker:
         self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
         if isinstance(exc, SessionLost):
             self._new_session()
-        self.fix = self.backend.cannot_heal(exc)
+        self.fix = self.backend.judge(exc.__cause__ if isinstance(exc, Forgotten) and isinstance(exc.__cause__, Exception) else exc).fix
         if self.fix is not None:
             self.next_try = now + CANNOT_HEAL_WAIT
             return
         self.next_try = now + self._backoff
         self._backoff = min(self._backoff * 2, BACKOFF_MAX)
 
-    def _rewind(self) -> None:
-        """After an error, when the backend forgot batches it took but had not
-        stored (several in flight): the cursor moves over those stored before
-        them, and reading goes on from the cursor."""
+    def _rewind(self, forgotten: bool) -> None:
+        """After an error, when the backend forgot batches it took but had not stored (`Forgotten`),
+        or windows were open (thinning): the cursor moves over those stored, reading goes on from it."""
+        if not forgotten and self.thinning is None:
+            return
         try:
-            if not self.backend.rewind() and self.thinning is None:
-                return
             self._confirm()
         except Exception as exc:  # noqa: BLE001 - counted; reading still goes back to the cursor
             self.backend.run.report.count("errors", error_text(exc), section=self.backend.name)
@@ -217,7 +216,7 @@ class DeliveryWorker:
         # read means everything is delivered; if it gets set after the read,
         # the next step reads once more before ending.
         complete = self.journal_complete
-        batch = self.reading.next(self.backend.max_batch)
+        batch = self.reading.next(self.backend.rules.max_batch)
         if batch is None:  # the feed reads the journal's next lines now
             self._confirm()
             return False
@@ -226,67 +225,59 @@ class DeliveryWorker:
             self._confirm()
             if complete and self.thinning is not None and self.thinning.held_from() is not None:
                 refusals: list[tuple[str, EventId]] = []
-                self._send(*self.thinning.flush(), refusals)  # the windows still open: the journal ends here
+                progress = self._send(*self.thinning.flush(), refusals)  # the windows still open: the journal ends here
                 self._count_refused(refusals)
-                self._taken(offset, 0)
+                self._taken(offset, 0, progress)
                 return True
             if complete:
                 self._end()
             return False
-        if self.backend.takes_lines:  # the journal's bytes as they are: nothing is left out
-            refusals = []
+        if self.backend.rules.takes_lines:  # the journal's bytes as they are: nothing is left out
+            refusals, dropped = [], Counter[str]()
             taken = sum(1 for entry in entries if type(entry) is Event)
             try:
-                self.backend.deliver_lines(self.writer, self.journal, self.reading.offset, offset)
+                progress = _progress(self.backend.deliver([], [], lines=Lines(self.writer, self.journal, self.reading.offset, offset)))
             finally:
                 self._keep_state()
         else:
-            events, ids, starts, refusals = self._sendable(entries, ends)
+            events, ids, starts, refusals, dropped = outgoing(entries, ends, self.reading.offset, self.writer, self.backend.rules, self.backend.name)
             taken, thinned = len(events), 0
             if self.thinning is not None and events:
                 events, ids, thinned = self.thinning.take(events, ids, starts)
-            taken -= self._send(events, ids, refusals)
+            before = len(refusals)
+            progress = self._send(events, ids, refusals)
+            taken -= len(refusals) - before
             if thinned:  # counted once the batch is delivered: a failed send is taken again, and was counted twice
                 self.backend.run.report.count("thinned", self.thinning.describe(), thinned, section=self.backend.name)
-        self._count_refused(refusals)
+        self._count_refused(refusals, dropped)
         self._backoff = BACKOFF_START
         self.failing_since = self.fix = None
-        self._taken(offset, taken)
+        self._taken(offset, taken, progress)
         return True
 
-    def _sendable(self, entries: list[Entry], ends: list[int]) -> tuple[list[Event], list[EventId], list[int], list[tuple[str, EventId]]]:
-        """The batch's events as the tracker takes them (`RemoteBackend.sendable`:
-        what it is known in advance to refuse left out), their ids, where their
-        lines start (for thinning's windows), and what was left out, with why."""
-        events: list[Event] = []
-        ids: list[EventId] = []
-        starts: list[int] = []
-        refusals: list[tuple[str, EventId]] = []
-        for entry, end, start in zip(entries, ends, [self.reading.offset, *ends]):
-            if type(entry) is Event:
-                event_id = EventId(self.writer, end)
-                event, left_out = self.backend.sendable(entry)
-                refusals += [(why, event_id) for why in left_out]
-                if event is not None:
-                    events.append(event)
-                    ids.append(event_id)
-                    starts.append(start)
-        return events, ids, starts, refusals
-
-    def _send(self, events: list[Event], ids: list[EventId], refusals: list[tuple[str, EventId]]) -> int:
+    def _send(self, events: list[Event], ids: list[EventId], refusals: list[tuple[str, EventId]]) -> Progress | None:
         """Delivers `events`, split down to what the tracker refuses for
-        something in their data (`RemoteBackend.refuses`, see
+        something in their data (`Failure.refused`, see
         rltrack.core.refusals.split_refused: the tracker takes a batch again
-        without doubles), and keeps the tracker's state; the number it refused."""
+        without doubles; each refused one added to `refusals`), and keeps the
+        tracker's state; how far the tracker has got (None: nothing sent)."""
         if not events:
-            return 0
+            return None
+        said: list[Progress] = []
+
+        def deliver(events: list[Event], ids: list[EventId]) -> None:
+            said.append(_progress(self.backend.deliver(events, ids)))
+
         try:
-            return split_refused(self.backend.deliver, events, ids, self.backend.refuses, refusals)
+            split_refused(deliver, events, ids, lambda exc: self.backend.judge(exc).refused, refusals)
         finally:  # a tracker run created by a batch that then failed is the one to continue
             self._keep_state()
+        return said[-1] if said else None
 
-    def _count_refused(self, refusals: list[tuple[str, EventId]]) -> None:
+    def _count_refused(self, refusals: list[tuple[str, EventId]], dropped: Counter[str] | None = None) -> None:
         """Counted once the batch is taken: a batch retried is checked again."""
+        for reason, n in (dropped or {}).items():
+            self.backend.run.report.count("dropped", reason, n, section=self.backend.name)
         for reason, event_id in refusals:
             self.refused.append(refused(self.backend.run.report, self.backend.name, reason, self.journal, event_id.offset, len(self.refused)))
 
@@ -360,8 +351,8 @@ class DeliveryWorker:
         for every writer). A stream that starts afresh saves the position
         first: if this process dies before anything is stored, the next
         delivery still knows where it began."""
-        self.backend.resume(self.cursor.position, self.cursor.state or tracker_state(self.run_dir, self.backend.cursor_name))
-        position = self.backend.position() if self.cursor.position is None else None
+        where = _progress(self.backend.resume(self.cursor.position, self.cursor.state or tracker_state(self.run_dir, self.cursor_name)))
+        position = where.taken if self.cursor.position is None else None
         if position is not None:
             self.cursor.advance(self.cursor.offset, 0, position)
         self._keep_state()
@@ -382,19 +373,28 @@ class DeliveryWorker:
         self._untold.clear()
         self.phase = "starting"
 
-    def _taken(self, offset: int, events: int) -> None:
-        """The tracker took the lines up to `offset`; the cursor may pass them
-        once stored, but not the first line of a window still open (thinning)."""
+    def _taken(self, offset: int, events: int, progress: Progress | None) -> None:
+        """The tracker took the lines up to `offset` (and said `progress`, None:
+        nothing was sent); the cursor may pass them once stored, but not the
+        first line of a window still open (thinning)."""
         self.reading.offset = offset
         held = self.thinning.held_from() if self.thinning is not None else None
-        self._untold.append((offset if held is None else min(offset, held), events, self.backend.position()))
-        self._confirm()
+        taken = progress.taken if progress is not None else self._untold[-1][2] if self._untold else None  # nothing sent: as before
+        self._untold.append((offset if held is None else min(offset, held), events, taken))
+        self._confirm(progress)
 
-    def _confirm(self) -> None:
-        """Advances the cursor over the batches the tracker has stored."""
+    def _store_now(self) -> Progress:
+        """Asks a tracker that stores later than it takes to store what it took now."""
+        return _progress(self.backend.deliver([], [], store_now=True)) if self.backend.rules.stores_later else STORED
+
+    def _confirm(self, progress: Progress | None = None) -> None:
+        """Advances the cursor over the batches the tracker has stored
+        (`progress`: what it just said; else it is asked)."""
         if not self._untold:
             return
-        stored = self.backend.durable_position()
+        if progress is None:
+            progress = _progress(self.backend.deliver([], [])) if self.backend.rules.stores_later else STORED
+        stored = progress.stored
         taken, offset, events, position = 0, 0, 0, None
         for batch_offset, batch_events, batch_position in self._untold:
             if not (stored is None or batch_position is None or batch_position <= stored):
@@ -414,7 +414,7 @@ class DeliveryWorker:
         """The journal is delivered: end the tracker's run (unless more writers
         follow into it), then wait a while for the tracker to store what it
         took (W&B may still be writing after `finish` returns)."""
-        self.backend.store_now()  # if it fails, the next step comes back here
+        progress = self._store_now()  # if it fails, the next step comes back here
         if self.close_at_end and all(other.done for other in self.shared if other is not self):
             try:
                 self.backend.close(self.status)
@@ -423,10 +423,11 @@ class DeliveryWorker:
                 self.backend.run.report.count("errors", self.last_error, section=self.backend.name)
         self._keep_state()  # the status the tracker's run ended with
         self.phase, self._storing_until = "storing", time.monotonic() + STORE_WAIT
-        self._confirm()
+        self._confirm(progress)
         if not self._untold:
             self.give_up()
 
-def time_left(deadline: float | None) -> float | None:
-    """Seconds until `deadline` (a `time.monotonic()` time), never below 0; None: no limit."""
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+def _progress(said: Progress | None) -> Progress:
+    """What a tracker's `deliver` or `resume` said (None: everything it took is stored)."""
+    return STORED if said is None else said

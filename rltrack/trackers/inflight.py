@@ -6,7 +6,7 @@ delivered 4.2-4.8k values/s to a PostgreSQL-backed server that had cores to
 spare. `InFlight` sends up to `limit` batches at once on a pool of threads
 shared by every run of one store, and numbers them (tickets): `acked` is the
 last ticket below which every batch was stored, which the backend reports as
-its `durable_position`, so the delivery's cursor only ever moves past a
+how far it has stored (`Progress.stored`), so the delivery's cursor only ever moves past a
 contiguous prefix of acknowledged batches (rltrack.delivery.worker). A
 batch that fails is raised once, at the next `collect` or `submit`;
 `rewind` then waits for the batches still out, forgets everything after

@@ -1,34 +1,57 @@
-"""The interface of trackers that are fed from the journal (MLflow, W&B, Neptune).
+"""The contract of trackers fed from the journal (MLflow, W&B, Neptune, trackio, the storage mirror, plug-ins).
 
-A remote backend never sees the pipeline thread. A `DeliveryWorker` reads the
-journal from the backend's cursor and calls `deliver` with batches of at most
-`max_batch` events and their ids (`EventId`: the journal's writer and the
-byte offset after the line, unique in the run and the same in every delivery);
-`deliver` either takes the whole batch or raises, and the same batch is
-offered again after a backoff (or, when `refuses` says the error is in the
-data, in halves down to the events refused; `sendable` leaves out what the
-tracker is known to refuse before it is sent). So `deliver` must be safe to repeat: a
-tracker that can store an id with a value does (trackio's `log_id`), the
-others make what they send a function of the event (MLflow: timestamps fixed
-at capture make the store ignore duplicates). The tracker's run is created
-on first delivery, not in the constructor.
+A tracker holds its client calls and declares its rules as data (`Rules`);
+everything else is delivery's, decided once for every tracker
+(rltrack.delivery.worker): cursors and durable positions, retries and
+backoff, what is left out before sending (rltrack.delivery.outgoing: text
+with no UTF-8 form, and the kinds and names the tracker's rules refuse), the split of a batch it
+refuses, thinning, non-finite histogram entries and steps beyond 64 bits
+(rltrack.core.refusals). The contract, ten members:
+
+* `name` and `rules`: what it is called in a config, and what it declares
+  (batch size, client modules, whether it takes the journal's lines, the
+  value kinds it takes, the names it refuses, whether it stores later than it takes);
+* `validate(settings, in_use)` and `make_store(settings, stores)`: the
+  settings checked where the run starts, its store made whole there;
+* `target(run)`: which store and grouping the settings deliver to;
+* `open(run)`, then `resume(position, state)` once per journal delivered
+  into it (open or resume the tracker's run);
+* `deliver(events, ids, ...)`: takes a batch or raises, and says how far
+  the tracker has got and what of it is stored (`Progress`);
+* `judge(exc)`: what an error means, a refusal of something in the data or
+  one retrying cannot heal (`Failure`);
+* `close(status)`: ends the tracker's run.
+
+Delivery calls `deliver` with batches of at most `rules.max_batch` events
+and their ids (`EventId`: the journal's writer and the byte offset after the
+line, unique in the run and the same in every delivery). `deliver` takes the
+whole batch or raises, and the same batch is offered again after a backoff
+(or, when `judge` says the error is in the data, in halves down to the
+events refused). So `deliver` must be safe to repeat: a tracker that can
+store an id with a value does (trackio's `log_id`), the others make what they
+send a function of the event (MLflow: timestamps fixed at capture make the
+store ignore duplicates). The tracker's run is created on first delivery,
+not in the constructor.
 
 Delivery keeps the tracker's state: `state` (the tracker's run id and
 whatever it needs to continue that run, a JSON-serialisable dict the backend
-fills) is saved in the cursor as soon as it changes, and handed back by
-`resume` when delivery starts again, in any process. No
-backend writes files of its own in the run's `cursors/` folder.
+fills) is saved in the cursor as soon as it changes (at once when the
+backend calls `save_state`), and handed back by `resume` when delivery
+starts again, in any process. No backend writes files of its own in the
+run's `cursors/` folder.
 
-A tracker that takes a batch before it is safely stored (W&B hands rows to
-its own writer process; MLflow's bulk SQLite writer stages the rows of every
-run for one transaction, see rltrack.trackers.mlflow.sqlite) says how far it
-has got with `position` and how far is stored with `durable_position`: the
-cursor advances only over what is stored, together with the position it
-stands for, and `resume` tells the backend that position when
-delivery resumes from the cursor, so that it skips what the tracker already
-holds beyond it. At the end of a journal, `store_now` asks it not to wait
-any longer. A tracker that keeps several batches in flight (MLflow's
-server deliveries) works the same way, and on a failed batch `rewind`s:
+A tracker that takes a batch before it is safely stored (`rules.stores_later`:
+W&B hands rows to its own writer process; MLflow's bulk SQLite writer stages
+the rows of every run for one transaction; the storage mirror gathers lines
+into segments) says so in what `deliver` returns: `Progress(taken, stored)`,
+how far its run has got (a count it keeps) and up to where that is stored.
+The cursor advances only over what is stored, together with the position it
+stands for, and `resume` tells the backend that position when delivery
+resumes from the cursor, so that it skips what the tracker already holds
+beyond it. Delivery asks such a tracker how far it has stored with an empty
+`deliver`, and at the end of a journal tells it not to wait any longer
+(`store_now=True`). A tracker that keeps several batches in flight (MLflow's
+server deliveries) and forgets them when one fails raises `Forgotten`:
 delivery goes back to its cursor.
 """
 
@@ -36,12 +59,12 @@ from __future__ import annotations
 
 import errno
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 
 from rltrack.sinks.base import RunContext
-from rltrack.core.events import Event
-from rltrack.core.refusals import encodable
+from rltrack.core.events import KINDS, Event
 
 
 def check_names(**values: str | None) -> None:
@@ -107,35 +130,85 @@ class EventId(NamedTuple):
         return f"{self.writer or ''}:{self.offset}"
 
 
-class RemoteBackend:
-    name = ""
-    #: What the tracker's files in the run's `cursors/` folder (its cursor, its
-    #: run's state) are named after when not `name`: `rltrack sync` sets it
-    #: before `open` for a store other than the one the run was delivered to.
-    cursor_key = ""
+class Forgotten(Exception):
+    """Raised by `deliver` for the error of a batch taken but not stored
+    (several in flight): the tracker forgot the batches after the last one
+    it stored, and delivery sends them again from its cursor."""
+
+
+class Lines(NamedTuple):
+    """For a tracker that takes the journal's lines as they are
+    (`Rules.takes_lines`): the bytes [`start`, `end`) of `writer`'s `journal`, whole lines."""
+
+    writer: str | None
+    journal: Path
+    start: int
+    end: int
+
+
+class Progress(NamedTuple):
+    """How far a tracker that stores later than it takes has got: `taken`,
+    a count it keeps (W&B's history rows, batches), and up to which count
+    that is `stored`. None, None: everything taken is stored."""
+
+    taken: int | None = None
+    stored: int | None = None
+
+
+#: What a `deliver` returns when everything it took is stored (None is read the same).
+STORED = Progress()
+
+
+class Failure(NamedTuple):
+    """What an error of a tracker means (`RemoteBackend.judge`): `refused`,
+    why, when the tracker refuses something in the data of the batch (not its
+    network, its server or the disk: delivery finds the events it refuses and
+    delivers the rest); `fix`, what to do, when retrying cannot help
+    (credentials refused, an unknown project: retried only after minutes,
+    and said once where the user looks). Neither: it may pass, and the
+    batch is retried with backoff."""
+
+    refused: str | None = None
+    fix: str | None = None
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a tracker declares about what it takes."""
+
     #: Events per `deliver` call; each backend splits further to its tracker's limits.
-    max_batch = 1000
+    max_batch: int = 1000
     #: The tracker client's modules, imported by the agent on its main thread before this tracker's lane starts.
     client_modules: tuple[str, ...] = ()
-    #: The tracker takes the journal's lines as they are (`deliver_lines`: a
-    #: mirror of the journal, control lines included) rather than its events (`deliver`).
-    takes_lines = False
-    #: The tracker's coarser view of the journal, (window seconds, "last" or "mean"):
-    #: settings `every` / `max_values_per_second` and `thin`, which every tracker
-    #: takes (rltrack.delivery.thinning); None: every value.
-    view: tuple[float, str] | None = None
+    #: The tracker takes the journal's lines as they are (`deliver(..., lines=)`: a
+    #: mirror of the journal, control lines included): nothing is left out for it.
+    takes_lines: bool = False
+    #: It refuses a value with an empty name (W&B: its `define_metric` requires one).
+    named: bool = False
+    #: Kinds whose values it stores in a file named after the value's key (W&B's media
+    #: files): a NUL byte refused there, and a name whose parts a file name cannot hold.
+    file_named: tuple[str, ...] = ()
+    #: It takes a batch before it stores it, and says how far it has stored (`Progress`).
+    stores_later: bool = False
+    #: The value kinds it takes (rltrack.core.events.KINDS); an event of another kind is left out before
+    #: sending and counted as dropped.
+    kinds: tuple[str, ...] = KINDS
+
+
+class RemoteBackend:
+    """The contract (see the module's docstring)."""
+
+    name = ""
+    rules = Rules()
 
     @classmethod
-    def validate(cls, settings: dict[str, Any]) -> None:
-        """As `Backend.validate`: the training process checks a tracker's settings, the agent builds it."""
+    def validate(cls, settings: dict[str, Any], in_use: bool = False) -> None:
+        """As `Backend.validate`: the training process checks a tracker's
+        settings, the agent builds it. `in_use` (a tracker in `backends.use`):
+        also what only this machine can tell (the tracker's package installed,
+        credentials in the environment), raising ValueError or
+        `MissingExtraError`; a table of a tracker not in use is spared that."""
         cls(**settings)
-
-    @classmethod
-    def check_environment(cls, settings: dict[str, Any]) -> None:
-        """What only this machine can tell about the settings (the tracker's
-        package installed, credentials in the environment), raising ValueError
-        or `MissingExtraError`; checked for a tracker in `backends.use` only,
-        where `validate` checks every table's values, used or not."""
 
     @classmethod
     def make_store(cls, settings: dict[str, Any], stores: Path) -> None:
@@ -145,10 +218,6 @@ class RemoteBackend:
         its making. Nothing for a tracker whose store makes itself safely
         (trackio makes its tables with `CREATE TABLE IF NOT EXISTS` under a
         lock of its own, which its dashboard takes too)."""
-
-    @property
-    def cursor_name(self) -> str:
-        return self.cursor_key or self.name
 
     def target(self, run: RunContext) -> str:
         """Which store and grouping this tracker's settings deliver `run` to
@@ -167,74 +236,40 @@ class RemoteBackend:
         #: the tracker cannot take back (a new tracker run, before its first row).
         self.save_state: Callable[[], None] = lambda: None
 
-    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
-        """Takes `events` (`ids[i]` is the id of `events[i]`) or raises."""
+    def resume(self, position: int | None, state: dict[str, Any]) -> Progress:
+        """Delivery of one journal (re)starts at a cursor saved at
+        `position` (whatever the tracker's run holds beyond it is the start
+        of what comes next; None: a cursor that has delivered nothing, so
+        nothing beyond it is held) with the `state` saved there; returns how
+        far the tracker's run has got. Called once per journal: the writers
+        of a run share one backend, whose state is the first one handed over
+        until it has its own."""
+        if not self.state:
+            self.state = dict(state)
+        return STORED
+
+    def deliver(self, events: list[Event], ids: list[EventId], *, lines: Lines | None = None, store_now: bool = False) -> Progress | None:
+        """Takes `events` (`ids[i]` is the id of `events[i]`; `lines`: the
+        journal's bytes they were read from, for a tracker that `takes_lines`)
+        or raises. For a tracker that `stores_later`, delivery also calls it
+        with no events, to learn how far it has stored, and with `store_now`
+        at the end of a journal: store what it took without waiting any longer."""
         raise NotImplementedError
 
-    def deliver_lines(self, writer: str | None, journal: Path, start: int, end: int) -> None:
-        """For a tracker that `takes_lines`: takes the bytes [`start`, `end`)
-        of `writer`'s `journal` (whole lines) or raises."""
-        raise NotImplementedError
-
-    def sendable(self, event: Event) -> tuple[Event | None, list[str]]:
-        """`event` without what this tracker is known in advance to refuse
-        (None: all of it), and what was left out, one `what: why` text per
-        value or event (delivery counts each as refused, with its place in the
-        journal). Every tracker: no lone surrogate (rltrack.core.refusals);
-        a tracker adds its own rules (empty names, NUL bytes, lengths)."""
-        return encodable(event)
-
-    def refuses(self, exc: Exception) -> str | None:
-        """Why, when `exc` is the tracker refusing something in the data of
-        the batch (not its network, its server or the disk), None otherwise:
-        delivery then finds the events it refuses and delivers the rest
-        (see rltrack.delivery.worker). Text it cannot encode, a name too long
-        for a file, a NUL byte in a file name."""
+    def judge(self, exc: Exception) -> Failure:
+        """What `exc` means for delivery (see `Failure`). Every tracker: text it
+        cannot encode, a name too long for a file, a NUL byte in a file name
+        are refusals; a missing package cannot heal."""
         in_data = (
             isinstance(exc, UnicodeError)
             or (isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG)
             or (isinstance(exc, ValueError) and "null byte" in str(exc))
         )
-        return f"refused by {self.name}: {error_text(exc)}" if in_data else None
+        if in_data:
+            return Failure(refused=f"refused by {self.name}: {error_text(exc)}")
+        if isinstance(exc, ImportError):
+            return Failure(fix=f"install what is missing ({exc.name or exc}) in the environment the agent runs in")
+        return Failure()
 
     def close(self, status: str) -> None:
         """Ends the tracker's run with `status` (finished, failed, killed)."""
-
-    def position(self) -> int | None:
-        """How far the tracker's run has got after the last `deliver` (a count
-        the tracker keeps, e.g. W&B's history rows); None: it keeps none."""
-        return None
-
-    def durable_position(self) -> int | None:
-        """The `position` up to which the tracker has stored what it took;
-        None: everything is stored once `deliver` returns."""
-        return None
-
-    def store_now(self) -> None:
-        """Stores what the tracker took without waiting any longer (the end of a journal)."""
-
-    def rewind(self) -> bool:
-        """After an error: forgets what it took but has not stored (batches
-        still in flight, see rltrack.trackers.inflight), so that delivery
-        sends it again from the cursor; True when there was any."""
-        return False
-
-    def cannot_heal(self, exc: Exception) -> str | None:
-        """What to do about `exc` when retrying cannot help (credentials
-        refused, an unknown project, a store the URI cannot name); None for
-        an error that may pass (a server down, a timeout): that one is
-        retried with backoff. The delivery retries the other kind only after
-        minutes, and says so where the user looks, once."""
-        if isinstance(exc, ImportError):
-            return f"install what is missing ({exc.name or exc}) in the environment the agent runs in"
-        return None
-
-    def resume(self, position: int | None, state: dict[str, Any]) -> None:
-        """Delivery of one journal (re)starts at a cursor saved at
-        `position` (whatever the tracker's run holds beyond it is the start
-        of what comes next; None: a cursor that has delivered nothing, so
-        nothing beyond it is held) with the `state` saved there. Called once per
-        journal: the writers of a run share one backend, whose state is the
-        first one handed over until it has its own."""
-        if not self.state:
-            self.state = dict(state)

@@ -10,7 +10,7 @@ the layout of rltrack.journal.layout:
   taken are gathered per writer and written as one segment once
   `segment_bytes` have gathered or the oldest has waited `every` seconds, and
   at the journal's end. A segment is written before the cursor moves over
-  it (`durable_position`), and the range of a segment about to be written is
+  it (`Progress.stored`), and the range of a segment about to be written is
   saved in the cursor first (`state`), so that a retry, in this process or
   the next, writes exactly that range again: the same object, never a second copy;
 * the run directory's other files, each once it has not changed for `every`
@@ -35,12 +35,14 @@ import time
 import zlib
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from rltrack.core.optional import ensure_installed
 from rltrack.core.storage import Storage, is_uri, join
 from rltrack.journal.layout import mirrored, segment_path
+from rltrack.core.events import Event
 from rltrack.sinks.base import RunContext
-from rltrack.trackers.remote import RemoteBackend, raised
+from rltrack.trackers.remote import EventId, Failure, Lines, Progress, RemoteBackend, Rules, raised
 
 #: What the errors retrying cannot heal say (the store's error codes, as S3 and pyarrow name them).
 _CANNOT_HEAL = ("NoSuchBucket", "NO_SUCH_BUCKET", "AccessDenied", "ACCESS_DENIED", "InvalidAccessKeyId", "INVALID_ACCESS_KEY_ID",
@@ -72,9 +74,8 @@ class StorageBackend(RemoteBackend):
     which a segment is written at once."""
 
     name = "storage"
-    client_modules = ("pyarrow.fs",)
-    takes_lines = True
-    max_batch = 10_000
+    #: The journal's lines as they are, gathered into segments written later.
+    rules = Rules(max_batch=10_000, client_modules=("pyarrow.fs",), takes_lines=True, stores_later=True)
 
     def __init__(self, uri: str, run: str, every: float = 10.0, segment_bytes: int = 8 << 20) -> None:
         if not isinstance(uri, str) or not (is_uri(uri) or os.path.isabs(uri)):
@@ -107,7 +108,23 @@ class StorageBackend(RemoteBackend):
 
     # ---- delivery ---------------------------------------------------------------
 
-    def deliver_lines(self, writer: str | None, journal: Path, start: int, end: int) -> None:
+    def resume(self, position: int | None, state: dict[str, Any]) -> Progress:
+        super().resume(position, state)
+        return Progress(self._ticket, None)
+
+    def deliver(self, events: list[Event], ids: list[EventId], *, lines: Lines | None = None, store_now: bool = False) -> Progress:
+        """Gathers `lines`; `store_now`: writes every gathered line, and every
+        file that changed. How far it has got is a count of the batches taken
+        (this process's only: `resume` has nothing to skip)."""
+        if lines is not None and lines.end > lines.start:
+            self._gather(*lines)
+        if store_now:
+            for writer in list(self._gathered):
+                self._write_segment(writer)
+            self._write_files(settled_for=0.0)
+        return Progress(self._ticket, self._durable_position())
+
+    def _gather(self, writer: str | None, journal: Path, start: int, end: int) -> None:
         self._ticket += 1
         self._tickets.append((self._ticket, writer, end))
         start = max(start, self._written.get(writer, 0))  # a batch offered again after a later write of this call failed
@@ -125,11 +142,7 @@ class StorageBackend(RemoteBackend):
             self._write_segment(writer)
         self._write_due()
 
-    def position(self) -> int:
-        """A count of the batches taken (this process's only: `resume` has nothing to skip)."""
-        return self._ticket
-
-    def durable_position(self) -> int:
+    def _durable_position(self) -> int:
         """The last batch taken whose lines are written (and every one before
         it), writing first what has waited `every` seconds."""
         self._write_due()
@@ -137,20 +150,14 @@ class StorageBackend(RemoteBackend):
             self._stored = self._tickets.popleft()[0]
         return self._stored
 
-    def store_now(self) -> None:
-        """At a journal's end: every gathered line, and every file that changed."""
-        for writer in list(self._gathered):
-            self._write_segment(writer)
-        self._write_files(settled_for=0.0)
-
     def close(self, status: str) -> None:
         self._write_files(settled_for=0.0)  # meta.json, report.json as the run's end left them
 
-    def cannot_heal(self, exc: Exception) -> str | None:
+    def judge(self, exc: Exception) -> Failure:
         text = str(exc)
         if any(name in text for name in _CANNOT_HEAL) or raised(exc, "PermissionError"):
-            return f"check that {self.uri} exists and that the agent's credentials may write to it"
-        return super().cannot_heal(exc)
+            return Failure(fix=f"check that {self.uri} exists and that the agent's credentials may write to it")
+        return super().judge(exc)
 
     # ---- writing ----------------------------------------------------------------
 

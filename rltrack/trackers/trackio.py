@@ -59,8 +59,8 @@ from pathlib import Path
 from typing import Any
 
 from rltrack.sinks.base import RunContext
-from rltrack.trackers.remote import EventId, RemoteBackend, check_names
-from rltrack.core.events import NUMERIC_KINDS, Event
+from rltrack.trackers.remote import EventId, RemoteBackend, Rules, check_names
+from rltrack.core.events import KINDS, NUMERIC_KINDS, Event
 from rltrack.core.optional import ensure_installed, require
 from rltrack.core.refusals import INT64
 
@@ -87,8 +87,8 @@ class TrackioBackend(RemoteBackend):
     """`[backends.trackio] project, name, dir, space_id, server_url`."""
 
     name = "trackio"
-    client_modules = ("trackio",)
-    max_batch = 1000
+    #: Checkpoints stay in the run directory: trackio takes none from rltrack.
+    rules = Rules(client_modules=("trackio",), kinds=tuple(kind for kind in KINDS if kind != "artifact"))
 
     def __init__(
         self,
@@ -111,7 +111,7 @@ class TrackioBackend(RemoteBackend):
         self._started = False  # `state` names the trackio run of this store
 
     @classmethod
-    def validate(cls, settings: dict[str, Any]) -> None:
+    def validate(cls, settings: dict[str, Any], in_use: bool = False) -> None:
         space_id, server_url = settings["space_id"], settings["server_url"]
         check_names(**settings)
         if space_id is not None and server_url is not None:
@@ -124,10 +124,8 @@ class TrackioBackend(RemoteBackend):
             raise ValueError(
                 f"server_url = {server_url!r} must be an http(s) URL, e.g. 'http://127.0.0.1:7860/?write_token=...'"
             )
-
-    @classmethod
-    def check_environment(cls, settings: dict[str, Any]) -> None:
-        ensure_installed("trackio", "trackio", PURPOSE)
+        if in_use:
+            ensure_installed("trackio", "trackio", PURPOSE)
 
     def target(self, run: RunContext) -> str:
         where = self.space_id or self.server_url or str(self._store_dir(run))
@@ -150,11 +148,6 @@ class TrackioBackend(RemoteBackend):
             for event_id, event in zip(ids, events):
                 if event.kind == "hparams":
                     config.update(event.data)
-                elif event.kind == "artifact":
-                    counts[
-                        "dropped",
-                        "checkpoints (kept in the run directory; trackio takes none from rltrack)",
-                    ] += 1
                 else:
                     row = self._row(event, state, counts, renames)
                     if row:
@@ -323,22 +316,13 @@ class TrackioBackend(RemoteBackend):
             return trackio.Markdown(str(value))._to_dict()
         if event.kind == "histogram":
             return trackio.Histogram(value)._to_dict() if value else None  # NaN and ±inf are left out before (rltrack.core.refusals)
-        if event.kind in ("image", "video"):
-            if self._remote is not None:
-                counts[
-                    "dropped",
-                    f"{event.kind}: media are written to a local trackio store only",
-                ] += 1
-                return None
-            media = (
-                trackio.Image(self._media(value))
-                if event.kind == "image"
-                else trackio.Video(self._media(value))
-            )
-            media._save(state["project"], state["name"], event.primary_step or 0)
-            return media._to_dict()
-        counts["dropped", f"kind {event.kind!r} has no trackio type"] += 1
-        return None
+        # image, video (the kinds trackio takes: `TrackioBackend.rules`)
+        if self._remote is not None:
+            counts["dropped", f"{event.kind}: media are written to a local trackio store only"] += 1
+            return None
+        media = trackio.Image(self._media(value)) if event.kind == "image" else trackio.Video(self._media(value))
+        media._save(state["project"], state["name"], event.primary_step or 0)
+        return media._to_dict()
 
     def _media(self, value: Any) -> Any:
         """A file path (relative paths are inside the run directory; an adapter's

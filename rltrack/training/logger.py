@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from rltrack.agent.files import LAUNCHER_WAITS_ENV
 from rltrack.agent.link import AgentLink
 from rltrack.sinks.base import Backend, RunContext
-from rltrack.delivery.worker import time_left
+from rltrack.core.turns import time_left
 from rltrack.core.events import KINDS, Event
 from rltrack.training.exits import close_at_exit, closed_before_exit, exit_status
 from rltrack.filters import FilterChain

@@ -177,10 +177,10 @@ def test_a_store_half_made_when_its_disk_filled_is_retried_not_given_up(tmp_path
     half_migrated_store(database)
     backend = MlflowBackend(tracking_uri=f"sqlite:///{database}")
     backend.tracking_uri = backend._tracking_uri
-    assert backend.cannot_heal(OperationalError("database or disk is full")) is None
+    assert backend.judge(OperationalError("database or disk is full")).fix is None
     with sqlite3.connect(database) as db:
         db.execute("INSERT INTO experiments (name, lifecycle_stage) VALUES ('a user''s', 'active')")
-    assert "half-migrated" in (backend.cannot_heal(OperationalError("database or disk is full")) or "")
+    assert "half-migrated" in (backend.judge(OperationalError("database or disk is full")).fix or "")
 
 
 def test_a_half_migrated_store_is_said_in_one_sentence_with_a_repair_that_works(tmp_path):

@@ -29,7 +29,7 @@ from reliability_helpers import STALL, delivery_progress
 from waiting import wait_until, wait_while_advancing
 
 from rltrack.sinks.base import RunContext
-from rltrack.trackers.remote import EventId, RemoteBackend
+from rltrack.trackers.remote import EventId, Lines, Progress, RemoteBackend, Rules
 from rltrack.training.config import make_logger
 from rltrack.delivery.cursor import Cursor, DeliveryBusy
 from rltrack.delivery.worker import DeliveryWorker
@@ -41,7 +41,7 @@ from rltrack.sinks.rundir import create_run_dir
 
 class ListTracker(RemoteBackend):
     name = "listtracker"
-    max_batch = 7
+    rules = Rules(max_batch=7)
 
     def __init__(self, failures: int = 0) -> None:
         self.received: list[Event] = []
@@ -73,7 +73,7 @@ def test_every_event_arrives_once_in_batches_and_cursor_is_saved(tmp_path):
         logger.write({"x": i}, step=i)
     assert logger.close(timeout=30)
     assert [e.data["x"] for e in received(logger.run_dir)] == list(range(50))
-    assert max(batches(logger.run_dir)) <= FileTracker.max_batch
+    assert max(batches(logger.run_dir)) <= FileTracker.rules.max_batch
     assert (logger.run_dir / "filetracker.status").read_text() == "finished"
     cursor = json.loads((logger.run_dir / "cursors" / "filetracker.json").read_text())
     assert cursor["offset"] == (logger.run_dir / "journal.jsonl").stat().st_size
@@ -190,23 +190,21 @@ class LateStoringTracker(ListTracker):
         self.skip = 0
         self.continued_from: list[int | None] = []
 
-    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
+    rules = Rules(max_batch=7, stores_later=True)
+
+    def deliver(self, events: list[Event], ids: list[EventId], *, lines: Lines | None = None, store_now: bool = False) -> Progress:
         for event in events:
             if self.skip:
                 self.skip -= 1
             else:
                 self.rows.append(event.data["x"])
+        return Progress(len(self.rows), self.stored)
 
-    def position(self) -> int:
-        return len(self.rows)
-
-    def durable_position(self) -> int:
-        return self.stored
-
-    def resume(self, position: int | None, state: dict[str, Any]) -> None:
+    def resume(self, position: int | None, state: dict[str, Any]) -> Progress:
         super().resume(position, state)
         self.continued_from.append(position)
         self.skip = 0 if position is None else len(self.rows) - position
+        return Progress(len(self.rows), self.stored)
 
     def close(self, status: str) -> None:
         self.stored = len(self.rows)
@@ -243,10 +241,10 @@ class RunMakingTracker(LateStoringTracker):
     real tracker does) and stores nothing until told: a process killed then
     has a tracker run and no cursor past it."""
 
-    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId], **delivery: Any) -> Progress:
         self.state = self.state or {"run": f"made by {id(self)}"}
         self.ids = getattr(self, "ids", []) + ids
-        super().deliver(events, ids)
+        return super().deliver(events, ids, **delivery)
 
 
 def test_the_trackers_state_is_saved_as_soon_as_it_changes_and_handed_back_with_the_ids(tmp_path):
@@ -525,7 +523,7 @@ class PickyTracker(ListTracker):
     and is down for its first `failures` deliveries."""
 
     name = "pickytracker"
-    max_batch = 16
+    rules = Rules(max_batch=16)
 
     def __init__(self, failures: int = 0) -> None:
         super().__init__(failures)

@@ -221,7 +221,7 @@ def test_neptunes_help_page_is_not_pasted_into_rltracks_messages():
     assert "\n" in str(exc) and "api_token" in str(exc)  # what the client says
     text = error_text(exc)
     assert text == "NeptuneMissingApiTokenException: The Neptune client couldn't find your API token."
-    fix = NeptuneBackend().cannot_heal(exc)
+    fix = NeptuneBackend().judge(exc).fix
     assert fix is not None and "NEPTUNE_API_TOKEN" in fix and "api_token=" not in fix
-    assert NeptuneBackend().cannot_heal(ProjectNotFound("w/p")) is not None
-    assert NeptuneBackend().cannot_heal(ConnectionError("down")) is None  # may pass: retried with backoff
+    assert NeptuneBackend().judge(ProjectNotFound("w/p")).fix is not None
+    assert NeptuneBackend().judge(ConnectionError("down")).fix is None  # may pass: retried with backoff

@@ -19,6 +19,7 @@ a registered tracker without a case here fails the suite.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -78,7 +79,7 @@ class Tracker:
     def backend(self, run_dir: Path) -> RemoteBackend:
         backend = backend_class(self.name)(**self.settings)
         assert isinstance(backend, RemoteBackend)
-        backend.max_batch = BATCH
+        backend.rules = dataclasses.replace(backend.rules, max_batch=BATCH)
         backend.open(RunContext(run_dir, "run", {"run": {"task": "contract"}}, Report()))
         return backend
 
@@ -115,7 +116,7 @@ def registered_trackers() -> list[str]:
     names = []
     for name in backend_types():
         cls = backend_class(name)
-        if issubclass(cls, RemoteBackend) and not cls.takes_lines:
+        if issubclass(cls, RemoteBackend) and not cls.rules.takes_lines:
             names.append(name)
     return names
 

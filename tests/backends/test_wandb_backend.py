@@ -264,7 +264,7 @@ def wandb_file(tmp_path_factory) -> tuple[bytes, int]:
 
 
 def test_the_wandb_file_is_counted_as_it_grows(tmp_path, wandb_file):
-    """`durable_position` reads W&B's file while wandb-core appends to it: a
+    """How far W&B has stored (`deliver`'s `Progress.stored`) is read from W&B's file while wandb-core appends to it: a
     copy grown in uneven pieces (records and 32 KiB blocks cut anywhere) is
     never counted past what is whole, and ends at what W&B's reader finds."""
     data, total = wandb_file

@@ -228,7 +228,7 @@ log = backend.WandbBackend._log
 
 def log_then_die(self, row):
     log(self, row)
-    if self.position() == 300:  # wait until W&B's file holds rows, then die as SIGKILL would: no `finally` runs
+    if self._position() == 300:  # wait until W&B's file holds rows, then die as SIGKILL would: no `finally` runs
         deadline = time.monotonic() + 300
         while self._file.count() == 0 and time.monotonic() < deadline:
             time.sleep(0.01)

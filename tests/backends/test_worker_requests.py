@@ -22,7 +22,7 @@ from rltrack.delivery.worker import DeliveryWorker
 from rltrack.journal import JournalWriter, journal_path
 from rltrack.sinks.base import RunContext
 from rltrack.sinks.rundir import create_run_dir
-from rltrack.trackers.remote import EventId, RemoteBackend
+from rltrack.trackers.remote import EventId, RemoteBackend, Rules
 
 pytestmark = pytest.mark.reliability
 
@@ -34,7 +34,7 @@ class Recording(RemoteBackend):
     """Keeps every value `deliver` is given, in order (see the module docstring)."""
 
     name = "recording"
-    max_batch = 7  # many small batches: many steps to interleave requests with
+    rules = Rules(max_batch=7)  # many small batches: many steps to interleave requests with
 
     def __init__(self, values: list[int]) -> None:
         self.values = values

@@ -22,5 +22,5 @@ def journal_batch(run_dir: Path, writer: str | None = None) -> tuple[list[Event]
 
 def with_saved_state(backend: RemoteBackend, run_dir: Path) -> RemoteBackend:
     """`backend` (opened) given the state delivery saved for its tracker, as a delivery that starts does."""
-    backend.resume(None, tracker_state(run_dir, backend.cursor_name))
+    backend.resume(None, tracker_state(run_dir, backend.name))
     return backend

@@ -20,13 +20,13 @@ import time
 from pathlib import Path
 
 from growing_files import whole_lines
-from rltrack.trackers.remote import EventId, RemoteBackend
+from rltrack.trackers.remote import EventId, RemoteBackend, Rules
 from rltrack.core.events import Event
 
 
 class FileTracker(RemoteBackend):
     name = "filetracker"
-    max_batch = 7
+    rules = Rules(max_batch=7)
 
     def __init__(self, failures: int = 0, hang_while: str | None = None, delay: float = 0.0, fail_while: str | None = None) -> None:
         self.failures = failures

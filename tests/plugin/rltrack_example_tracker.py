@@ -6,8 +6,9 @@ tracker contract tests run over it as over the built-in ones, so the plug-in
 path is proved end to end, faults included. It keeps the contract of
 `rltrack.trackers.remote.RemoteBackend` by storing each value under its
 event's id (`INSERT OR IGNORE`): a batch delivered again adds nothing.
-Histograms, images, videos and checkpoints it does not take: each is
-counted as dropped, with why.
+It takes scalars and hyperparameters only, and says so in its rules
+(`Rules(kinds=...)`): delivery leaves the other kinds out and counts each
+as dropped, with why.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from rltrack.core.events import Event
 from rltrack.sinks.base import RunContext
-from rltrack.trackers.remote import EventId, RemoteBackend
+from rltrack.trackers.remote import EventId, RemoteBackend, Rules
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS scalars (
     run TEXT NOT NULL, event TEXT NOT NULL, key TEXT NOT NULL, step INTEGER NOT NULL, value REAL,
@@ -28,6 +29,7 @@ class ExampleTracker(RemoteBackend):
     """`[backends.example] path` (default `<run.root>/example.db`)."""
 
     name = "example"
+    rules = Rules(kinds=("scalars", "hparams"))
 
     def __init__(self, path: str | None = None) -> None:
         self.path = path
@@ -53,9 +55,6 @@ class ExampleTracker(RemoteBackend):
         # counted once the batch is stored (a batch that failed is offered again)
         if len(rows) < len(values):
             self.run.report.count("dropped", "None value", len(values) - len(rows), section=self.name)
-        other = sum(event.kind not in ("scalars", "hparams") for event in events)
-        if other:
-            self.run.report.count("dropped", "events other than scalars (the example tracker takes scalars only)", other, section=self.name)
 
 
 def values(path: Path, key: str) -> list[tuple[int, float]]:

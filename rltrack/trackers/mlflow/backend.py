@@ -58,8 +58,8 @@ from rltrack.trackers.mlflow.sqlite import SqliteMetricWriter, sqlite_path, stor
 from rltrack.trackers.mlflow.store import embedded_store, half_migrated
 from rltrack.trackers.mlflow.whole import forget_store, make_whole
 from rltrack.trackers.inflight import InFlight, shared_pool
-from rltrack.trackers.remote import EventId, RemoteBackend, StoreNotReady, raised
-from rltrack.core.events import Event
+from rltrack.trackers.remote import EventId, Failure, Forgotten, Lines, Progress, RemoteBackend, Rules, StoreNotReady, error_text, raised
+from rltrack.core.events import KINDS, Event
 from rltrack.core.optional import ensure_installed, require
 
 STATUSES = {"finished": "FINISHED", "failed": "FAILED", "killed": "KILLED"}
@@ -99,8 +99,8 @@ class MlflowBackend(RemoteBackend):
     """`[backends.mlflow] tracking_uri, experiment, run_name, tags, in_flight`."""
 
     name = "mlflow"
-    client_modules = ("mlflow",)
-    max_batch = 1000
+    #: Stores later than it takes: the bulk SQLite writer's transaction, several batches in flight to a server.
+    rules = Rules(client_modules=("mlflow",), stores_later=True, kinds=tuple(kind for kind in KINDS if kind != "histogram"))
 
     def __init__(
         self,
@@ -119,7 +119,7 @@ class MlflowBackend(RemoteBackend):
         self.in_flight = in_flight  # batches sent to a server at once (rltrack.trackers.inflight)
 
     @classmethod
-    def validate(cls, settings: dict[str, Any]) -> None:
+    def validate(cls, settings: dict[str, Any], in_use: bool = False) -> None:
         tracking_uri, experiment, run_name, tags = settings["tracking_uri"], settings["experiment"], settings["run_name"], settings["tags"]
         if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri):
             raise ValueError(f"tracking_uri = {tracking_uri!r} must be a URI such as 'http://127.0.0.1:5000' or 'sqlite:///mlflow.db'")
@@ -139,10 +139,8 @@ class MlflowBackend(RemoteBackend):
                 f"in_flight = {in_flight!r} must be a whole number from 1 to {MAX_IN_FLIGHT}: the batches sent to an MLflow server "
                 "at once (1: one at a time), e.g. in_flight = 4"
             )
-
-    @classmethod
-    def check_environment(cls, settings: dict[str, Any]) -> None:
-        ensure_installed("mlflow", "mlflow", PURPOSE)
+        if in_use:
+            ensure_installed("mlflow", "mlflow", PURPOSE)
 
     def target(self, run: RunContext) -> str:
         return f"{self._store_uri(run)} experiment {self.experiment or run.task}"
@@ -157,16 +155,17 @@ class MlflowBackend(RemoteBackend):
         if database is not None:
             make_whole(database)
 
-    def cannot_heal(self, exc: Exception) -> str | None:
+    def judge(self, exc: Exception) -> Failure:
         if isinstance(exc, StoreNotReady) and exc.repair:
-            return exc.repair
+            return Failure(fix=exc.repair)
         if raised(exc, "UnsupportedModelRegistryStoreURIException", "ArgumentError"):
-            return f"fix tracking_uri ({self.tracking_uri!r})"
+            return Failure(fix=f"fix tracking_uri ({self.tracking_uri!r})")
         if getattr(exc, "error_code", None) in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
-            return "set the credentials the server takes (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN)"
+            return Failure(fix="set the credentials the server takes (MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, or MLFLOW_TRACKING_TOKEN)")
         if "out-of-date database schema" in str(exc):  # made by an older MLflow, or an upgrade killed midway
-            return f"back the store up, then upgrade its schema: mlflow db upgrade {self.tracking_uri}"
-        return half_migrated(sqlite_path(self.tracking_uri)) or super().cannot_heal(exc)
+            return Failure(fix=f"back the store up, then upgrade its schema: mlflow db upgrade {self.tracking_uri}")
+        fix = half_migrated(sqlite_path(self.tracking_uri))
+        return Failure(fix=fix) if fix else super().judge(exc)
 
     def open(self, run: RunContext) -> None:
         super().open(run)
@@ -186,7 +185,22 @@ class MlflowBackend(RemoteBackend):
 
     # ---- delivery ------------------------------------------------------------
 
-    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId], *, lines: Lines | None = None, store_now: bool = False) -> Progress:
+        """Sends `events`; how far the bulk writer or the batches in flight
+        have got (a batch in flight that failed: `Forgotten`, the books back
+        to what the server acknowledged)."""
+        try:
+            if events:
+                self._send(events)
+            if store_now:
+                self._store_now()
+            return Progress(self._position(), self._durable_position())
+        except Exception as exc:
+            if self._rewind():
+                raise Forgotten(error_text(exc)) from exc
+            raise
+
+    def _send(self, events: list[Event]) -> None:
         self._check_reachable()
         client = self._mlflow_client()
         run_id = self._run_id
@@ -242,7 +256,7 @@ class MlflowBackend(RemoteBackend):
         if self._flight is not None:
             self._flight.drain()  # if a batch failed, the delivery goes back to its cursor and ends the run later
         if self._bulk is not None:
-            self.store_now()  # if it fails, the status waits; `durable_position` tries the rows again
+            self._store_now()  # if it fails, the status waits; the next `deliver` tries the rows again
             self._bulk.release()
             self._bulk = None
         if self._run_id is None:
@@ -253,20 +267,24 @@ class MlflowBackend(RemoteBackend):
         self._mlflow_client().set_terminated(self._run_id, STATUSES.get(status, "FAILED"), end_time=self._last_ms)
         self.state = {**self.state, "status": status}
 
-    def position(self) -> int | None:
+    def resume(self, position: int | None, state: dict[str, Any]) -> Progress:
+        super().resume(position, state)
+        return Progress(self._position(), None)
+
+    def _position(self) -> int | None:
         """With the bulk SQLite writer: the ticket of this run's last batch
         (a count of the writer's, for this process only; `resume`
         has nothing to skip, the store ignores a row it holds); with several
         batches in flight, the ticket of the last one sent."""
         return self._ticket if self._bulk is not None or self._flight is not None else None
 
-    def store_now(self) -> None:
+    def _store_now(self) -> None:
         if self._bulk is not None:
             self._bulk.commit(force=True)
         if self._flight is not None:
             self._flight.drain()
 
-    def durable_position(self) -> int | None:
+    def _durable_position(self) -> int | None:
         """The writer's last stored ticket, committing its staged rows of
         every run first when they are due (see rltrack.trackers.mlflow.sqlite);
         with batches in flight, the last ticket acknowledged after all before it."""
@@ -274,7 +292,7 @@ class MlflowBackend(RemoteBackend):
             return self._flight.collect()
         return self._bulk.commit() if self._bulk is not None else None
 
-    def rewind(self) -> bool:
+    def _rewind(self) -> bool:
         """A batch in flight failed: forget the batches sent after the last
         one acknowledged in order (the delivery sends them again from its cursor)."""
         if self._flight is None or not self._flight.rewind():
@@ -331,7 +349,7 @@ class MlflowBackend(RemoteBackend):
             self.run.report.count(
                 "incomplete",
                 f"MLflow run {self._run_id} starts where an earlier {self.name} delivery stopped; to give it the "
-                f"whole run, delete cursors/{self.cursor_name}.json and run rltrack sync again",
+                f"whole run, delete its cursors (cursors/{self.name}*.json) and run rltrack sync again",
                 section=self.name,
             )
         self.state = {"tracking_uri": self.tracking_uri, "run_id": self._run_id}

@@ -32,7 +32,7 @@ whatever its size (its journal file, syncs and locks), and a sweep's trials
 each report about once a second, so a transaction per run and batch was
 most of the agent's CPU in a 64-trial sweep. Each `write` returns a ticket,
 and `commit` the highest ticket stored: the backend's cursor advances only
-over batches whose ticket is stored (`RemoteBackend.durable_position`).
+over batches whose ticket is stored (the `stored` of what `RemoteBackend.deliver` returns).
 
 The rows go in `ROWS_PER_INSERT` at a time, one `INSERT ... VALUES (...),
 (...)` each: each `metrics` row is four B-tree inserts (the table, its

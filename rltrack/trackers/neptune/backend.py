@@ -63,7 +63,7 @@ from typing import Any, Sequence
 
 from rltrack.sinks.base import RunContext
 from rltrack.trackers.neptune.queue import operations
-from rltrack.trackers.remote import EventId, RemoteBackend, check_names, check_tags, error_text, raised
+from rltrack.trackers.remote import EventId, Failure, RemoteBackend, Rules, check_names, check_tags, error_text, raised
 from rltrack.core.events import NUMERIC_KINDS, Event
 from rltrack.core.optional import ensure_installed, require
 
@@ -84,8 +84,7 @@ class NeptuneBackend(RemoteBackend):
     """`[backends.neptune] project, mode, name, tags, dir`; the token comes from NEPTUNE_API_TOKEN."""
 
     name = "neptune"
-    client_modules = ("neptune",)
-    max_batch = 1000
+    rules = Rules(client_modules=("neptune",))
 
     def __init__(
         self,
@@ -109,7 +108,7 @@ class NeptuneBackend(RemoteBackend):
         self._earlier: dict[str, int] = {}  # series path -> last step held by earlier sessions' folders
 
     @classmethod
-    def validate(cls, settings: dict[str, Any]) -> None:
+    def validate(cls, settings: dict[str, Any], in_use: bool = False) -> None:
         mode, project = settings["mode"], settings["project"]
         if settings["api_token"] is not None:
             raise ValueError("api_token must not be written in a config file; set the NEPTUNE_API_TOKEN environment variable instead")
@@ -117,10 +116,8 @@ class NeptuneBackend(RemoteBackend):
             raise ValueError(f"mode = {mode!r} is not a Neptune mode rltrack can write with; use one of {', '.join(MODES)}")
         check_names(project=project, name=settings["name"], dir=settings["dir"])
         check_tags(settings["tags"])
-
-    @classmethod
-    def check_environment(cls, settings: dict[str, Any]) -> None:
-        mode, project = settings["mode"], settings["project"]
+        if not in_use:
+            return
         ensure_installed("neptune", "neptune", "The neptune backend")
         if mode in ONLINE_MODES and not os.environ.get("NEPTUNE_API_TOKEN"):
             raise ValueError(f'mode = "{mode}" needs NEPTUNE_API_TOKEN in the environment of the training process (a token in the config is refused), or use mode = "offline"')
@@ -131,10 +128,10 @@ class NeptuneBackend(RemoteBackend):
         where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"
         return f"{self.mode} {self.project or ''} in {where}"
 
-    def cannot_heal(self, exc: Exception) -> str | None:
+    def judge(self, exc: Exception) -> Failure:
         if raised(exc, *CANNOT_HEAL):
-            return "set NEPTUNE_API_TOKEN (from the environment only: a token in the config is refused) and the project where the agent runs"
-        return super().cannot_heal(exc)
+            return Failure(fix="set NEPTUNE_API_TOKEN (from the environment only: a token in the config is refused) and the project where the agent runs")
+        return super().judge(exc)
 
     def open(self, run: RunContext) -> None:
         super().open(run)

@@ -44,7 +44,7 @@ Why it is built this way:
 * **Every row exactly once, even after a crash.** `run.log` hands a row to
   W&B's own writer process, which stores it in the run's `.wandb` file a
   little later. The backend counts the rows it logged (`position`) and the
-  rows that file holds (`durable_position`, read incrementally), so the
+  rows that file holds (`Progress.stored`, read incrementally), so the
   journal cursor advances only over rows W&B has stored, and saves that
   count with it. Delivery that resumes from a cursor (a retry, `rltrack sync`
   after a crash, a resumed run) compares it with what the W&B run holds (the
@@ -76,9 +76,9 @@ from typing import Any, Sequence
 from urllib.parse import urlsplit
 
 from rltrack.sinks.base import RunContext
-from rltrack.trackers.remote import EventId, RemoteBackend, SessionLost, check_names, check_tags, raised
+from rltrack.trackers.remote import EventId, Failure, Lines, Progress, RemoteBackend, Rules, SessionLost, check_names, check_tags, raised
 from rltrack.trackers.wandb.files import HistoryFile, rows_in_files
-from rltrack.trackers.wandb.rows import RowMaker, left_out_by_name
+from rltrack.trackers.wandb.rows import MEDIA_KINDS, RowMaker
 from rltrack.core.events import Event
 from rltrack.core.optional import ensure_installed, require
 
@@ -128,8 +128,9 @@ class WandbBackend(RemoteBackend):
     """`[backends.wandb] project, entity, group, name, mode, tags, dir, init_timeout`."""
 
     name = "wandb"
-    client_modules = ("wandb",)
-    max_batch = 1000
+    #: W&B's writer process stores the rows it takes later; its `define_metric` requires a name, and it names
+    #: the file of a text, image or video value after the value's key (rltrack.trackers.wandb.rows).
+    rules = Rules(client_modules=("wandb",), named=True, file_named=MEDIA_KINDS, stores_later=True)
 
     def __init__(
         self,
@@ -157,7 +158,7 @@ class WandbBackend(RemoteBackend):
         self._disk_full = False  # W&B's folder's disk was seen full since W&B last stored a row
 
     @classmethod
-    def validate(cls, settings: dict[str, Any]) -> None:
+    def validate(cls, settings: dict[str, Any], in_use: bool = False) -> None:
         mode, dir, init_timeout = settings["mode"], settings["dir"], settings["init_timeout"]
         if mode not in MODES:
             raise ValueError(f"mode = {mode!r} is not a W&B mode; use one of {', '.join(MODES)}")
@@ -167,16 +168,8 @@ class WandbBackend(RemoteBackend):
         check_tags(settings["tags"])
         if not isinstance(init_timeout, (int, float)) or init_timeout <= 0:
             raise ValueError(f"init_timeout = {init_timeout!r} must be a positive number of seconds")
-
-    @classmethod
-    def check_environment(cls, settings: dict[str, Any]) -> None:
-        mode = settings["mode"]
-        ensure_installed("wandb", "wandb", "The wandb backend")
-        if mode in ("online", "shared") and not _has_api_key():
-            raise ValueError(
-                f'mode = "{mode}" needs a W&B API key and none is set: set WANDB_API_KEY (or run `wandb login`) in the environment '
-                'of the training process, or use mode = "offline" and upload later with `wandb sync`'
-            )
+        if in_use:
+            _check_environment(mode)
 
     def target(self, run: RunContext) -> str:
         where = Path(self.dir).expanduser().resolve() if self.dir else "the run directory"
@@ -188,7 +181,14 @@ class WandbBackend(RemoteBackend):
         self._dir = Path(self.dir).expanduser() if self.dir else run.run_dir
         self._maker = RowMaker(run, self.name)
 
-    def deliver(self, events: list[Event], ids: list[EventId]) -> None:
+    def deliver(self, events: list[Event], ids: list[EventId], *, lines: Lines | None = None, store_now: bool = False) -> Progress:
+        """Logs a row per event (none: how far W&B has stored; W&B's writer
+        stores what it took by itself, `store_now` asks nothing more of it)."""
+        if events:
+            self._deliver(events)
+        return Progress(self._position(), self._durable_position())
+
+    def _deliver(self, events: list[Event]) -> None:
         if self._run is None:
             self._run = self._init([e for e in events if e.kind == "hparams"])
         skip, done = self._skip, 0
@@ -216,23 +216,23 @@ class WandbBackend(RemoteBackend):
             self._run.finish(exit_code=EXIT_CODES.get(status, KILLED_EXIT_CODE))
             self._run = None
 
-    def cannot_heal(self, exc: Exception) -> str | None:
+    def judge(self, exc: Exception) -> Failure:
         if raised(exc, "AuthenticationError"):
-            return "set a valid WANDB_API_KEY (or run `wandb login`) where the agent runs"
+            return Failure(fix="set a valid WANDB_API_KEY (or run `wandb login`) where the agent runs")
         if raised(exc, "UsageError"):
-            return "fix the setting the error names"
+            return Failure(fix="fix the setting the error names")
         if isinstance(exc, DirNotWritable):
-            return f"make {self._dir} writable, or set [backends.wandb] dir to a writable directory (left out: the run directory)"
-        return super().cannot_heal(exc)
+            return Failure(fix=f"make {self._dir} writable, or set [backends.wandb] dir to a writable directory (left out: the run directory)")
+        return super().judge(exc)
 
-    def position(self) -> int:
+    def _position(self) -> int:
         if self._rows is None:  # before `wandb.init`: what the saved run's files hold
             self._rows = rows_in_files(self._files_of(self.state.get("id")))
         return self._rows
 
-    def durable_position(self) -> int:
+    def _durable_position(self) -> int:
         if self._file is None:
-            return self.position()
+            return self._position()
         try:
             stored = self._rows_before_file + self._file.count()
         except OSError:  # W&B moved or removed its file: nothing more is known to be stored
@@ -245,12 +245,12 @@ class WandbBackend(RemoteBackend):
         of the rows it holds for `STALL` seconds and its folder's disk was
         seen full meanwhile (a W&B only slow, on a busy machine, keeps its session)."""
         now = time.monotonic()
-        if stored >= self.position() or stored != self._stored[0]:
+        if stored >= self._position() or stored != self._stored[0]:
             self._stored, self._disk_full = (stored, now), False
             return
         self._disk_full = self._disk_full or _free_bytes(self._dir) < MIN_FREE
         if self._disk_full and now - self._stored[1] > STALL:
-            waiting = self.position() - stored
+            waiting = self._position() - stored
             self._let_go()
             raise SessionLost(
                 f"W&B stored none of the {waiting} rows it took for {STALL:.0f} s and the disk of {self._dir} filled "
@@ -263,29 +263,30 @@ class WandbBackend(RemoteBackend):
         if run is not None:
             run.finish(exit_code=EXIT_CODES["failed"])
 
-    def resume(self, position: int | None, state: dict[str, Any]) -> None:
+    def resume(self, position: int | None, state: dict[str, Any]) -> Progress:
         super().resume(position, state)
         self._resume_at = position
         if self._run is not None:
             self._skip_held()
+        return Progress(self._position(), None)
 
     def _skip_held(self) -> None:
         """Rows the W&B run holds beyond the cursor's position are the first
         rows of what the cursor delivers next: they are skipped, not logged again."""
         if self._resume_at is None:
             return
-        held = self.position() - self._resume_at
+        held = self._position() - self._resume_at
         if held < 0:  # the run's files hold less than was stored: removed by hand, or W&B lost them
             self.run.report.count("lost", "rows the W&B run's files no longer hold", -held, section=self.name)
         self._skip, self._resume_at = max(0, held), None
 
     def _log(self, row: dict[str, Any]) -> None:
         # the next row of the W&B run, earlier sessions included; in shared mode W&B ignores step= (warning) and numbers rows itself
-        step = None if self.settings["mode"] == "shared" else self.position()
+        step = None if self.settings["mode"] == "shared" else self._position()
         # commit: stored now, not held until the next step. A media file named after a key too long for
         # the file system raises ENAMETOOLONG: delivery counts that event as refused (`refuses`).
         self._run.log(row, step=step, commit=True)
-        self._rows = self.position() + 1
+        self._rows = self._position() + 1
 
     # ---- one event ------------------------------------------------------
 
@@ -319,7 +320,7 @@ class WandbBackend(RemoteBackend):
         run_id = self._run_id()
         resume = "allow" if run_id == self.state.get("id") else None  # a run an earlier session created
         if self.settings["mode"] == "offline":  # the saved run's earlier files (a new id has none), before this session's file exists
-            self.position()
+            self._position()
         try:
             run = wandb.init(
                 **{k: v for k, v in self.settings.items() if k not in ("name", "project", "group")},
@@ -364,14 +365,6 @@ class WandbBackend(RemoteBackend):
             )
         return str(saved or uuid.uuid4().hex[:16])
 
-    def sendable(self, event: Event) -> tuple[Event | None, list[str]]:
-        """Also leaves out the values W&B refuses by their name (rltrack.trackers.wandb.rows)."""
-        sent, left_out = super().sendable(event)
-        if sent is None:
-            return sent, left_out
-        sent, refused = left_out_by_name(sent)
-        return sent, left_out + refused
-
 
 def _free_bytes(folder: Path) -> int:
     """Bytes free for this user on `folder`'s disk (as much as wanted when it cannot be said)."""
@@ -380,6 +373,16 @@ def _free_bytes(folder: Path) -> int:
     except OSError:
         return MIN_FREE
     return stats.f_bavail * stats.f_frsize
+
+
+def _check_environment(mode: str) -> None:
+    """What only this machine can tell: wandb installed, an API key where a mode needs one."""
+    ensure_installed("wandb", "wandb", "The wandb backend")
+    if mode in ("online", "shared") and not _has_api_key():
+        raise ValueError(
+            f'mode = "{mode}" needs a W&B API key and none is set: set WANDB_API_KEY (or run `wandb login`) in the environment '
+            'of the training process, or use mode = "offline" and upload later with `wandb sync`'
+        )
 
 
 def _has_api_key() -> bool:

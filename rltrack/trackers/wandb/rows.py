@@ -21,7 +21,7 @@ the rows to skip, `finish`); what W&B makes of each event is decided here:
   as `model` artifacts with aliases `latest`, `iteration_<N>` and `best`.
 * **Names W&B refuses or owns**: a value with an empty name, or a text or
   media value whose name W&B cannot make a file name of, is left out before
-  sending (`left_out_by_name`, counted by delivery); a value named as one of
+  sending (delivery does, by the rules `WandbBackend.rules` declares, and counts it); a value named as one of
   W&B's own columns (`_step`, ...) is renamed `user<name>` (report).
 """
 
@@ -40,42 +40,6 @@ RESERVED = frozenset({"_step", "_runtime", "_timestamp", "_wandb"})
 #: Kinds whose values W&B writes to a file named after the value's key:
 #: `media/<kind>/<key>_<step>_<20 hex digits>.<ext>`, a folder per `/` of the key.
 MEDIA_KINDS = ("text", "image", "video")
-#: UTF-8 bytes of a file name (Linux, macOS); of the key's last part, what is left beside `_<step>_<id>.<ext>` (a 20-digit step).
-MAX_FILE_NAME = 255
-MAX_LAST_PART = MAX_FILE_NAME - len("_" + "9" * 20 + "_" + "f" * 20 + ".html")
-
-
-def _refused_name(tag: str, media: bool) -> str | None:
-    """Why W&B refuses a value named `tag` (`media`: of `MEDIA_KINDS`), None if it takes it."""
-    if not tag:
-        return "an empty name (W&B's define_metric requires one)"
-    if not media:
-        return None
-    if "\x00" in tag:
-        return "a NUL byte in its name (W&B names the value's file after it)"
-    *folders, last = (len(part.encode("utf-8")) for part in tag.split("/"))
-    if last > MAX_LAST_PART or any(size > MAX_FILE_NAME for size in folders):
-        return f"a name too long for W&B's file of the value (a part over {MAX_FILE_NAME} UTF-8 bytes, or {MAX_LAST_PART} for the last)"
-    return None
-
-
-def left_out_by_name(event: Event) -> tuple[Event | None, list[str]]:
-    """`event` without the values W&B refuses by their name: an empty one
-    (`define_metric() requires non-empty name argument`), and a NUL byte in
-    the name of a text or media value (W&B names the value's file after it);
-    and why each was left out."""
-    if event.kind in ("hparams", "artifact"):
-        return event, []
-    media = event.kind in MEDIA_KINDS
-    if not media and (event.namespace or all(event.data)):  # no empty name: nothing more to look at
-        return event, []
-    refused = {key: why for key in event.data if (why := _refused_name(event.tag(key), media))}
-    if not refused:
-        return event, []
-    data = {key: value for key, value in event.data.items() if key not in refused}
-    return (event.derive(data) if data else None), [f"{event.kind} value: {why}" for why in refused.values()]
-
-
 class RowMaker:
     """The rows, config and artifacts of one rltrack run's W&B run, made from
     its events. `begin` gives it each W&B session's run; the keys tied to a
