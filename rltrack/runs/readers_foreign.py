@@ -1,12 +1,12 @@
 """Run directories written without rltrack, read where they lie, never converted.
 
     tune       a Ray Tune trial: `result.json` (one result per line) + `params.json`
-    spinup     SpinningUp: `progress.txt` (tab-separated) + `config.json`
     di-engine  DI-engine / LightZero: `log/serial/events.out.tfevents.*` + `total_config.py`
     tensorboard  any other folder of event files (CleanRL, Tianshou, skrl, rsl_rl): rltrack.runs.readers_tensorboard
 
 and the reader each registered library declares (`Library.folders`: SB3's
-`progress.csv` folders, rltrack.adapters.sb3.folders), imported here when
+`progress.csv` folders, rltrack.adapters.sb3.folders; SpinningUp's
+`progress.txt` + `config.json`, rltrack.adapters.spinup.folders), imported here when
 runs are looked for, which share the helpers below.
 
 Values keep their native names (namespace = the part before the first `/`)
@@ -30,7 +30,6 @@ recorded time, else the time the first file was written.
 
 from __future__ import annotations
 
-import csv
 import functools
 import importlib
 import json
@@ -38,7 +37,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from rltrack.frameworks import spinup, tune
+from rltrack.frameworks import tune
 from rltrack.frameworks.library import libraries
 from rltrack.runs.records import (
     RunInfo,
@@ -98,33 +97,6 @@ def columns(rows: list[dict[str, str]], step_columns: dict[str, str], namespace_
             namespace, key = namespace_of(column.strip())
             samples.append(Sample(namespace, key, value, steps or {"step": index}))
     return list(with_canonical(samples))
-
-
-class SpinupFormat:
-    """A SpinningUp output dir: `progress.txt` (tab-separated, header row) and `config.json`."""
-
-    name = "spinup"
-
-    def detect(self, path: Path) -> bool:
-        return (path / "progress.txt").is_file() and (path / "config.json").is_file()
-
-    def info(self, path: Path) -> RunInfo:
-        config = json_dict(path / "config.json")
-        files = [path / "config.json", path / "progress.txt"]
-        return RunInfo(path, self.name, self.name, task(path, config), UNKNOWN, "", earliest_mtime(files), UNKNOWN, config, scalar_hparams(config))
-
-    def samples(self, path: Path) -> list[Sample]:
-        with (path / "progress.txt").open(newline="", encoding="utf-8") as f:
-            rows = [{(column or "").strip(): cell for column, cell in row.items()} for row in csv.DictReader(f, delimiter="\t")]
-        return columns(rows, spinup.STEP_COLUMNS, _spinup_namespace, steps_are_metrics=False)
-
-    def signature_files(self, path: Path) -> list[Path]:
-        return [path / "config.json", path / "progress.txt"]
-
-def _spinup_namespace(column: str) -> tuple[str, str]:
-    """SpinningUp columns by the adapter's rule (`AverageEpRet` -> collector, `LossPi` -> learner)."""
-    base = re.sub(r"^(Average|Std|Max|Min)(?=[A-Z])", "", column)
-    return spinup.namespace_of(base), column
 
 
 class TuneFormat:
@@ -288,7 +260,7 @@ def foreign_formats() -> tuple[Any, ...]:
     folder is the most particular; the reader each registered library declares
     (`Library.folders`), by the library's name; any folder of event files last
     (a DI-engine experiment or an SB3 folder may hold some too)."""
-    found: list[Any] = [DIEngineFormat(), TuneFormat(), SpinupFormat()]
+    found: list[Any] = [DIEngineFormat(), TuneFormat()]
     for _, library in sorted(libraries().items()):
         if library.folders:
             module, _, attribute = library.folders.partition(":")
