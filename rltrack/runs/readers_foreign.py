@@ -1,13 +1,15 @@
 """Run directories written without rltrack, read where they lie, never converted.
 
-    tune       a Ray Tune trial: `result.json` (one result per line) + `params.json`
-    di-engine  DI-engine / LightZero: `log/serial/events.out.tfevents.*` + `total_config.py`
+    di-engine    DI-engine / LightZero: `log/serial/events.out.tfevents.*` + `total_config.py`
+    <library>    the reader each registered library declares (`Library.folders`): SB3's
+                 `progress.csv` (rltrack.adapters.sb3.folders), a Ray Tune trial's
+                 `result.json` + `params.json` (rltrack.adapters.tune.folders), SpinningUp's
+                 `progress.txt` + `config.json` (rltrack.adapters.spinup.folders)
     tensorboard  any other folder of event files (CleanRL, Tianshou, skrl, rsl_rl): rltrack.runs.readers_tensorboard
 
-and the reader each registered library declares (`Library.folders`: SB3's
-`progress.csv` folders, rltrack.adapters.sb3.folders; SpinningUp's
-`progress.txt` + `config.json`, rltrack.adapters.spinup.folders), imported here when
-runs are looked for, which share the helpers below.
+A library's reader lives with the library, is imported here through the
+registry when runs are looked for (`foreign_formats`), and builds on the
+helpers below, which every tabular format shares.
 
 Values keep their native names (namespace = the part before the first `/`)
 and get canonical twins through the shared vocabulary (`with_canonical`), so
@@ -19,13 +21,10 @@ events, rltrack.frameworks.tensorboard, which a live writer's hook uses too.
 What a format does not record is said plainly rather than guessed: host
 "unknown", status "unknown" (DI-engine: "finished" when the experiment holds
 the `result.pkl` its pipelines write at their end or its learner log ends with
-the learner's final checkpoint, else "killed"; Tune: the trial's status in the experiment's
-`experiment_state-*.json`, or "failed" when the trial left `error.txt`; its
-tracked hyperparameters are the state's `evaluated_params`, what the search
-varied). Task: the config's `exp_name` without a trailing `seed<N>`
-(DI-engine names seeds `cartpole_dqn_seed0`), else the directory's name (Tune:
-the experiment's). The start time is the first
-recorded time, else the time the first file was written.
+the learner's final checkpoint, else "killed"). Task: the config's `exp_name`
+without a trailing `seed<N>` (DI-engine names seeds `cartpole_dqn_seed0`),
+else the directory's name. The start time is the first recorded time, else
+the time the first file was written.
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from rltrack.frameworks import tune
 from rltrack.frameworks.library import libraries
 from rltrack.runs.records import (
     RunInfo,
@@ -48,7 +46,6 @@ from rltrack.runs.records import (
     scalar_hparams,
     with_canonical,
 )
-from rltrack.core.values import flatten
 from rltrack.runs.readers_tensorboard import TensorBoardFormat, event_files, first_event_time, tfevents_host, translated
 
 UNKNOWN = "unknown"
@@ -98,91 +95,6 @@ def columns(rows: list[dict[str, str]], step_columns: dict[str, str], namespace_
             samples.append(Sample(namespace, key, value, steps or {"step": index}))
     return list(with_canonical(samples))
 
-
-class TuneFormat:
-    """A Ray Tune trial dir: `result.json` (JSON lines, nested results) and `params.json` (the trial's config)."""
-
-    name = "tune"
-    #: Tune's trial status (experiment_state-*.json) -> run status.
-    STATUSES = {"TERMINATED": "finished", "ERROR": "failed", "RUNNING": "running", "PENDING": "pending", "PAUSED": "paused"}
-
-    def detect(self, path: Path) -> bool:
-        return (path / "result.json").is_file() and (path / "params.json").is_file()
-
-    def info(self, path: Path) -> RunInfo:
-        results = self._results(path)
-        first = results[0] if results else {}
-        last = results[-1] if results else {}
-        config = json_dict(path / "params.json")
-        hparams = scalar_hparams(config)
-        state = self._trial_state(path)
-        searched = state.get("evaluated_params")
-        tracked = {k: v for k, v in hparams.items() if k in searched} if isinstance(searched, dict) else {}
-        status = self.STATUSES.get(str(state.get("status")), UNKNOWN)
-        if (path / "error.txt").is_file() or (path / "error.pkl").is_file():
-            status = "failed"
-        elif last.get("done"):
-            status = "finished"
-        start = as_number(first.get("timestamp"))
-        start = start - (as_number(first.get("time_total_s")) or 0.0) if start is not None else earliest_mtime([path / "params.json"])
-        return RunInfo(
-            path, "rllib" if tune.is_rllib_result(first) else self.name, self.name, path.parent.name,
-            str(first.get("hostname") or UNKNOWN), str(first.get("node_ip") or ""), start, status, config, hparams, tracked,
-        )
-
-    def samples(self, path: Path) -> list[Sample]:
-        samples: list[Sample] = []
-        for result in self._results(path):
-            flat = flatten({k: v for k, v in result.items() if k != "config" and k not in tune.RUN_INFO_KEYS})
-            steps: dict[str, int] = {}
-            env_steps = next((v for k in tune.ENV_STEP_KEYS if (v := as_number(flat.get(k))) is not None), None)
-            if env_steps is not None:
-                steps["env_steps"] = int(env_steps)
-            iteration = as_number(flat.pop(tune.ITERATION_KEY, None))
-            if iteration is not None:
-                steps["train_iter"] = int(iteration)
-            when = as_number(result.get("timestamp"))
-            for tag, raw in flat.items():
-                value = as_number(raw) if not isinstance(raw, str) else None
-                if value is not None:
-                    namespace, key = namespace_and_key(tag)
-                    samples.append(Sample(namespace, key, value, steps, when, "timing" if tag in tune.TIMING_KEYS else "scalars"))
-        return list(with_canonical(samples))
-
-    def signature_files(self, path: Path) -> list[Path]:
-        return [path / "params.json", path / "result.json", path / "error.txt", *self._state_files(path)[:1]]
-
-    @staticmethod
-    def _state_files(path: Path) -> list[Path]:
-        """The experiment's state files beside the trial, newest first."""
-        return sorted(path.parent.glob("experiment_state-*.json"), reverse=True)
-
-    def _trial_state(self, path: Path) -> dict[str, Any]:
-        """What Tune's newest experiment state says about this trial (status, the searched
-        `evaluated_params`); {} when there is none (a trial dir copied on its own)."""
-        for state_file in self._state_files(path):
-            try:
-                trials = json.loads(state_file.read_text(encoding="utf-8"))["trial_data"]
-                for entry in trials:
-                    trial = json.loads(entry[0]) if isinstance(entry[0], str) else entry[0]
-                    if trial.get("relative_logdir") == path.name:
-                        return trial
-            except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
-                continue
-        return {}
-
-    @staticmethod
-    def _results(path: Path) -> list[dict[str, Any]]:
-        results = []
-        with (path / "result.json").open(encoding="utf-8") as f:
-            for line in f:
-                try:
-                    result = json.loads(line)
-                except ValueError:  # a line torn by a killed trial
-                    continue
-                if isinstance(result, dict):
-                    results.append(result)
-        return results
 
 class DIEngineFormat:
     """A DI-engine / LightZero experiment dir: TensorBoard files under `log/serial`, `total_config.py`.
@@ -260,7 +172,7 @@ def foreign_formats() -> tuple[Any, ...]:
     folder is the most particular; the reader each registered library declares
     (`Library.folders`), by the library's name; any folder of event files last
     (a DI-engine experiment or an SB3 folder may hold some too)."""
-    found: list[Any] = [DIEngineFormat(), TuneFormat()]
+    found: list[Any] = [DIEngineFormat()]
     for _, library in sorted(libraries().items()):
         if library.folders:
             module, _, attribute = library.folders.partition(":")

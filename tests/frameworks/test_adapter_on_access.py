@@ -23,7 +23,7 @@ BUILT = {
     "rltrack.adapters.transformers": ("RLTrackCallback", "transformers"),
     "rltrack.adapters.rl_games": ("RLTrackObserver", "rl_games"),
     "rltrack.adapters.rsl_rl": ("RLTrackLogWriter", "rsl_rl"),
-    "rltrack.adapters.tune": ("RLTrackCallback", "ray"),
+    "rltrack.adapters.tune.callback": ("RLTrackCallback", "ray"),  # `from rltrack.adapters.tune import RLTrackCallback` hands it on
 }
 
 
