@@ -49,7 +49,7 @@ CANONICAL: dict[str, str] = {
     "learner/critic_loss": "learner/critic_loss_avg",  # D4PG, TD3, SAC, ...
 }
 
-#: Records per stage block, per namespace (None: the evaluator's one evaluation, see the module docstring).
+#: Records per stage block, per namespace (None: the evaluator's one evaluation, see the package docstring, rltrack.adapters.acme).
 STAGE_EVERY: dict[str, int | None] = {"collector": 10, "evaluator": None, "learner": 100}
 #: Learner keys read as the learning rate (`cur_lr_avg`).
 LEARNING_RATE_KEYS = ("learning_rate", "lr")

@@ -66,7 +66,7 @@ class WriterBody:
     ) -> None:  # fmt: skip
         """`logger`: an rltrack Logger. `names` overrides the config's `run.names`
         ("both", "canonical", "native"). `train_iter_key`: the SB3 key giving
-        the `train_iter` axis (default: see the module docstring).
+        the `train_iter` axis (default: see the package docstring, rltrack.adapters.sb3).
         `rollout_steps`: for an on-policy model, the env steps of one
         rollout-and-update round (`n_steps * n_envs`); `train_iter` is then
         `env_steps // rollout_steps` (the rounds completed) at every dump,

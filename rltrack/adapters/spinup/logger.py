@@ -80,7 +80,7 @@ class EpochLogger:
     """Drop-in for `spinup.utils.logx.EpochLogger` that also sends each row to rltrack.
 
     Same constructor (`output_dir`, `output_fname`, `exp_name`) and methods;
-    the module docstring lists the files, what rltrack receives and the few
+    the package docstring (rltrack.adapters.spinup) lists the files, what rltrack receives and the few
     deliberate differences from SpinningUp. Extra keyword arguments choose the
     rltrack Logger: `rltrack_logger`, `rltrack_config`, `send_to_rltrack`.
     """
@@ -166,7 +166,7 @@ class EpochLogger:
 
     def _set(self, column: str, val: Any, source: str, statistic: bool) -> None:
         if column not in self._routes:
-            self.log_headers.append(column)  # late keys too: see the module docstring
+            self.log_headers.append(column)  # late keys too: see the package docstring
             self._routes = {**self._routes, column: _route(column, source, statistic, self._names)}
         if column in self.log_current_row:
             raise AssertionError("You already set %s this iteration. Maybe you forgot to call dump_tabular()" % column)

@@ -101,7 +101,7 @@ def log_result(logger: Logger, result: Mapping[str, Any]) -> None:
     """Sends one result dict (`algo.train()`, or anything Tune would report) to `logger`.
 
     The result's `config` is logged as hyperparameters the first time this
-    logger sees one; the rest is handled as the module docstring says. Returns
+    logger sees one; the rest is handled as the package docstring (rltrack.adapters.tune) says. Returns
     in tens of microseconds: the work is done on the logger's pipeline thread.
     """
     if not is_mapping(result):
@@ -127,7 +127,7 @@ class TrialLoggers:
     """The behaviour of `RLTrackCallback`, without Ray's base class.
 
     `RLTrackCallback` is this class plus `ray.tune.logger.LoggerCallback`
-    (built on first access, see the module docstring). `run_dirs` maps each
+    (built on first access, see the package docstring). `run_dirs` maps each
     trial id seen to its run directory; `loggers` the trials still open.
     """
 
