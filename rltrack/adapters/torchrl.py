@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rltrack.adapters.on_access import subclass_on_access
-from rltrack.adapters.sb3_media import save_video
+from rltrack.adapters.sb3.media import save_video
 from rltrack.core.events import Event
 from rltrack.core.optional import installed_version
 from rltrack.frameworks.canonical import by_namespace, names_mode, with_canonical_names

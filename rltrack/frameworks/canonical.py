@@ -3,10 +3,10 @@
 Names follow DI-engine/LightZero (`collector/reward_mean`,
 `evaluator/reward_mean`, `learner/total_loss_avg`, ...), so an SB3 run and an
 RLlib run land on one chart. Each library's declaration
-(rltrack.frameworks.library: its knowledge module's `LIBRARY`, registered by
-entry point) holds its own mapping `canonical: {native flat key: canonical
-flat key}`; `vocabulary()` gathers those of every registered library into the
-table the README shows.
+(rltrack.frameworks.library: its `LIBRARY`, registered by entry point) holds
+its own mapping `canonical: {native flat key: canonical flat key}` (and
+`stored`, the names rltrack's runs hold some keys under); `vocabulary()`
+gathers those of every registered library into the table the README shows.
 
 `run.names` in the config chooses what is sent: "both" (default: the native key
 and its canonical twin), "canonical" (the canonical name replaces the native
@@ -18,7 +18,6 @@ from __future__ import annotations
 from functools import cache
 from typing import Any, Mapping
 
-from rltrack.frameworks import sb3
 from rltrack.frameworks.library import libraries
 
 NAME_MODES = ("both", "canonical", "native")
@@ -91,6 +90,7 @@ def stored_names() -> dict[str, str]:
     as the framework logs it (as its own files hold it) and as rltrack's runs
     store it (SB3's prefixes become namespaces: `collector/ep_rew_mean`)."""
     table = dict(native_to_canonical())
-    for native, canonical in sb3.CANONICAL.items():
-        table.setdefault(sb3.stored_key(native), canonical)
+    for library in libraries().values():
+        for name, canonical in library.stored.items():
+            table.setdefault(name, canonical)
     return table

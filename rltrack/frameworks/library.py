@@ -1,16 +1,19 @@
 """Each RL library rltrack knows, as one declaration, found by entry point.
 
-A library is declared once, as a `Library` in its knowledge module
-(`rltrack.frameworks.<library>.LIBRARY`) and registered in the entry-point
-group `rltrack.libraries` (pyproject.toml), the same way a package of
-someone else's adds one: which packages its code lives in (so that the
-TensorBoard hook knows which library a writer's caller belongs to), what its
-TensorBoard tags mean (the stage, the axis, the canonical twin), its
-vocabulary and its adapter. The TensorBoard translation
-(rltrack.frameworks.tensorboard), the shared vocabulary
-(rltrack.frameworks.canonical) and the adapter contract tests read the
-registered ones; a tag of a library that is not registered keeps its name,
-with no twin.
+A library is declared once, as a `Library` in its module or package
+(`rltrack.adapters.<library>.LIBRARY`; `rltrack.frameworks.<library>` for a
+library with no adapter) and registered in the entry-point group
+`rltrack.libraries` (pyproject.toml), the same way a package of someone
+else's adds one: which packages its code lives in (so that the TensorBoard
+hook knows which library a writer's caller belongs to), what its TensorBoard
+tags mean (the stage, the axis, the canonical twin), its vocabulary, its
+adapter and its reader of the folders it writes without rltrack. The
+TensorBoard translation (rltrack.frameworks.tensorboard), the shared
+vocabulary (rltrack.frameworks.canonical), `rltrack runs`' readers
+(rltrack.runs.readers_foreign) and the adapter contract tests read the
+registered ones, through the registry and never by importing a library's
+module: a tag of a library that is not registered keeps its name, with no
+twin.
 """
 
 from __future__ import annotations
@@ -43,7 +46,13 @@ class Library:
     through: skrl's `Episode_Reward/alive`); `canonical`, its native flat key
     -> canonical flat key (also its part of the shared vocabulary);
     `separator`, what ends a prefix (skrl's `Reward / Total reward (mean)`);
-    `twins`, DI-engine's `<stage>_iter/`, `<stage>_step/` twin tags."""
+    `twins`, DI-engine's `<stage>_iter/`, `<stage>_step/` twin tags;
+    `stored`, the names rltrack's runs hold some of its native keys under
+    where they differ from `canonical`'s (SB3's prefixes become namespaces:
+    `collector/ep_rew_mean`) -> canonical flat key; `folders`, the
+    "module:attribute" of its reader of the run folders it writes without
+    rltrack (a `rltrack.runs.readers.RunFormat`), imported only when
+    `rltrack runs` looks for runs, so that a declaration stays cheap to read."""
 
     packages: tuple[str, ...] = ()
     adapter: bool = False
@@ -52,6 +61,8 @@ class Library:
     axis: str = UNKNOWN_AXIS
     separator: str = "/"
     twins: bool = False
+    stored: Mapping[str, str] = field(default_factory=dict)
+    folders: str = ""
 
     def place(self, tag: str) -> tuple[str, str]:
         """(stage, axis) of a tag its writer writes ("" for a prefix of no stage)."""

@@ -4,7 +4,8 @@ A `RunFormat` recognises a directory (`detect`), describes it (`info`), reads
 its values (`samples`) and names the files whose change means the run changed
 (`signature_files`, what the index compares to decide a refresh). rltrack's
 own format is here; the formats of other tools are in
-`rltrack.runs.readers_foreign`. `FORMATS` is the order they are tried in:
+`rltrack.runs.readers_foreign` and the registered libraries' own (each
+`Library.folders`). `formats()` is the order they are tried in:
 rltrack first (its run directories also hold `progress.csv`, `total_config.py`
 and `log/serial`, which would otherwise look like SB3 or DI-engine dirs).
 
@@ -131,9 +132,9 @@ def _events(path: Path) -> Iterator[Event]:
 
 
 def formats() -> tuple[RunFormat, ...]:
-    from rltrack.runs.readers_foreign import FOREIGN_FORMATS
+    from rltrack.runs.readers_foreign import foreign_formats
 
-    return (RLTrackFormat(), *FOREIGN_FORMATS)
+    return (RLTrackFormat(), *foreign_formats())
 
 
 def format_of(path: Path) -> RunFormat | None:

@@ -1,10 +1,15 @@
 """Run directories written without rltrack, read where they lie, never converted.
 
-    sb3        SB3's own logger: `progress.csv` (columns `rollout/ep_rew_mean`, `time/total_timesteps`, ...)
-    tune       a Ray Tune trial: `result.json` (one result per line) + `params.json`
-    spinup     SpinningUp: `progress.txt` (tab-separated) + `config.json`
-    di-engine  DI-engine / LightZero: `log/serial/events.out.tfevents.*` + `total_config.py`
+    di-engine    DI-engine / LightZero: `log/serial/events.out.tfevents.*` + `total_config.py`
+    <library>    the reader each registered library declares (`Library.folders`): SB3's
+                 `progress.csv` (rltrack.adapters.sb3.folders), a Ray Tune trial's
+                 `result.json` + `params.json` (rltrack.adapters.tune.folders), SpinningUp's
+                 `progress.txt` + `config.json` (rltrack.adapters.spinup.folders)
     tensorboard  any other folder of event files (CleanRL, Tianshou, skrl, rsl_rl): rltrack.runs.readers_tensorboard
+
+A library's reader lives with the library, is imported here through the
+registry when runs are looked for (`foreign_formats`), and builds on the
+helpers below, which every tabular format shares.
 
 Values keep their native names (namespace = the part before the first `/`)
 and get canonical twins through the shared vocabulary (`with_canonical`), so
@@ -16,24 +21,22 @@ events, rltrack.frameworks.tensorboard, which a live writer's hook uses too.
 What a format does not record is said plainly rather than guessed: host
 "unknown", status "unknown" (DI-engine: "finished" when the experiment holds
 the `result.pkl` its pipelines write at their end or its learner log ends with
-the learner's final checkpoint, else "killed"; Tune: the trial's status in the experiment's
-`experiment_state-*.json`, or "failed" when the trial left `error.txt`; its
-tracked hyperparameters are the state's `evaluated_params`, what the search
-varied). Task: the config's `exp_name` without a trailing `seed<N>`
-(DI-engine names seeds `cartpole_dqn_seed0`), else the directory's name (Tune:
-the experiment's). The start time is the first
-recorded time, else the time the first file was written.
+the learner's final checkpoint, else "killed"). Task: the config's `exp_name`
+without a trailing `seed<N>` (DI-engine names seeds `cartpole_dqn_seed0`),
+else the directory's name. The start time is the first recorded time, else
+the time the first file was written.
 """
 
 from __future__ import annotations
 
-import csv
+import functools
+import importlib
 import json
 import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from rltrack.frameworks import spinup, tune
+from rltrack.frameworks.library import libraries
 from rltrack.runs.records import (
     RunInfo,
     Sample,
@@ -43,13 +46,13 @@ from rltrack.runs.records import (
     scalar_hparams,
     with_canonical,
 )
-from rltrack.core.values import flatten
 from rltrack.runs.readers_tensorboard import TensorBoardFormat, event_files, first_event_time, tfevents_host, translated
 
 UNKNOWN = "unknown"
 
 
-def _namespace_and_key(tag: str) -> tuple[str, str]:
+def namespace_and_key(tag: str) -> tuple[str, str]:
+    """A flat name's namespace (the part before the first `/`, "" for none) and key."""
     namespace, _, key = tag.partition("/")
     return (namespace, key) if key else ("", tag)
 
@@ -58,14 +61,14 @@ def _namespace_and_key(tag: str) -> tuple[str, str]:
 _SEED_SUFFIX = re.compile(r"[_\-.]?seed[_\-]?\d+$", re.IGNORECASE)
 
 
-def _task(path: Path, config: dict[str, Any]) -> str:
+def task(path: Path, config: dict[str, Any]) -> str:
     """The config's `exp_name` without a trailing seed (its seeds are one
     experiment), else the run directory's own name."""
     name = config.get("exp_name")
     return (_SEED_SUFFIX.sub("", name) or name) if isinstance(name, str) and name else path.name
 
 
-def _json_dict(path: Path) -> dict[str, Any]:
+def json_dict(path: Path) -> dict[str, Any]:
     """The JSON object in `path`; {} when the file holds something else or bad JSON."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -74,11 +77,11 @@ def _json_dict(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _earliest_mtime(files: Iterable[Path]) -> float:
+def earliest_mtime(files: Iterable[Path]) -> float:
     return min(f.stat().st_mtime for f in files if f.exists())
 
 
-def _columns(rows: list[dict[str, str]], step_columns: dict[str, str], namespace_of: Callable[[str], tuple[str, str]], steps_are_metrics: bool) -> list[Sample]:
+def columns(rows: list[dict[str, str]], step_columns: dict[str, str], namespace_of: Callable[[str], tuple[str, str]], steps_are_metrics: bool) -> list[Sample]:
     """Tabular rows (csv/tsv) to samples: `step_columns` maps a column to its step axis;
     with `steps_are_metrics` those columns are values too."""
     samples: list[Sample] = []
@@ -92,150 +95,6 @@ def _columns(rows: list[dict[str, str]], step_columns: dict[str, str], namespace
             samples.append(Sample(namespace, key, value, steps or {"step": index}))
     return list(with_canonical(samples))
 
-
-class SB3Format:
-    """A folder SB3's `configure(folder, ["csv", ...])` wrote: progress.csv with `prefix/key` columns."""
-
-    name = "sb3"
-    STEP_COLUMNS = {"time/total_timesteps": "env_steps", "time/iterations": "train_iter"}
-
-    def detect(self, path: Path) -> bool:
-        progress = path / "progress.csv"
-        if not progress.is_file():
-            return False
-        with progress.open(newline="", encoding="utf-8") as f:
-            header = next(csv.reader(f), [])
-        return any(column.split("/")[0] in ("rollout", "time", "train", "eval") for column in header)
-
-    def info(self, path: Path) -> RunInfo:
-        rows = self._rows(path)
-        elapsed = max((v for r in rows if (v := as_number(r.get("time/time_elapsed"))) is not None), default=0.0)
-        progress = path / "progress.csv"
-        return RunInfo(path, self.name, self.name, _task(path, {}), UNKNOWN, "", progress.stat().st_mtime - elapsed, UNKNOWN)
-
-    def samples(self, path: Path) -> list[Sample]:
-        return _columns(self._rows(path), self.STEP_COLUMNS, _namespace_and_key, steps_are_metrics=True)
-
-    def signature_files(self, path: Path) -> list[Path]:
-        return [path / "progress.csv"]
-
-    @staticmethod
-    def _rows(path: Path) -> list[dict[str, str]]:
-        with (path / "progress.csv").open(newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f))
-
-
-class SpinupFormat:
-    """A SpinningUp output dir: `progress.txt` (tab-separated, header row) and `config.json`."""
-
-    name = "spinup"
-
-    def detect(self, path: Path) -> bool:
-        return (path / "progress.txt").is_file() and (path / "config.json").is_file()
-
-    def info(self, path: Path) -> RunInfo:
-        config = _json_dict(path / "config.json")
-        files = [path / "config.json", path / "progress.txt"]
-        return RunInfo(path, self.name, self.name, _task(path, config), UNKNOWN, "", _earliest_mtime(files), UNKNOWN, config, scalar_hparams(config))
-
-    def samples(self, path: Path) -> list[Sample]:
-        with (path / "progress.txt").open(newline="", encoding="utf-8") as f:
-            rows = [{(column or "").strip(): cell for column, cell in row.items()} for row in csv.DictReader(f, delimiter="\t")]
-        return _columns(rows, spinup.STEP_COLUMNS, _spinup_namespace, steps_are_metrics=False)
-
-    def signature_files(self, path: Path) -> list[Path]:
-        return [path / "config.json", path / "progress.txt"]
-
-def _spinup_namespace(column: str) -> tuple[str, str]:
-    """SpinningUp columns by the adapter's rule (`AverageEpRet` -> collector, `LossPi` -> learner)."""
-    base = re.sub(r"^(Average|Std|Max|Min)(?=[A-Z])", "", column)
-    return spinup.namespace_of(base), column
-
-
-class TuneFormat:
-    """A Ray Tune trial dir: `result.json` (JSON lines, nested results) and `params.json` (the trial's config)."""
-
-    name = "tune"
-    #: Tune's trial status (experiment_state-*.json) -> run status.
-    STATUSES = {"TERMINATED": "finished", "ERROR": "failed", "RUNNING": "running", "PENDING": "pending", "PAUSED": "paused"}
-
-    def detect(self, path: Path) -> bool:
-        return (path / "result.json").is_file() and (path / "params.json").is_file()
-
-    def info(self, path: Path) -> RunInfo:
-        results = self._results(path)
-        first = results[0] if results else {}
-        last = results[-1] if results else {}
-        config = _json_dict(path / "params.json")
-        hparams = scalar_hparams(config)
-        state = self._trial_state(path)
-        searched = state.get("evaluated_params")
-        tracked = {k: v for k, v in hparams.items() if k in searched} if isinstance(searched, dict) else {}
-        status = self.STATUSES.get(str(state.get("status")), UNKNOWN)
-        if (path / "error.txt").is_file() or (path / "error.pkl").is_file():
-            status = "failed"
-        elif last.get("done"):
-            status = "finished"
-        start = as_number(first.get("timestamp"))
-        start = start - (as_number(first.get("time_total_s")) or 0.0) if start is not None else _earliest_mtime([path / "params.json"])
-        return RunInfo(
-            path, "rllib" if tune.is_rllib_result(first) else self.name, self.name, path.parent.name,
-            str(first.get("hostname") or UNKNOWN), str(first.get("node_ip") or ""), start, status, config, hparams, tracked,
-        )
-
-    def samples(self, path: Path) -> list[Sample]:
-        samples: list[Sample] = []
-        for result in self._results(path):
-            flat = flatten({k: v for k, v in result.items() if k != "config" and k not in tune.RUN_INFO_KEYS})
-            steps: dict[str, int] = {}
-            env_steps = next((v for k in tune.ENV_STEP_KEYS if (v := as_number(flat.get(k))) is not None), None)
-            if env_steps is not None:
-                steps["env_steps"] = int(env_steps)
-            iteration = as_number(flat.pop(tune.ITERATION_KEY, None))
-            if iteration is not None:
-                steps["train_iter"] = int(iteration)
-            when = as_number(result.get("timestamp"))
-            for tag, raw in flat.items():
-                value = as_number(raw) if not isinstance(raw, str) else None
-                if value is not None:
-                    namespace, key = _namespace_and_key(tag)
-                    samples.append(Sample(namespace, key, value, steps, when, "timing" if tag in tune.TIMING_KEYS else "scalars"))
-        return list(with_canonical(samples))
-
-    def signature_files(self, path: Path) -> list[Path]:
-        return [path / "params.json", path / "result.json", path / "error.txt", *self._state_files(path)[:1]]
-
-    @staticmethod
-    def _state_files(path: Path) -> list[Path]:
-        """The experiment's state files beside the trial, newest first."""
-        return sorted(path.parent.glob("experiment_state-*.json"), reverse=True)
-
-    def _trial_state(self, path: Path) -> dict[str, Any]:
-        """What Tune's newest experiment state says about this trial (status, the searched
-        `evaluated_params`); {} when there is none (a trial dir copied on its own)."""
-        for state_file in self._state_files(path):
-            try:
-                trials = json.loads(state_file.read_text(encoding="utf-8"))["trial_data"]
-                for entry in trials:
-                    trial = json.loads(entry[0]) if isinstance(entry[0], str) else entry[0]
-                    if trial.get("relative_logdir") == path.name:
-                        return trial
-            except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
-                continue
-        return {}
-
-    @staticmethod
-    def _results(path: Path) -> list[dict[str, Any]]:
-        results = []
-        with (path / "result.json").open(encoding="utf-8") as f:
-            for line in f:
-                try:
-                    result = json.loads(line)
-                except ValueError:  # a line torn by a killed trial
-                    continue
-                if isinstance(result, dict):
-                    results.append(result)
-        return results
 
 class DIEngineFormat:
     """A DI-engine / LightZero experiment dir: TensorBoard files under `log/serial`, `total_config.py`.
@@ -257,7 +116,7 @@ class DIEngineFormat:
         except ValueError:
             config = {}
         events = path / DI_ENGINE_EVENTS
-        return RunInfo(path, self.name, self.name, _task(path, config), tfevents_host(event_files(events)[0]), "", first_event_time(events),
+        return RunInfo(path, self.name, self.name, task(path, config), tfevents_host(event_files(events)[0]), "", first_event_time(events),
                        self._status(path), config, scalar_hparams(config))  # fmt: skip
 
     @staticmethod
@@ -306,6 +165,16 @@ def _learner_log_ended(path: Path) -> bool:
     return last is not None and bool(tables) and int(tables[-1]) < int(last[1])
 
 
-#: Tried after rltrack's own format; Tune before SB3 (a Tune trial dir holds a progress.csv too);
-#: any folder of event files last (a DI-engine experiment or an SB3 folder may hold some too).
-FOREIGN_FORMATS = (TuneFormat(), SpinupFormat(), DIEngineFormat(), SB3Format(), TensorBoardFormat())
+@functools.cache
+def foreign_formats() -> tuple[Any, ...]:
+    """The foreign formats (each a `rltrack.runs.readers.RunFormat`), in the
+    order they are tried after rltrack's own: DI-engine's, whose experiment
+    folder is the most particular; the reader each registered library declares
+    (`Library.folders`), by the library's name; any folder of event files last
+    (a DI-engine experiment or an SB3 folder may hold some too)."""
+    found: list[Any] = [DIEngineFormat()]
+    for _, library in sorted(libraries().items()):
+        if library.folders:
+            module, _, attribute = library.folders.partition(":")
+            found.append(getattr(importlib.import_module(module), attribute))
+    return (*found, TensorBoardFormat())

@@ -31,8 +31,16 @@ def _file(module: str) -> Path:
 
 
 def library_files(name: str, module: str) -> list[str]:
-    """Its declaration's module and the modules named after it in frameworks/ and adapters/."""
-    found = {_file(module)}
+    """Its declaration's module, or, when that is a package's `__init__.py`
+    (`adapters/<name>/`), every module of the package, the `__init__.py`
+    included (it holds the public names and the declaration): a library
+    package is counted by its files, not as one; and the modules named after
+    it in frameworks/ and adapters/."""
+    declaration = _file(module)
+    if declaration.name == "__init__.py":
+        found = {path.relative_to(PACKAGE) for path in (PACKAGE / declaration.parent).glob("*.py")}
+    else:
+        found = {declaration}
     for folder in ("frameworks", "adapters"):
         found |= {path.relative_to(PACKAGE) for path in (PACKAGE / folder).glob(f"{name}.py")}
         found |= {path.relative_to(PACKAGE) for path in (PACKAGE / folder).glob(f"{name}_*.py")}
@@ -47,6 +55,23 @@ def tracker_files(module: str) -> list[str]:
     return sorted(str(p.relative_to(PACKAGE)) for p in (PACKAGE / path.parent).glob("*.py") if p.name != "__init__.py")
 
 
+def where(files: list[str]) -> str:
+    """The files as the table shows them: the modules of a package of their
+    own as the package and their names (`adapters/sb3/` (`callback`, ...))."""
+    folders: dict[str, list[str]] = {}
+    for file in files:
+        folder, _, name = file.rpartition("/")
+        folders.setdefault(folder, []).append(name)
+    shown = []
+    for folder, names in folders.items():
+        if "/" in folder:
+            modules = ", ".join(f"`{name.removesuffix('.py')}`" for name in names)
+            shown.append(f"`{folder}/` ({modules})")
+        else:
+            shown += [f"`{folder}/{name}`" for name in names]
+    return ", ".join(shown)
+
+
 def contract_members() -> list[str]:
     return [name for name in vars(RemoteBackend) if not name.startswith("__")]
 
@@ -55,11 +80,11 @@ def table() -> str:
     rows = ["| kind | name | files | where |", "|---|---|---:|---|"]
     for name, module in sorted(_own(LIBRARIES).items()):
         files = library_files(name, module)
-        rows.append(f"| library | {name} | {len(files)} | {', '.join(f'`{f}`' for f in files)} |")
+        rows.append(f"| library | {name} | {len(files)} | {where(files)} |")
     for name, module in sorted(_own(TRACKERS).items()):
         if module.startswith("rltrack.trackers."):
             files = tracker_files(module)
-            rows.append(f"| tracker | {name} | {len(files)} | {', '.join(f'`{f}`' for f in files)} |")
+            rows.append(f"| tracker | {name} | {len(files)} | {where(files)} |")
     members = contract_members()
     return "\n".join(rows) + f"\n\nThe tracker contract (`RemoteBackend`): {len(members)} members ({', '.join(f'`{m}`' for m in members)})."
 

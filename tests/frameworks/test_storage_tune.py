@@ -184,7 +184,7 @@ def test_tunes_storage_path_is_the_runs_storage_with_its_scheme_unless_it_is_tun
     pytest.importorskip("ray")
     from ray.train._internal.storage import StorageContext
 
-    from rltrack.adapters.tune import _trial_uri, _tune_storage
+    from rltrack.adapters.tune.callback import _trial_uri, _tune_storage
     from rltrack.core.storage import Storage
 
     def trial(storage_path: str) -> SimpleNamespace:

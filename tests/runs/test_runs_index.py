@@ -128,6 +128,29 @@ def test_foreign_and_rltrack_values_share_canonical_names(root) -> None:
     assert di.config["env"]["max_episode_steps"] == float("inf") and di.task == "cartpole_dqn"
 
 
+def test_a_tune_trial_whose_keys_look_like_sb3s_is_read_as_tune(ray_cluster, tmp_path) -> None:
+    """A Tune trial's folder holds a progress.csv too (Tune's CSV logger),
+    whose columns look like SB3's when the trainable reports `{"train":
+    {"loss": ...}}` (`train/loss`). The libraries' folder readers are tried
+    by name, SB3's before Tune's: SB3's leaves a folder with a `result.json`
+    to Tune's."""
+    from ray import tune
+
+    from rltrack.runs.readers import format_of
+
+    def trainable(config: dict) -> None:
+        for i in range(1, 3):
+            tune.report({"train": {"loss": 1.0 / i}, "time": {"total_timesteps": 100 * i}})
+
+    tune.run(trainable, storage_path=str(tmp_path), name="sb3_like", verbose=0)
+    (trial,) = [p for p in (tmp_path / "sb3_like").iterdir() if (p / "result.json").is_file()]
+    with (trial / "progress.csv").open(newline="") as f:
+        assert {"train/loss", "time/total_timesteps"} <= set(next(csv.reader(f)))  # what SB3's reader takes for SB3's
+    assert format_of(trial).name == "tune"
+    table = runs.query(tmp_path)
+    assert list(table["writer"]) == ["tune"] and list(table["path"]) == [str(trial.relative_to(tmp_path))]
+
+
 def test_run_df_timelog_checkpoints_of_a_plain_run(root) -> None:
     path, made = root
     m = by_name(made)["plain"]

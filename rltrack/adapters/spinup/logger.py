@@ -1,75 +1,6 @@
-"""SpinningUp -> rltrack: a drop-in `EpochLogger` that also sends every row to rltrack.
-
-Replace `from spinup.utils.logx import EpochLogger` with
-`from rltrack.adapters.spinup import EpochLogger`; nothing else changes:
-
-    logger = EpochLogger(output_dir="data/vpg/vpg_s0", exp_name="vpg")
-    logger.save_config(locals())
-    logger.setup_pytorch_saver(ac)
-    for epoch in range(epochs):
-        ...  logger.store(EpRet=ep_ret, EpLen=ep_len)
-        logger.save_state({"env": env}, None)
-        logger.log_tabular("Epoch", epoch)
-        logger.log_tabular("EpRet", with_min_and_max=True)
-        logger.log_tabular("TotalEnvInteracts", (epoch + 1) * steps_per_epoch)
-        logger.log_tabular("LossPi", average_only=True)
-        logger.dump_tabular()
-
-Files and output are SpinningUp's (`spinup/utils/logx.py`): `output_dir`
-defaults to `/tmp/experiments/<unix time>`; `progress.txt` (tab-separated,
-header row first, then one `str(value)` per cell, an empty cell for a key not
-logged that epoch), `config.json` (same JSON layout, with `exp_name`),
-`vars.pkl` / `vars<itr>.pkl` (joblib, or pickle when joblib is missing) and
-`pyt_save/model.pt` / `model<itr>.pt` (`torch.save` of what
-`setup_pytorch_saver` was given); the same coloured messages and the same
-`| key | value |` table at each `dump_tabular()`.
-
-Where this logger differs from SpinningUp's, on purpose:
-
-* A key that first appears after the first row does not crash (SpinningUp
-  asserts). It is appended to the header, and `progress.txt` is rewritten once
-  with the wider header: earlier rows get an empty cell for the new column
-  (pandas reads it as NaN). Later rows are appended as usual.
-* `log_tabular(key)` for a key with nothing stored this epoch (e.g. no test
-  episode finished) logs NaN for its statistics and warns once, instead of
-  raising IndexError/KeyError.
-* Statistics are computed in float64 with numpy (mean, std with ddof=0, min,
-  max); SpinningUp uses float32 buffers for MPI, so its figures differ after
-  about the 7th significant digit. The values written to `progress.txt` are
-  exactly the values sent to rltrack (`str` of a float64 reads back exactly).
-* No MPI: this logger runs in one process (SpinningUp's PyTorch algorithms
-  with `cpu=1`). TF1 saving (`setup_tf_saver`) is not supported.
-
-What rltrack receives, once per `dump_tabular()`:
-
-* step axes: `TotalEnvInteracts` -> `env_steps` (primary), `Epoch` -> `epoch`
-  (rows with neither are numbered on the axis `step`); these two columns are
-  sent as axes, not as metrics;
-* every column under its SpinningUp name as written (`AverageEpRet`), filed
-  in the local run directory under its stage: `EpRet*`, `EpLen*` columns ->
-  `collector`; `TestEp*` -> `evaluator`; `Time` -> `time` as a `timing`
-  (seconds); every other column -> `learner`; beside it canonical names from
-  `CANONICAL` per the config's `run.names` (`collector/reward_mean`, ...). Columns made by `log_tabular(key)` from
-  stored values are sent in events marked `preaggregated`;
-* DI-engine's stage blocks (`collector`, `evaluator`, `learner`), computed
-  from the raw values `store`d this epoch, as rltrack.frameworks.spinup tells;
-  no blocks with `run.names = "native"`;
-* `save_config(config)` -> `log_hparams`, without what is no hyperparameter
-  (the logger object, `logger_kwargs`, output paths: rltrack.frameworks.hparams); `save_state` -> `log_checkpoint` of
-  the object given to `setup_pytorch_saver` (iteration = `itr`, or the number of
-  rows dumped so far, which is the current epoch in SpinningUp's loops).
-
-Which rltrack Logger: `rltrack_logger=` (yours; this class never closes it), or
-one made from `rltrack_config=` (a path, dict or None, as `rltrack.make_logger`
-takes; None means `RLTRACK_CONFIG` or the defaults). A run made here lives under
-the config's `run.root` (default `./runs`, next to every other rltrack run, so
-`rltrack` commands and run indexes find it); unless the config names it, the
-run is named after `output_dir`'s last component (`vpg_s0` with SpinningUp's
-`setup_logger_kwargs`), else `exp_name`, else `spinup`; its task (the
-experiment its seeds share) is `exp_name` unless the config names one. Its `meta.json` info
-records `output_dir` and `exp_name`, and its path is printed after SpinningUp's
-"Logging data to" line. It is closed by `close()` or at interpreter exit.
-`send_to_rltrack=False` makes a plain SpinningUp logger.
+"""SpinningUp's `EpochLogger`, rebuilt: SpinningUp's files and output, and
+every row sent to rltrack (the package's docstring, rltrack.adapters.spinup,
+says what and where it differs from SpinningUp's on purpose).
 """
 
 from __future__ import annotations
@@ -87,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from rltrack.adapters.spinup_logx import colorize, dump_pickle, epoch_statistics
+from rltrack.adapters.spinup.logx import colorize, dump_pickle, epoch_statistics
 from rltrack.core.atomic_file import write_atomic
 from rltrack.frameworks.canonical import names_mode, with_canonical_names
 from rltrack.frameworks.hparams import settings
 from rltrack.core.events import DEFAULT_STEP_AXIS
 from rltrack.training.exits import exit_status
-from rltrack.frameworks.spinup import (
+from rltrack.adapters.spinup.rows import (
     CANONICAL,
     EPISODE_KEYS,
     LEARNER_LOSSES,
@@ -149,7 +80,7 @@ class EpochLogger:
     """Drop-in for `spinup.utils.logx.EpochLogger` that also sends each row to rltrack.
 
     Same constructor (`output_dir`, `output_fname`, `exp_name`) and methods;
-    the module docstring lists the files, what rltrack receives and the few
+    the package docstring (rltrack.adapters.spinup) lists the files, what rltrack receives and the few
     deliberate differences from SpinningUp. Extra keyword arguments choose the
     rltrack Logger: `rltrack_logger`, `rltrack_config`, `send_to_rltrack`.
     """
@@ -235,7 +166,7 @@ class EpochLogger:
 
     def _set(self, column: str, val: Any, source: str, statistic: bool) -> None:
         if column not in self._routes:
-            self.log_headers.append(column)  # late keys too: see the module docstring
+            self.log_headers.append(column)  # late keys too: see the package docstring
             self._routes = {**self._routes, column: _route(column, source, statistic, self._names)}
         if column in self.log_current_row:
             raise AssertionError("You already set %s this iteration. Maybe you forgot to call dump_tabular()" % column)
@@ -407,6 +338,3 @@ def _make_rltrack_logger(config: Any, output_dir: str | None, exp_name: str | No
     if cfg["run"]["task"] is None and exp_name:
         cfg["run"]["task"] = exp_name  # SpinningUp's experiment: its seeds are `<exp_name>_s<seed>` dirs
     return make_logger(cfg)
-
-
-__all__ = ["CANONICAL", "LEARNER_LOSSES", "EpochLogger", "colorize", "convert_json", "epoch_statistics"]

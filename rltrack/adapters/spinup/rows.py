@@ -18,9 +18,9 @@ collection time and no learning rate, so the rates, `collect_time`,
 namespace's canonical set: the canonical twins of the table's columns
 (`collector/reward_mean` for `AverageEpRet`, ...) are then not sent as well.
 
-The adapter (rltrack.adapters.spinup, the drop-in EpochLogger) and the run
-database's reader of SpinningUp output dirs (rltrack.runs.readers_foreign)
-both read it here; neither imports the other.
+The drop-in EpochLogger (rltrack.adapters.spinup.logger), the declaration
+(its `CANONICAL`) and the reader of SpinningUp's output dirs
+(rltrack.adapters.spinup.folders) read it here.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ from rltrack.frameworks.stages import (
     evaluator_block,
     evaluator_info_lines,
 )
-from rltrack.frameworks.library import Library
 
 SOURCE = "spinup"
 
@@ -98,7 +97,7 @@ def namespace_of(key: str) -> str:
 #: Where a column goes: whether it is a statistic (None for step columns) and
 #: its places, (namespace, key, stage): the column as written (namespace "",
 #: filed locally under its stage) and its canonical twin. Made by the adapter,
-#: which knows `run.names` (rltrack.frameworks.canonical, which imports this module).
+#: which knows `run.names`.
 Route = tuple[bool | None, tuple[tuple[str, str, str], ...]]
 
 
@@ -167,7 +166,3 @@ def stage_blocks(row: dict[str, Any], raw: dict[str, list[float]], state: RowSta
 def _lengths(returns: list[float], lengths: list[float] | None) -> list[float] | None:
     """The episode lengths stored beside `returns`, when there is one per episode."""
     return lengths if lengths is not None and len(lengths) == len(returns) else None
-
-
-#: SpinningUp's `EpochLogger` (rltrack.adapters.spinup).
-LIBRARY = Library(adapter=True, canonical=CANONICAL)

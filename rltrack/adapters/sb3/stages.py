@@ -7,7 +7,7 @@ logger until SB3's own dump ends the stage: the steps' infos (fed by the
 callback, or by a hook on the model's VecEnv under `attach`), the model's
 logger after each `train()`, the replay buffer's write position, and each
 `EvalCallback` evaluation. What SB3's values mean (the learner block's names)
-is framework knowledge in rltrack.frameworks.sb3; the blocks' arithmetic is
+is framework knowledge in rltrack.adapters.sb3.keys; the blocks' arithmetic is
 rltrack.frameworks.stages; sending them is rltrack.adapters.blocks.
 """
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from rltrack.frameworks import stages
 from rltrack.adapters.blocks import emit_block
-from rltrack.frameworks.sb3 import learner_values
+from rltrack.adapters.sb3.keys import learner_values
 
 if TYPE_CHECKING:
     from rltrack.training.logger import Logger

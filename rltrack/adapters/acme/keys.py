@@ -4,7 +4,8 @@ a logger label means, the step counters and their axes, the canonical
 how an interval's records become DI-engine's collector, evaluator and
 learner blocks (the arithmetic itself is rltrack.frameworks.stages).
 
-The adapter (rltrack.adapters.acme, rltrack.adapters.acme_stages) reads it here.
+The loggers (rltrack.adapters.acme.logger), their stages
+(rltrack.adapters.acme.stages) and the declaration (its `CANONICAL`) read it here.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from rltrack.frameworks.stages import CollectorStats, evaluator_block, evaluator_info_lines
-from rltrack.frameworks.library import Library
 
 SOURCE = "acme"
 
@@ -49,7 +49,7 @@ CANONICAL: dict[str, str] = {
     "learner/critic_loss": "learner/critic_loss_avg",  # D4PG, TD3, SAC, ...
 }
 
-#: Records per stage block, per namespace (None: the evaluator's one evaluation, see the module docstring).
+#: Records per stage block, per namespace (None: the evaluator's one evaluation, see the package docstring, rltrack.adapters.acme).
 STAGE_EVERY: dict[str, int | None] = {"collector": 10, "evaluator": None, "learner": 100}
 #: Learner keys read as the learning rate (`cur_lr_avg`).
 LEARNING_RATE_KEYS = ("learning_rate", "lr")
@@ -118,7 +118,3 @@ def episode_block(
         return collector.stage(episode_rewards=rewards, episode_lengths=lengths, envstep_count=envsteps, duration=duration), []
     block = evaluator_block(episode_rewards=rewards, episode_lengths=lengths, duration=duration, train_iter=None if train_iter is None else int(train_iter))
     return block, evaluator_info_lines(rewards)
-
-
-#: DeepMind Acme, through its loggers' `write(data)` (rltrack.adapters.acme).
-LIBRARY = Library(adapter=True, canonical=CANONICAL)

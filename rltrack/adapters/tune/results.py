@@ -2,10 +2,10 @@
 its bookkeeping and `config` taken out, its steps, its events (one per
 namespace and kind) and DI-engine's stage blocks computed from it.
 
-The adapter (rltrack.adapters.tune: `log_result`, the Tune callback) hands
-each result to these functions; they know no Logger and import no framework.
-The key names and the canonical vocabulary they use are in
-rltrack.frameworks.tune.
+The callback (rltrack.adapters.tune.callback: `log_result`, the Tune
+callback) hands each result to these functions; they know no Logger and
+import no framework. The key names and the canonical vocabulary they use are
+in rltrack.adapters.tune.keys.
 
 What one result dict becomes (the same for both ways in):
 
@@ -82,7 +82,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rltrack.core.events import Event
-from rltrack.frameworks.tune import (
+from rltrack.adapters.tune.keys import (
     CANONICAL,
     DEFAULT_MODULE,
     ENV_STEP_KEYS,

@@ -2,11 +2,11 @@
 
 SB3 calls `write` on the training thread at each `Logger.dump`; this module
 is that hook and nothing else: it copies the dump, lets the stage recorder
-(rltrack.adapters.sb3_stages) end its stage, and leaves the routing of keys to
+(rltrack.adapters.sb3.stages) end its stage, and leaves the routing of keys to
 namespaces, names and kinds to rltrack's pipeline thread. What the keys mean
-is rltrack.frameworks.sb3; SB3's typed values are encoded by
-rltrack.adapters.sb3_media. rltrack.adapters.sb3 makes the class
-`RLTrackWriter` from `WriterBody` and SB3's `KVWriter` on first use, and its
+is rltrack.adapters.sb3.keys; SB3's typed values are encoded by
+rltrack.adapters.sb3.media. rltrack.adapters.sb3.callback makes the class
+`RLTrackWriter` from `WriterBody` and SB3's `KVWriter` on first use; the package
 docstring says what arrives in rltrack.
 """
 
@@ -16,10 +16,10 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from rltrack.adapters.sb3_media import Encoded, encode, sb3_types
+from rltrack.adapters.sb3.media import Encoded, encode, sb3_types
 from rltrack.frameworks.canonical import with_canonical_names
 from rltrack.core.events import Event
-from rltrack.frameworks.sb3 import (
+from rltrack.adapters.sb3.keys import (
     ALGORITHM_DUMP_KEY,
     CANONICAL,
     DURATION,
@@ -29,7 +29,7 @@ from rltrack.frameworks.sb3 import (
 )
 
 if TYPE_CHECKING:
-    from rltrack.adapters.sb3_stages import StageRecorder
+    from rltrack.adapters.sb3.stages import StageRecorder
     from rltrack.training.logger import Logger
 
 _PLAIN = frozenset({float, int, str, bool, type(None)})
@@ -66,7 +66,7 @@ class WriterBody:
     ) -> None:  # fmt: skip
         """`logger`: an rltrack Logger. `names` overrides the config's `run.names`
         ("both", "canonical", "native"). `train_iter_key`: the SB3 key giving
-        the `train_iter` axis (default: see the module docstring).
+        the `train_iter` axis (default: see the package docstring, rltrack.adapters.sb3).
         `rollout_steps`: for an on-policy model, the env steps of one
         rollout-and-update round (`n_steps * n_envs`); `train_iter` is then
         `env_steps // rollout_steps` (the rounds completed) at every dump,

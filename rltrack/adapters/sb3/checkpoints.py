@@ -2,7 +2,7 @@
 SB3's counters is an algorithm's `train_iter` (`axis_options`, `train_iter`),
 the model as DI-engine's learner saves a checkpoint (`di_checkpoint`), and
 SB3's own zip beside it (`zip_beside`). The callback and `attach`
-(rltrack.adapters.sb3) use them; SB3 is imported only inside `axis_options`.
+(rltrack.adapters.sb3.callback) use them; SB3 is imported only inside `axis_options`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """DI-engine's stage blocks from a live Acme logger's records: counted on the calling thread, computed on rltrack's.
 
-An `RLTrackLogger` (rltrack.adapters.acme) in a staged namespace hands each
+An `RLTrackLogger` (rltrack.adapters.acme.logger) in a staged namespace hands each
 record to a stage here instead of sending it straight away: the stage decides
 on the calling thread when an interval ends (every `stage_every` records, or
 for the evaluator when training moved on) and takes the records' values in
 and computes the block on rltrack's pipeline thread, in order with everything
 else written. Which keys count and how an interval becomes a block is
-rltrack.frameworks.acme; the blocks' arithmetic is rltrack.frameworks.stages.
+rltrack.adapters.acme.keys; the blocks' arithmetic is rltrack.frameworks.stages.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from rltrack.core.events import Event
-from rltrack.frameworks.acme import SOURCE, STEP_AXES, episode_block, learner_name
+from rltrack.adapters.acme.keys import SOURCE, STEP_AXES, episode_block, learner_name
 from rltrack.frameworks.stages import CollectorStats, LearnerAverages, block_events
 
 

@@ -1,7 +1,7 @@
 """SB3's typed values (`Image`, `Figure`, `Video`, `HParam`) as rltrack kinds and JSON data.
 
 SB3's TensorBoard format writes these itself; rltrack's writer
-(rltrack.adapters.sb3_writer) turns them into kinds `image`, `video` and
+(rltrack.adapters.sb3.writer) turns them into kinds `image`, `video` and
 `hparams` instead of dropping them. This module is that value conversion:
 images and videos are encoded with Pillow (a matplotlib dependency, so present
 wherever SB3 is) into `<run_dir>/media/<namespace>/<key>_<step>.png` (videos as
@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rltrack.frameworks.sb3 import NAMESPACES
+from rltrack.adapters.sb3.keys import NAMESPACES
 from rltrack.core.optional import require
 from rltrack.sinks.rundir import media_file
 

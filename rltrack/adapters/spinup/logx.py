@@ -1,5 +1,5 @@
 """SpinningUp's own helpers from `spinup/utils/logx.py`, reproduced so that
-rltrack's drop-in `EpochLogger` (rltrack.adapters.spinup) needs no SpinningUp
+rltrack's drop-in `EpochLogger` (rltrack.adapters.spinup.logger) needs no SpinningUp
 installed: the coloured messages, the epoch statistics `log_tabular` and
 `get_stats` compute, and the pickling of `save_state`.
 """

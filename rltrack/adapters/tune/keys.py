@@ -3,17 +3,16 @@ functions: the bookkeeping keys (run metadata, not metrics), Tune's timing
 keys, the step axes (`training_iteration`, the env step counters), and the
 canonical (DI-engine) names of RLlib's new API stack keys.
 
-The adapter (rltrack.adapters.tune) and the run database's reader of Tune
-trial directories (rltrack.runs.readers_foreign) both read it here; neither
-imports the other. What one result dict becomes (its events and DI-engine's
-stage blocks) is rltrack.frameworks.tune_results.
+The callback, the declaration (its `CANONICAL`) and the reader of Tune's
+trial directories (rltrack.adapters.tune.folders) read it here. What one
+result dict becomes (its events and DI-engine's stage blocks) is
+rltrack.adapters.tune.results.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from rltrack.frameworks.library import Library
 
 SOURCE_RLLIB = "rllib"
 SOURCE_TUNE = "tune"
@@ -111,7 +110,3 @@ def canonical_name(native: str) -> str | None:
 def is_rllib_result(result: Mapping[str, Any]) -> bool:
     """True for a result of RLlib's new API stack (it has `env_runners` or `learners`)."""
     return "env_runners" in result or "learners" in result
-
-
-#: Ray Tune and RLlib, through result dicts (rltrack.adapters.tune).
-LIBRARY = Library(adapter=True, canonical=CANONICAL)
