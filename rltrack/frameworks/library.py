@@ -19,9 +19,10 @@ twin.
 from __future__ import annotations
 
 import functools
+import sys
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from rltrack.frameworks.stages import ITER_AXIS
 
@@ -81,11 +82,27 @@ def libraries() -> dict[str, Library]:
 
     found = {}
     for entry in entry_points(group=GROUP):
-        library = entry.load()
+        try:
+            library = entry.load()
+        except Exception as exc:  # noqa: BLE001 - one broken declaration must not take every library's tables with it
+            _unloadable(entry, f"{type(exc).__name__}: {exc}")
+            continue
         if not isinstance(library, Library):
-            raise TypeError(f"entry point {entry.name} = {entry.value!r} of group {GROUP!r} is a {type(library).__name__}, not an rltrack Library")
+            _unloadable(entry, f"it is a {type(library).__name__}, not an rltrack Library")
+            continue
         found[entry.name] = library
     return found
+
+
+def _unloadable(entry: Any, why: str) -> None:
+    """Says once, on stderr, which declaration was left out and what to do:
+    its library's keys keep their names and get no canonical twin meanwhile."""
+    dist = getattr(getattr(entry, "dist", None), "name", None) or "the package that declares it"
+    print(
+        f"rltrack: library {entry.name!r} ({entry.value}, entry point group {GROUP!r}) cannot be loaded and is left out: {why}; "
+        f"its keys keep their names, without canonical twins. Fix: reinstall {dist} (pip install --force-reinstall --no-deps {dist})",
+        file=sys.stderr,
+    )
 
 
 @functools.cache
