@@ -4,9 +4,10 @@ values as plain Python numbers.
 
 These libraries hand over jax arrays, numpy scalars and 0-d arrays. Converting
 them here (`np.asarray(x).item()`, about 2 µs for a value already on the host,
-~1 µs each for a list of them through `plain_each`) keeps the journal and every tracker exact and leaves no "converted" notice for
-conversions that lose nothing; an array of more than one value is kept as an
-array (a histogram).
+~1 µs each for a list of them through `plain_each`) keeps the journal and
+every tracker exact and leaves no "converted" notice for conversions that
+lose nothing; an array of more than one value is kept as an array (a
+histogram).
 """
 
 from __future__ import annotations
