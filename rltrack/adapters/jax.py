@@ -51,7 +51,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from rltrack.adapters.library_run import emit_values, open_run, plain
+from rltrack.adapters.library_run import emit_values, open_run, plain, plain_each
 from rltrack.core.values import flatten
 from rltrack.frameworks.library import Library
 from rltrack.frameworks.stages import STEP_AXIS
@@ -101,21 +101,24 @@ class SeedLogger:
         if seed is not None and getattr(seed, "ndim", 0) > 0:
             import numpy as np  # jax's own dependency
 
+            stacked = getattr(step, "ndim", 0) > 0
             for index, one in enumerate(np.asarray(seed).tolist()):
-                self._one(_taken(metrics, index), step if getattr(step, "ndim", 0) == 0 else step[index], _label(one))
+                self._one(_taken(metrics, index), plain(step[index] if stacked else step), _label(one))
         else:
-            self._one(metrics, step, None if seed is None else _label(plain(seed)))
+            step, seed = plain_each([step, seed])
+            self._one(metrics, step, None if seed is None else _label(seed))
 
     log = __call__
 
-    def _one(self, metrics: Mapping[str, Any], step: Any, seed: Any) -> None:
+    def _one(self, metrics: Mapping[str, Any], step: int | float | None, seed: Any) -> None:
+        """One seed's values; `step` and `seed` already Python numbers."""
         run_key = seed if self.per_seed == "runs" else None
         logger = self.runs.get(run_key) or self._run(run_key)
         if step is None:
             calls = self._calls[seed] = self._calls.get(seed, -1) + 1
             steps: Any = {"step": calls}
         else:
-            steps = {self.step_axis: int(plain(step))}
+            steps = {self.step_axis: int(step)}
             if seed is None:
                 self._check_not_interleaved(metrics, steps)
         if seed is not None and self.per_seed == "keys":

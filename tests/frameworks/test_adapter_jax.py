@@ -179,3 +179,22 @@ def test_a_value_without_the_seed_axis_is_a_clear_error(tmp_path):
         SeedLogger(per_seed="seeds")
     log.close()
     assert [(e.data, e.steps) for e in read_journal(log.runs[5].run_dir) if e.kind == "scalars"] == [({"ret": 2.0}, {"env_steps": 4})]
+
+
+def test_plain_each_gives_what_plain_gives_each_value():
+    """`plain_each`, the callback's conversion in C, against `plain` of each value: one number a jax array of any
+    dtype (bools as 0/1, int and float types kept), numpy scalars, 0-d and one-element arrays, and where one value
+    is not a number (several values: an array; text, None, a big int) every value as `plain` makes it."""
+    import numpy as np
+
+    from rltrack.adapters.library_run import plain, plain_each
+
+    numbers = [jnp.float32(0.1), jnp.int32(-3), jnp.uint8(7), jnp.bool_(True), jnp.float16(2.5), jnp.ones((1,)) * 4,
+               np.float64(0.2), np.int64(5), np.array(1.5), 3, 2.0, None]  # fmt: skip
+    mixed = [*numbers, jnp.arange(3.0), "text", 2**70, np.bool_(False), jnp.bfloat16(1.5)]
+    for values in (numbers, mixed, [jnp.float32(1.0), jnp.arange(2)], [jnp.float32(1.0), "a"], []):
+        expected = [plain(value) for value in values]
+        got = plain_each(values)
+        assert [type(v) for v in got] == [type(v) for v in expected]
+        assert [v.tolist() if isinstance(v, np.ndarray) else v for v in got] == [v.tolist() if isinstance(v, np.ndarray) else v for v in expected]
+    assert plain_each(numbers)[:6] == [float(np.float32(0.1)), -3, 7, 1, 2.5, 4.0]
