@@ -70,8 +70,8 @@ def plain(value: Any) -> Any:
         return value
     if array.dtype.kind not in "biuf":
         return value
-    if array.size != 1:
-        return array
+    if array.size != 1:  # a copy: the pipeline reads it later, and a library may reuse its buffer meanwhile (numpy, torch share memory)
+        return array.copy()
     item = array.item()
     return int(item) if type(item) is bool else item
 

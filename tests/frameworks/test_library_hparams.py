@@ -49,3 +49,15 @@ def test_skrl_steps_config_and_run_name() -> None:
 def test_hf_tags_as_its_tensorboard_callback_names_them() -> None:
     logs = {"loss": 1.0, "eval_loss": 2.0, "test_accuracy": 0.5, "rewards/f/mean": 3.0, "evaluation": 4.0}
     assert transformers.tags(logs) == {"train/loss": 1.0, "eval/loss": 2.0, "test/accuracy": 0.5, "train/rewards/f/mean": 3.0, "train/evaluation": 4.0}
+
+
+def test_an_array_of_several_values_is_logged_as_it_was_when_given():
+    """`plain` (Brax's, PufferLib's, Stoix's values, converted on rltrack's
+    pipeline thread later) copies an array of several values: a library that
+    reuses its buffer after the call must not change what was logged."""
+    from rltrack.adapters.library_run import plain
+
+    given = np.arange(3.0)
+    logged = plain(given)
+    given[:] = -1.0
+    assert logged.tolist() == [0.0, 1.0, 2.0]
