@@ -56,7 +56,7 @@ from typing import Any
 import psutil
 
 import trackers
-from bench_training import Work, run_queue_delay
+from bench_training import Work
 from rltrack.agent.files import agent_dir
 from report import Section, arguments, verdict
 from timing import KEYS
@@ -153,32 +153,36 @@ def cpu_of(pids: list[int]) -> float:
     return total
 
 
-def thread_cpu() -> float:
-    """CPU seconds the calling thread has run (schedstat; its process CPU elsewhere)."""
+def thread_times() -> tuple[float, float]:
+    """Seconds the calling thread has run and has waited, runnable, for a CPU
+    (Linux's schedstat; elsewhere its process's CPU, and no wait)."""
     try:
         with open("/proc/thread-self/schedstat") as f:
-            return int(f.read().split()[0]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return time.process_time()
+            ran, waited = f.read().split()[:2]
+        return int(ran) / 1e9, int(waited) / 1e9
+    except (OSError, ValueError):
+        return time.process_time(), 0.0
 
 
 class Round:
     """The loop's steps, wall time and CPU of a round: the group's (this
     process, the busy loops and `agents`' agent with wandb-core) and the
-    training thread's own."""
+    training thread's own: the time it ran, waited for a CPU, and neither
+    (blocked: on the GIL while rltrack's pipeline thread held it, or on I/O)."""
 
     def __init__(self, loops: list[int], agents: Path | None) -> None:
         self.loops, self.agents = loops, agents
-        self.cpu, self.thread = cpu_of([os.getpid(), *loops]), thread_cpu()
+        self.cpu, self.thread = cpu_of([os.getpid(), *loops]), thread_times()
         self.start = time.perf_counter()
 
     def end(self, steps: int) -> dict[str, Any]:
         loop_s = time.perf_counter() - self.start
-        thread = thread_cpu() - self.thread
+        ran, waited = (now - before for now, before in zip(thread_times(), self.thread))
         agent = agent_tree_cpu(self.agents) if self.agents else 0.0  # a cold agent, started by make_logger: its CPU until the loop's end
         group = cpu_of([os.getpid(), *self.loops]) - self.cpu + agent
-        return {"steps_per_s": steps / loop_s, "steps_per_cpu_s": steps / group, "share": thread / group, "steps_per_thread_cpu_s": steps / thread,
-                "agent_cpu": agent, "group_cpu": group, "loop_s": loop_s, "load": os.getloadavg()[0]}  # fmt: skip
+        return {"steps_per_s": steps / loop_s, "steps_per_cpu_s": steps / group, "share": ran / group, "steps_per_thread_cpu_s": steps / ran,
+                "waited": waited, "blocked": max(0.0, loop_s - ran - waited), "agent_cpu": agent, "group_cpu": group, "loop_s": loop_s,
+                "load": os.getloadavg()[0]}  # fmt: skip
 
 
 def bare(work: Work, seconds: float, loops: list[int]) -> dict[str, Any]:
@@ -197,7 +201,7 @@ def with_rltrack(work: Work, seconds: float, every: int, tmp: Path, index: int, 
     watcher = subprocess.Popen([sys.executable, __file__, "--watch", str(root), str(log.run_dir), str(out)]) if watched else None
     agents = agent_dir()
     written: list[float] = []
-    steps, waited = 0, run_queue_delay()
+    steps = 0
     measured = Round(loops, agents)
     end = measured.start + seconds
     while time.perf_counter() < end:
@@ -207,7 +211,6 @@ def with_rltrack(work: Work, seconds: float, every: int, tmp: Path, index: int, 
             log.write(values, step=len(written) - 1, namespace="learner")
         steps += 1
     result = measured.end(steps)
-    waited = None if waited is None else run_queue_delay() - waited
     watcher_cpu = cpu_of([watcher.pid]) if watcher is not None else None
     t0 = time.perf_counter()
     closed = log.close(timeout=600)
@@ -220,7 +223,7 @@ def with_rltrack(work: Work, seconds: float, every: int, tmp: Path, index: int, 
         watcher.wait(60)
         seen = json.loads(out.read_text())
     return {**result, "rows": len(written), "delays": delays(written, seen) if seen is not None else None, "closed": closed, "close_s": close_s,
-            "agent_total": agent_total, "waited": waited, "watcher_cpu": watcher_cpu, "readback": read_back(root, log.run_dir, len(written))}  # fmt: skip
+            "agent_total": agent_total, "watcher_cpu": watcher_cpu, "readback": read_back(root, log.run_dir, len(written))}  # fmt: skip
 
 
 def delays(written: list[float], seen: list[tuple[float, dict[str, int]]]) -> dict[str, list[float]]:
@@ -319,18 +322,18 @@ def report(results: dict[str, list[dict[str, Any]]], work: Work, seconds: float,
              "session gets less CPU while the agent needs the same (its share of the group grows), and a CPU-second does less work (the "
              "training thread's steps per CPU-second of its own). So the table splits it: steps per CPU-second of the group = the training "
              "thread's share of the group's CPU × its steps per CPU-second of its own.", "",
-             "| round | load | steps/s | steps per CPU-s of the group | training thread's share of the group's CPU | its steps per CPU-s of its own | records | "
-             "agent + wandb-core CPU s in the loop (% of the group's) | training's run-queue wait s | close() s | " + " | ".join(f"{s} median / p99 / max s" for s in STORES) + " | read back (mlflow, wandb, trackio) |",
+             "| round | load | steps/s | steps per CPU-s of the group | training thread's share of the group's CPU | its steps per CPU-s of its own | "
+             "training thread waiting for a CPU / blocked s | records | agent + wandb-core CPU s in the loop (% of the group's) | close() s | " + " | ".join(f"{s} median / p99 / max s" for s in STORES) + " | read back (mlflow, wandb, trackio) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + "---:|" * len(STORES) + "---|"]  # fmt: skip
     all_delays: dict[str, list[float]] = {s: [] for s in STORES}
     for variant in VARIANTS:
         for i, r in enumerate(results[variant]):
-            cells = [f"{variant} {i + 1}", f"{r['load']:.1f}", f"{r['steps_per_s']:,.0f}", f"{r['steps_per_cpu_s']:,.0f}", f"{r['share']:.3f}", f"{r['steps_per_thread_cpu_s']:,.0f}"]
+            cells = [f"{variant} {i + 1}", f"{r['load']:.1f}", f"{r['steps_per_s']:,.0f}", f"{r['steps_per_cpu_s']:,.0f}", f"{r['share']:.3f}",
+                     f"{r['steps_per_thread_cpu_s']:,.0f}", f"{r['waited']:.1f} / {r['blocked']:.2f}"]  # fmt: skip
             if variant == "bare":
-                lines.append("| " + " | ".join(cells) + " |" + " |" * (5 + len(STORES)))
+                lines.append("| " + " | ".join(cells) + " |" + " |" * (4 + len(STORES)))
                 continue
-            waited = "" if r["waited"] is None else f"{r['waited']:.1f}"
-            cells += [f"{r['rows']:,}", f"{r['agent_cpu']:.1f} ({100 * r['agent_cpu'] / r['group_cpu']:.1f}%)", waited, f"{r['close_s']:.1f}"]
+            cells += [f"{r['rows']:,}", f"{r['agent_cpu']:.1f} ({100 * r['agent_cpu'] / r['group_cpu']:.1f}%)", f"{r['close_s']:.1f}"]
             for s in STORES:
                 if r["delays"] is None:
                     cells.append("")
