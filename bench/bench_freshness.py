@@ -348,8 +348,9 @@ def report(results: dict[str, list[dict[str, Any]]], work: Work, seconds: float,
     worst_p99 = max(pct(d, 0.99) for d in all_delays.values())
     complete = all(r["readback"][s] == r["rows"] for r in ours + watched for s in STORES)
     watcher = statistics.median(r["watcher_cpu"] / r["loop_s"] for r in watched)
-    lines += ["", f"Without ÷ with rltrack (medians of rounds): steps per CPU-second of the group {slowdown:.3f}× = the training thread's share "
-              f"{ratio(results, 'rltrack', 'share'):.3f}× × its steps per CPU-second {ratio(results, 'rltrack', 'steps_per_thread_cpu_s'):.3f}×; wall time "
+    lines += ["", f"Without ÷ with rltrack (medians of rounds, so the parts' product is near the whole, not equal): steps per CPU-second of the group "
+              f"{slowdown:.3f}×; the training thread's share {ratio(results, 'rltrack', 'share'):.3f}×, its steps per CPU-second of its own "
+              f"{ratio(results, 'rltrack', 'steps_per_thread_cpu_s'):.3f}×; wall time "
               f"{ratio(results, 'rltrack', 'steps_per_s'):.3f}×. Watched rounds: {ratio(results, 'watched', 'steps_per_cpu_s'):.3f}× (wall "
               f"{ratio(results, 'watched', 'steps_per_s'):.3f}×), the watcher using {100 * watcher:.1f}% of a core.",
               "", "Verdict:", "",
