@@ -294,6 +294,8 @@ def main() -> None:
                     pids = [loop.pid for loop in loops]
                     index = sum(len(done) for done in results.values())
                     result = bare(work, seconds, pids) if variant == "bare" else with_rltrack(work, seconds, args.every, tmp, index, pids, variant == "watched")
+                    if any(loop.poll() is not None for loop in loops):  # another session's `pkill -f "while 1"` did this once
+                        raise SystemExit(f"a busy loop ended during the {variant} round (killed from outside?): the rounds are not comparable")
                     results[variant].append(result)
                     print(variant, {k: v for k, v in result.items() if k != "delays"}, flush=True)
     finally:
