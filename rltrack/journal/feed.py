@@ -31,8 +31,10 @@ from typing import Protocol
 
 from rltrack.journal import Entry, read_batch
 
-#: Seconds since the feed's last read after which a tracker no longer waits for it and reads the journal itself.
-FRESH = 1.0
+#: Seconds since the feed's last read after which a tracker no longer waits for it and reads
+#: the journal itself: above the agent's `FEED_EVERY` (rltrack.agent.writer), with room for
+#: its main thread's turn to come late on a busy machine.
+FRESH = 2.0
 
 
 class Batch:
