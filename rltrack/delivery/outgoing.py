@@ -60,8 +60,6 @@ def sendable(event: Event, rules: Rules) -> tuple[Event | None, list[str]]:
     return (event.derive(data) if data else None), left_out + [f"{event.kind} value: {why}" for why in refused.values()]
 
 
-
-
 class Outgoing(NamedTuple):
     """A batch as the tracker is sent it: its events, their ids, where their
     lines start (for thinning's windows); what was left out as refused, with

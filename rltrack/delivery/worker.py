@@ -148,7 +148,7 @@ class DeliveryWorker:
                 self.give_up()
             elif what == "halt" and not self.done:
                 try:
-                    self._confirm(self._store_now())
+                    self._confirm(self._ask(store_now=True))
                 except Exception as exc:  # noqa: BLE001 - not stored: delivered again from the cursor by the next agent
                     self.backend.run.report.count("errors", error_text(exc), section=self.backend.name)
                 self.give_up()
@@ -383,18 +383,17 @@ class DeliveryWorker:
         self._untold.append((offset if held is None else min(offset, held), events, taken))
         self._confirm(progress)
 
-    def _store_now(self) -> Progress:
-        """Asks a tracker that stores later than it takes to store what it took now."""
-        return _progress(self.backend.deliver([], [], store_now=True)) if self.backend.rules.stores_later else STORED
+    def _ask(self, store_now: bool = False) -> Progress:
+        """How far a tracker that stores later than it takes has stored (`store_now`:
+        once it has stored what it took, without waiting any longer); the others store as they take."""
+        return _progress(self.backend.deliver([], [], store_now=store_now)) if self.backend.rules.stores_later else STORED
 
     def _confirm(self, progress: Progress | None = None) -> None:
         """Advances the cursor over the batches the tracker has stored
         (`progress`: what it just said; else it is asked)."""
         if not self._untold:
             return
-        if progress is None:
-            progress = _progress(self.backend.deliver([], [])) if self.backend.rules.stores_later else STORED
-        stored = progress.stored
+        stored = (self._ask() if progress is None else progress).stored
         taken, offset, events, position = 0, 0, 0, None
         for batch_offset, batch_events, batch_position in self._untold:
             if not (stored is None or batch_position is None or batch_position <= stored):
@@ -414,7 +413,7 @@ class DeliveryWorker:
         """The journal is delivered: end the tracker's run (unless more writers
         follow into it), then wait a while for the tracker to store what it
         took (W&B may still be writing after `finish` returns)."""
-        progress = self._store_now()  # if it fails, the next step comes back here
+        progress = self._ask(store_now=True)  # if it fails, the next step comes back here
         if self.close_at_end and all(other.done for other in self.shared if other is not self):
             try:
                 self.backend.close(self.status)
