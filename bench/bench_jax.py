@@ -1,7 +1,7 @@
-"""What rltrack's `jax.debug.callback` target costs a PureJaxRL-style run (issue 41).
+"""What rltrack's JAX callback costs a PureJaxRL-style run (issue 41).
 
 Two workloads, each one jitted, vmapped train loop (`jit(vmap(train))` over 4
-seeds) logging 12 metrics per update and seed through `jax.debug.callback`:
+seeds) logging 12 metrics per update and seed from inside the loop:
 
   * `tiny`: a policy gradient step of a 64x64 MLP on batches of 256, ~60 µs of
     work per callback: the worst case, rltrack's cost beside almost nothing;
@@ -9,24 +9,31 @@ seeds) logging 12 metrics per update and seed through `jax.debug.callback`:
     4 envs x 128 steps, 4 epochs x 4 minibatches per update, a callback per
     update), as its users train.
 
-Each is compiled once (with and without the callback) before any timing and
-run in three variants, alternating, `--repetitions` times:
+Each is compiled once per form of the callback before any timing and run in
+five variants, `--repetitions` times, the order rotated and reversed every
+other repetition (no variant always follows the same one):
 
-  * `no callback`: the same loop without `jax.debug.callback`;
-  * `callback, no rltrack`: the callback calls a function that does nothing
-    (the same jitted run without rltrack: what JAX's callback itself costs);
-  * `rltrack SeedLogger`: the callback is `SeedLogger` (a run per seed, the
-    local backend; the runs are made before the timing, `seeds=`, and closed
-    after it; the agent writes the files in its own process).
+  * `no callback`: the same loop without a callback;
+  * `callback, no rltrack`: `jax.debug.callback(fn, metrics, step=..., seed=...)`
+    with `fn` doing nothing: the library's run without rltrack (what JAX's
+    callback itself costs);
+  * `rltrack, jax.debug.callback(log, ...)`: the same line with `fn` a
+    `SeedLogger` (a run per seed, the local backend; the runs are made before
+    the timing, `seeds=`, and closed after it; the agent writes the files in
+    its own process);
+  * `packed, no rltrack`: the values packed as `SeedLogger.callback` packs them
+    (one array per dtype), JAX's callback of them doing nothing: what the
+    packing alone saves;
+  * `rltrack, log.callback(...)`: `SeedLogger.callback` in place of the line.
 
 Wall time and the process's CPU time (rltrack's pipeline thread included) of
-one run of the loop, medians; for rltrack, its CPU per callback on each thread:
-inside `SeedLogger` on the callback's thread, and on rltrack's pipeline thread
-(until the timed run's records are in the journal). Target: rltrack ≤ 1.03×
-the callback without rltrack, wall and process CPU.
+one run of the loop, medians, and each repetition's ratio to the no-op
+callback of the same repetition (paired); rltrack's CPU per callback on the
+callback's thread and on its pipeline thread. Target: rltrack ≤ 1.03× the run
+without it (`callback, no rltrack`), wall and process CPU.
 
-    python bench/bench_jax.py                 # about two minutes
-    python bench/bench_jax.py --quick         # less than a minute
+    python bench/bench_jax.py                 # about four minutes
+    python bench/bench_jax.py --quick         # about a minute
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -53,8 +61,8 @@ from rltrack.adapters.jax import SeedLogger  # noqa: E402
 SEEDS, BATCH, HIDDEN = 4, 256, 64
 
 
-def make_train(updates: int, log):
-    """`train(key, seed)` of PureJaxRL's shape; `log` None: no callback."""
+def make_train(updates: int, emit):
+    """`train(key, seed)` of PureJaxRL's shape, `emit(metrics, step, seed)` called inside it (None: no logging)."""
 
     def init(key):
         k1, k2 = jax.random.split(key)
@@ -74,12 +82,12 @@ def make_train(updates: int, log):
             returns = obs[:, 0] * (actions == 1) + 0.1 * obs[:, 1]
             (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, obs, actions, returns)
             params = jax.tree.map(lambda p, g: p - 0.01 * g, params, grads)
-            if log is not None:
+            if emit is not None:
                 probs = jax.nn.softmax(logits)
                 metrics = {"loss": loss, "episode_return": returns.mean(), "return_std": returns.std(), "entropy": -(probs * jnp.log(probs)).sum(1).mean(),
                            "grad_norm": optax_norm(grads), "w1_norm": jnp.linalg.norm(params["w1"]), "w2_norm": jnp.linalg.norm(params["w2"]),
                            **{f"prob/{a}": probs[:, a].mean() for a in range(4)}, "logit_max": logits.max()}  # fmt: skip
-                jax.debug.callback(log, metrics, step=(i + 1) * BATCH, seed=seed)
+                emit(metrics, (i + 1) * BATCH, seed)
             return (params, key), None
 
         (params, _), _ = jax.lax.scan(update, (init(key), key), jnp.arange(updates))
@@ -99,9 +107,9 @@ WORKLOADS = {
 }
 
 
-def compiled(make, updates: int, log):
+def compiled(make, updates: int, emit):
     keys = jax.random.split(jax.random.PRNGKey(0), SEEDS)
-    fn = jax.jit(jax.vmap(make(updates, log))).lower(keys, jnp.arange(SEEDS)).compile()
+    fn = jax.jit(jax.vmap(make(updates, emit))).lower(keys, jnp.arange(SEEDS)).compile()
     return lambda: fn(keys, jnp.arange(SEEDS))
 
 
@@ -113,33 +121,67 @@ def pipeline_clock() -> int | None:
     return None
 
 
+class Packed:
+    """What `SeedLogger.callback` traces (the values packed one array per dtype),
+    compiled once: each repetition's logger, or none, takes what crosses."""
+
+    callback = SeedLogger.callback
+
+    def __init__(self) -> None:
+        self.target: Any = None
+
+    def _unpacked(self, *args: Any) -> None:
+        if self.target is not None:
+            self.target(*args)
+
+
+PLAIN, PACKED = "rltrack, jax.debug.callback(log, ...)", "rltrack, log.callback(...)"
+BASE = "callback, no rltrack"
+
+
 def measure(workload: str, updates: int, repetitions: int, tmp: str) -> list[str]:
-    """The three variants of one workload, alternating: its table, its figures per callback and its verdict."""
+    """The five variants of one workload: its table, its figures per callback and its verdicts."""
     make = WORKLOADS[workload][0]
     cpu: dict[str, list[float]] = {}
-    calling: list[int] = []
-    pipeline: list[float] = []  # the pipeline thread's CPU seconds per timed run
-    target = [lambda *a, **k: None]  # what the one compiled callback calls: a no-op or the SeedLogger of this repetition
+    calling: dict[str, list[int]] = {PLAIN: [], PACKED: []}  # ns on the callback's thread inside rltrack
+    pipeline: dict[str, list[float]] = {PLAIN: [], PACKED: []}  # the pipeline thread's CPU seconds per timed run
+    target = [lambda *a, **k: None]  # what the compiled `jax.debug.callback` calls: a no-op or this repetition's logger
+    packed = Packed()
     without = compiled(make, updates, None)
-    with_callback = compiled(make, updates, lambda *a, **k: target[0](*a, **k))
+    with_callback = compiled(make, updates, lambda metrics, step, seed: jax.debug.callback(lambda *a, **k: target[0](*a, **k), metrics, step=step, seed=seed))
+    with_packed = compiled(make, updates, packed.callback)
     counter = iter(range(10**6))
 
-    def with_rltrack():
-        log = SeedLogger(run={"root": tmp, "name": f"{workload}{next(counter)}", "close_timeout": None}, backends={"use": ["local"]}, seeds=range(SEEDS))
-
-        def timed_log(*args, **kwargs):  # the callback's own thread time in SeedLogger
+    def timed_on(name: str, call):
+        def timed_call(*args, **kwargs):
             start = time.thread_time_ns()
-            log(*args, **kwargs)
-            calling.append(time.thread_time_ns() - start)
+            call(*args, **kwargs)
+            calling[name].append(time.thread_time_ns() - start)
 
-        target[0] = timed_log
+        return timed_call
+
+    def logger() -> SeedLogger:
+        return SeedLogger(run={"root": tmp, "name": f"{workload}{next(counter)}", "close_timeout": None}, backends={"use": ["local"]}, seeds=range(SEEDS))
+
+    def plain_rltrack():
+        log = logger()
+        target[0] = timed_on(PLAIN, log)
         return with_callback, log
+
+    def packed_rltrack():
+        log = logger()
+        packed.target = timed_on(PACKED, log._unpacked)
+        return with_packed, log
 
     def no_op():
         target[0] = lambda *a, **k: None
         return with_callback, None
 
-    variants = {"no callback": lambda: (without, None), "callback, no rltrack": no_op, "rltrack SeedLogger": with_rltrack}
+    def packed_no_op():
+        packed.target = None
+        return with_packed, None
+
+    variants = {"no callback": lambda: (without, None), BASE: no_op, PLAIN: plain_rltrack, "packed, no rltrack": packed_no_op, PACKED: packed_rltrack}
 
     def timed(name):
         def once() -> float:
@@ -158,7 +200,7 @@ def measure(workload: str, updates: int, repetitions: int, tmp: str) -> list[str
             if log is not None:
                 log.flush()  # the pipeline thread's work for the timed run is done, outside the timing
                 if clock is not None:
-                    pipeline.append(time.clock_gettime(clock) - start)
+                    pipeline[name].append(time.clock_gettime(clock) - start)
                 log.close()
             return wall
 
@@ -166,33 +208,39 @@ def measure(workload: str, updates: int, repetitions: int, tmp: str) -> list[str
 
     results = repeat_alternating({name: timed(name) for name in variants}, repetitions)
     calls = SEEDS * updates
-    base, base_cpu = results["callback, no rltrack"]["median"], statistics.median(cpu["callback, no rltrack"])
+    base, base_cpu = results[BASE]["median"], statistics.median(cpu[BASE])
     lines = [f"**{workload}**: {WORKLOADS[workload][1]}; {SEEDS} seeds vmapped, {updates} updates each, 12 metrics per update and seed "
-             f"({calls:,} callbacks in the timed run, after a warm-up run); medians of {repetitions} alternating repetitions", "",
-             "| variant | wall s (median, min–max) | process CPU s (median) | wall vs the callback without rltrack | CPU vs the callback without rltrack |",
+             f"({calls:,} callbacks in the timed run, after a warm-up run); medians of {repetitions} repetitions, paired: each repetition's "
+             "run against the no-op callback's run of the same repetition", "",
+             "| variant | wall s (median, min–max) | process CPU s (median) | wall vs the run without rltrack (paired) | CPU vs the run without rltrack (paired) |",
              "|---|---|---|---|---|"]  # fmt: skip
+    paired: dict[str, tuple[float, float]] = {}
     for name, r in results.items():
-        used = statistics.median(cpu[name])
-        lines.append(f"| {name} | {r['median']:.3f} ({r['lo']:.3f}–{r['hi']:.3f}) | {used:.3f} | {r['median'] / base:.3f}× | {used / base_cpu:.3f}× |")
-    ratio, cpu_ratio = results["rltrack SeedLogger"]["median"] / base, statistics.median(cpu["rltrack SeedLogger"]) / base_cpu
-    per_call = (results["callback, no rltrack"]["median"] - results["no callback"]["median"]) / calls * 1e6
-    added = (results["rltrack SeedLogger"]["median"] - base) / calls * 1e6
-    added_cpu = (statistics.median(cpu["rltrack SeedLogger"]) - base_cpu) / calls * 1e6
-    callback_cpu = (base_cpu - statistics.median(cpu["no callback"])) / calls * 1e6
-    on_pipeline = f"{statistics.median(pipeline) / calls * 1e6:.1f} µs" if pipeline else "not measured (no `pthread_getcpuclockid`)"
-    paired_wall = [a / b for a, b in zip(results["rltrack SeedLogger"]["values"], results["callback, no rltrack"]["values"])]
-    paired_cpu = [a / b for a, b in zip(cpu["rltrack SeedLogger"], cpu["callback, no rltrack"])]
-    lines += ["", f"Paired, each repetition's run against the no-op callback's run of the same repetition (less sensitive to the load "
-              f"changing between repetitions): wall {statistics.median(paired_wall):.3f}× (median; {min(paired_wall):.3f}–{max(paired_wall):.3f}), "
-              f"process CPU {statistics.median(paired_cpu):.3f}× ({min(paired_cpu):.3f}–{max(paired_cpu):.3f}).", ""]  # fmt: skip
-    lines += [f"Per callback: the training between two callbacks {results['no callback']['median'] / calls * 1e6:,.0f} µs of wall; "
-              f"JAX's callback itself {per_call:+.0f} µs of wall, {callback_cpu:+.0f} µs of process CPU; rltrack's `SeedLogger` {added:+.0f} µs of wall, "
-              f"{added_cpu:+.0f} µs of process CPU (pipeline thread included): inside `SeedLogger` on the callback's thread "
-              f"{statistics.mean(calling) / 1000:.1f} µs (mean; median {statistics.median(calling) / 1000:.1f} µs, of {len(calling):,} calls), on rltrack's "
-              f"pipeline thread {on_pipeline} (median of the timed runs); the rest on XLA's threads outside `SeedLogger`.", "",
-              verdict(f"{workload}: rltrack SeedLogger, wall", f"{ratio:.3f}× the callback without rltrack", "≤ 1.03×", ratio <= 1.03),
-              verdict(f"{workload}: rltrack SeedLogger, process CPU", f"{cpu_ratio:.3f}× the callback without rltrack", "≤ 1.03×", cpu_ratio <= 1.03), ""]  # fmt: skip
-    return lines
+        walls = [a / b for a, b in zip(r["values"], results[BASE]["values"])]
+        used = [a / b for a, b in zip(cpu[name], cpu[BASE])]
+        paired[name] = statistics.median(walls), statistics.median(used)
+        lines.append(f"| {name} | {r['median']:.3f} ({r['lo']:.3f}–{r['hi']:.3f}) | {statistics.median(cpu[name]):.3f} | "
+                     f"{paired[name][0]:.3f}× ({min(walls):.3f}–{max(walls):.3f}) | {paired[name][1]:.3f}× ({min(used):.3f}–{max(used):.3f}) |")  # fmt: skip
+
+    def per_call(name: str, of: str = "no callback") -> str:
+        wall = (results[name]["median"] - results[of]["median"]) / calls * 1e6
+        used = (statistics.median(cpu[name]) - statistics.median(cpu[of])) / calls * 1e6
+        return f"{wall:+.0f} µs of wall, {used:+.0f} µs of process CPU"
+
+    def inside(name: str) -> str:
+        threads = f"{statistics.mean(calling[name]) / 1000:.1f} µs inside rltrack on the callback's thread (mean of {len(calling[name]):,} calls)"
+        on_pipeline = f"{statistics.median(pipeline[name]) / calls * 1e6:.1f} µs" if pipeline[name] else "not measured (no `pthread_getcpuclockid`)"
+        return f"{threads}, {on_pipeline} on rltrack's pipeline thread"
+
+    lines += ["", f"Per callback: the training between two callbacks {results['no callback']['median'] / calls * 1e6:,.0f} µs of wall; "
+              f"JAX's callback of the 14 values itself {per_call(BASE)}, of the packed values {per_call('packed, no rltrack')}. "
+              f"rltrack through `jax.debug.callback(log, ...)`: {per_call(PLAIN, BASE)} over the no-op callback ({inside(PLAIN)}). "
+              f"rltrack through `log.callback(...)`: {per_call(PACKED, 'packed, no rltrack')} over the packed no-op callback ({inside(PACKED)}).", ""]  # fmt: skip
+    for name in (PACKED, PLAIN):
+        wall, used = paired[name]
+        lines += [verdict(f"{workload}: {name}, wall", f"{wall:.3f}× the run without rltrack (paired median)", "≤ 1.03×", wall <= 1.03),
+                  verdict(f"{workload}: {name}, process CPU", f"{used:.3f}× the run without rltrack (paired median)", "≤ 1.03×", used <= 1.03)]  # fmt: skip
+    return lines + [""]
 
 
 def main() -> None:
@@ -209,7 +257,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for workload in args.workload:
             lines += measure(workload, updates[workload], repetitions, tmp)
-    section.finish("bench_jax: the jax.debug.callback target in a jit(vmap(train)) loop (issue 41)", "\n".join(lines), write=not args.no_write)
+    section.finish("bench_jax: rltrack's JAX callback in a jit(vmap(train)) loop (issue 41)", "\n".join(lines), write=not args.no_write)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ num_steps 128, update_epochs 4, num_minibatches 4, an actor and a critic of
 64x64 tanh layers, Adam at 2.5e-4 annealed, gradients clipped at 0.5 of
 global norm, GAE with gamma 0.99 and lambda 0.95, clip 0.2, entropy 0.01,
 value 0.5) and gymnax's CartPole-v1 dynamics (auto-reset, 500 steps at most).
-Adam is written out (optax is not needed). The callback is called once per
-update with 12 metrics, as a user logs PPO's losses and returns.
+Adam is written out (optax is not needed). It logs once per update, 12
+metrics, as a user logs PPO's losses and returns.
 """
 
 from __future__ import annotations
@@ -91,9 +91,9 @@ def adam(params, grads, opt, lr):
     return jax.tree.map(lambda p, s: p - s, params, step), {"count": count, "mu": mu, "nu": nu}, norm
 
 
-def make_ppo(updates: int, log):
-    """`train(key, seed)` of PureJaxRL's shape: `updates` PPO updates in one `lax.scan`, `log` (None: no callback)
-    called once per update with 12 metrics at `step` = transitions so far."""
+def make_ppo(updates: int, emit):
+    """`train(key, seed)` of PureJaxRL's shape: `updates` PPO updates in one `lax.scan`, `emit(metrics, step, seed)`
+    (None: no logging) called inside it once per update with 12 metrics at `step` = transitions so far."""
 
     def train(key, seed):
         key, k_params, k_env = jax.random.split(key, 3)
@@ -143,12 +143,12 @@ def make_ppo(updates: int, log):
                 return (params, opt, key), losses
 
             (params, opt, key), losses = jax.lax.scan(epoch, (params, opt, key), None, UPDATE_EPOCHS)
-            if log is not None:
+            if emit is not None:
                 episodes = traj["done"].sum()
                 metrics = {"episode_return": traj["finished"].sum() / jnp.maximum(episodes, 1), "episodes": episodes,
                            "loss": {name: value.mean() for name, value in losses.items()},
                            "value_mean": traj["value"].mean(), "advantage_std": advantage.std(), "learning_rate": lr}  # fmt: skip
-                jax.debug.callback(log, metrics, step=(index + 1) * NUM_ENVS * NUM_STEPS, seed=seed)
+                emit(metrics, (index + 1) * NUM_ENVS * NUM_STEPS, seed)
             return (params, opt, envs, key), None
 
         (params, *_), _ = jax.lax.scan(update, (params, opt, envs, key), jnp.arange(updates))

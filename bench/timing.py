@@ -95,12 +95,15 @@ def ratio_table(results: dict[str, dict[str, float]], reference: str, per: str =
 
 def repeat_alternating(runs: dict[str, Callable[[], float]], repetitions: int) -> dict[str, dict[str, float]]:
     """Each run returns one measurement (seconds, records/s, ...); they are
-    called in turn, the order rotated each repetition, `repetitions` times.
+    called in turn, `repetitions` times, the order rotated each repetition and
+    reversed every other one: no run always follows the same one (whose
+    background work, an agent's delivery, may spill into the next).
     Returns median, min, max and all values per run."""
     values: dict[str, list[float]] = {name: [] for name in runs}
     names = list(runs)
     for r in range(repetitions):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order if r % 2 == 0 else order[::-1]:
             gc.collect()
             values[name].append(runs[name]())
     return {name: {"median": statistics.median(v), "lo": min(v), "hi": max(v), "n": len(v), "values": v}  # type: ignore[dict-item]

@@ -68,12 +68,24 @@ def plain(value: Any) -> Any:
         array = np.asarray(value)
     except Exception:  # noqa: BLE001 - not array-like: the pipeline counts what it does with it
         return value
+    array = numeric(array)
     if array.dtype.kind not in "biuf":
         return value
     if array.size != 1:  # a copy: the pipeline reads it later, and a library may reuse its buffer meanwhile (numpy, torch share memory)
         return array.copy()
     item = array.item()
     return int(item) if type(item) is bool else item
+
+
+def numeric(array: Any) -> Any:
+    """A numpy array of one of jax's own number types (ml_dtypes: bfloat16,
+    the float8s, int4), which numpy sees as raw bytes, as float64 or int64:
+    each of their values exactly; any other array as it is."""
+    if array.dtype.kind == "V" and array.dtype.type.__module__.partition(".")[0] == "ml_dtypes":
+        import numpy as np
+
+        return array.astype(np.int64 if "int" in array.dtype.name else np.float64)
+    return array
 
 
 def plain_each(values: list[Any]) -> list[Any]:

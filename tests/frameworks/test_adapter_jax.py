@@ -138,6 +138,58 @@ def test_values_stacked_along_a_seed_axis_are_split_one_run_each(tmp_path):
         assert got == [({"env_steps": i * BATCH}, row["loss"][seed]) for i, row in enumerate(stacked)], seed
 
 
+def _journal(logger) -> list:
+    return [(e.kind, e.namespace, e.steps, e.data) for e in read_journal(logger.run_dir) if e.kind in ("scalars", "histogram")]
+
+
+def test_the_packed_callback_logs_what_the_plain_callback_logs_exactly(tmp_path):
+    """`log.callback(...)` inside `jit(vmap(...))` against `jax.debug.callback(log, ...)`:
+    every dtype back as the same Python number (a step beyond float32's 2**24, bools
+    as 0/1, float16 and bfloat16 exact), keys in the order written, a histogram as
+    an array, one run per seed; and outside `vmap` with the seeds stacked."""
+
+    def metrics_of(i, seed):
+        x = (i + 1) * 0.1 + seed
+        return {"ret": x.astype(jnp.float32), "n": (i * 7 + seed).astype(jnp.int32), "done": i % 2 == 0, "u8": jnp.uint8(200) + seed.astype(jnp.uint8),
+                "half": {"f16": x.astype(jnp.float16), "bf16": x.astype(jnp.bfloat16)}, "hist": jnp.arange(3.0) * x, "const": 2.5}  # fmt: skip
+
+    def train(emit):
+        def one(key, seed):
+            def update(carry, i):
+                emit(metrics_of(i, seed), jnp.int32(2**24 + 1) + i, seed)
+                return carry, None
+
+            return jax.lax.scan(update, 0.0, jnp.arange(3))[0]
+
+        jax.jit(jax.vmap(one))(jax.random.split(jax.random.PRNGKey(0), SEEDS), jnp.arange(SEEDS))
+        jax.effects_barrier()
+
+    plain = SeedLogger(run={"root": str(tmp_path / "runs"), "name": "plain"}, backends={"use": ["memory"]})
+    packed = SeedLogger(run={"root": str(tmp_path / "runs"), "name": "packed"}, backends={"use": ["memory"]})
+    train(lambda metrics, step, seed: jax.debug.callback(plain, metrics, step=step, seed=seed))
+    train(packed.callback)
+    plain.close()
+    packed.close()
+    assert sorted(packed.runs) == sorted(plain.runs) == [0, 1, 2]
+    for seed in range(SEEDS):
+        expected, got = _journal(plain.runs[seed]), _journal(packed.runs[seed])
+        assert got == expected and len(got) == 3 * 3, seed  # per update: "" scalars, "half" scalars, the histogram
+        first = {(kind, namespace): data for kind, namespace, steps, data in got[:3]}
+        assert got[0][2] == {"env_steps": 2**24 + 1}
+        assert list(first["scalars", ""]) == ["ret", "n", "done", "u8", "const"]  # as written
+        assert first["scalars", ""]["done"] == 1 and type(first["scalars", ""]["n"]) is int and first["scalars", ""]["u8"] == 200 + seed
+        assert first["scalars", "half"]["bf16"] == float(jnp.bfloat16(0.1 + seed))
+        assert first["histogram", ""]["hist"] == pytest.approx([0.0, 0.1 + seed, 0.2 + 2 * seed], rel=1e-6)
+    report = json.loads((packed.runs[0].run_dir / "report.json").read_text())
+    assert not report.get("converted"), report
+
+    stacked = SeedLogger(run={"root": str(tmp_path / "runs"), "name": "stacked"}, backends={"use": ["memory"]})
+    jax.jit(lambda: stacked.callback({"ret": jnp.arange(3.0)}, step=jnp.int32(8), seed=jnp.arange(SEEDS)))()
+    jax.effects_barrier()
+    stacked.close()
+    assert [_journal(stacked.runs[seed]) for seed in range(SEEDS)] == [[("scalars", "", {"env_steps": 8}, {"ret": float(seed)})] for seed in range(SEEDS)]
+
+
 def test_per_seed_keys_in_one_run_and_arrays_as_histograms(tmp_path):
     log = SeedLogger(run={"root": str(tmp_path / "runs"), "name": "keys"}, backends={"use": ["memory"]}, per_seed="keys")
     for seed in range(2):
