@@ -146,7 +146,11 @@ class SeedLogger:
         for keys, array in zip(stacked_keys, stacked):
             values.update(zip(keys, numeric(np.asarray(array)).tolist()))
         metrics = {key: values[key] for key in order if key in values}
-        self(metrics, values.get(_STEP), values.get(_SEED))
+        step, seed = values.get(_STEP), values.get(_SEED)
+        if getattr(seed, "ndim", 0) or getattr(step, "ndim", 0):  # stacked seeds, outside vmap
+            self(metrics, step, seed)
+        else:
+            self._one(metrics, step, None if seed is None else _label(seed))
 
     def _one(self, metrics: Mapping[str, Any], step: int | float | None, seed: Any) -> None:
         """One seed's values; `step` and `seed` already Python numbers."""
