@@ -208,7 +208,6 @@ def measure(workload: str, updates: int, repetitions: int, tmp: str) -> list[str
 
     results = repeat_alternating({name: timed(name) for name in variants}, repetitions)
     calls = SEEDS * updates
-    base, base_cpu = results[BASE]["median"], statistics.median(cpu[BASE])
     lines = [f"**{workload}**: {WORKLOADS[workload][1]}; {SEEDS} seeds vmapped, {updates} updates each, 12 metrics per update and seed "
              f"({calls:,} callbacks in the timed run, after a warm-up run); medians of {repetitions} repetitions, paired: each repetition's "
              "run against the no-op callback's run of the same repetition", "",

@@ -18,7 +18,6 @@ from rltrack.frameworks.canonical import names_mode
 from rltrack.core.events import DEFAULT_STEP_AXIS, Event
 from rltrack.training.exits import exit_status
 from rltrack.adapters.acme.keys import (
-    CANONICAL,
     SOURCE,
     STAGE_EVERY,
     axes,

@@ -28,14 +28,9 @@ from rltrack.core.storage import join, uri_of
 from rltrack.frameworks.canonical import names_mode
 from rltrack.adapters.tune.keys import (
     DEFAULT_STORAGE_PATH,
-    CANONICAL,
-    ENV_STEP_KEYS,
     EPISODE_SERIES,
-    RUN_INFO_KEYS,
     SOURCE_RLLIB,
     SOURCE_TUNE,
-    TIMING_KEYS,
-    canonical_name,
     is_rllib_result,
 )
 from rltrack.adapters.tune.results import (
