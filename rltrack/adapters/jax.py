@@ -136,9 +136,12 @@ class SeedLogger:
         others: tuple[list[Any], list[Any]] = ([], [])  # (keys, values) crossing as they are
         for key, value in named.items():
             if value is None:
-                continue
-            value = jnp.asarray(value)
-            keys, values = stacks.setdefault(value.dtype, ([], [])) if value.ndim == 0 and _packable(value.dtype) else others
+                if key is _STEP or key is _SEED:
+                    continue
+                keys, values = others  # as `jax.debug.callback` hands a None over
+            else:
+                value = jnp.asarray(value)
+                keys, values = stacks.setdefault(value.dtype, ([], [])) if value.ndim == 0 and _packable(value.dtype) else others
             keys.append(key)
             values.append(value)
         layout = (tuple(tuple(keys) for keys, _ in stacks.values()), tuple(others[0]), tuple(key for key in named if key not in (_STEP, _SEED)))

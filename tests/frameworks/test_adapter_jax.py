@@ -151,7 +151,7 @@ def test_the_packed_callback_logs_what_the_plain_callback_logs_exactly(tmp_path)
     def metrics_of(i, seed):
         x = (i + 1) * 0.1 + seed
         return {"ret": x.astype(jnp.float32), "n": (i * 7 + seed).astype(jnp.int32), "done": i % 2 == 0, "u8": jnp.uint8(200) + seed.astype(jnp.uint8),
-                "half": {"f16": x.astype(jnp.float16), "bf16": x.astype(jnp.bfloat16)}, "hist": jnp.arange(3.0) * x, "const": 2.5}  # fmt: skip
+                "half": {"f16": x.astype(jnp.float16), "bf16": x.astype(jnp.bfloat16)}, "hist": jnp.arange(3.0) * x, "const": 2.5, "none": None}  # fmt: skip
 
     def train(emit):
         def one(key, seed):
@@ -176,12 +176,14 @@ def test_the_packed_callback_logs_what_the_plain_callback_logs_exactly(tmp_path)
         assert got == expected and len(got) == 3 * 3, seed  # per update: "" scalars, "half" scalars, the histogram
         first = {(kind, namespace): data for kind, namespace, steps, data in got[:3]}
         assert got[0][2] == {"env_steps": 2**24 + 1}
-        assert list(first["scalars", ""]) == ["ret", "n", "done", "u8", "const"]  # as written
+        assert list(first["scalars", ""]) == ["ret", "n", "done", "u8", "const", "none"]  # as written
+        assert first["scalars", ""]["none"] is None  # kept, as the plain callback keeps it (the `none` filter drops it)
         assert first["scalars", ""]["done"] == 1 and type(first["scalars", ""]["n"]) is int and first["scalars", ""]["u8"] == 200 + seed
         assert first["scalars", "half"]["bf16"] == float(jnp.bfloat16(0.1 + seed))
         assert first["histogram", ""]["hist"] == pytest.approx([0.0, 0.1 + seed, 0.2 + 2 * seed], rel=1e-6)
-    report = json.loads((packed.runs[0].run_dir / "report.json").read_text())
-    assert not report.get("converted"), report
+    for seed in range(SEEDS):  # the same counts, no conversion notice
+        reports = [json.loads((log.runs[seed].run_dir / "report.json").read_text()) for log in (plain, packed)]
+        assert reports[0]["counts"] == reports[1]["counts"] and not reports[1].get("converted"), reports
 
     stacked = SeedLogger(run={"root": str(tmp_path / "runs"), "name": "stacked"}, backends={"use": ["memory"]})
     jax.jit(lambda: stacked.callback({"ret": jnp.arange(3.0)}, step=jnp.int32(8), seed=jnp.arange(SEEDS)))()
