@@ -29,7 +29,7 @@ its default (`run.close_timeout` 5 s, no filters).
 Each sweep runs in a fresh Python process (so the driver's RSS of one system
 does not carry into the other) with an agent directory of its own
 (RLTRACK_AGENT_DIR in a temporary folder, so the agent starts cold, as on a
-user's first sweep); the systems alternate, the order rotated each repetition.
+user's first sweep); the systems alternate, the order rotated each repetition and reversed every other one.
 In that process, after `ray.init` and once Ray has stopped starting worker
 processes (untimed):
 

@@ -10,7 +10,7 @@ Each measurement is a fresh run, timed from the first write until `close()`
 returns (for rltrack: journal, local files and every tracker complete), then
 read back (journal lines, TensorBoard event files with TensorBoard's own
 reader, MLflow metric history, the `.wandb` file, Neptune's offline data).
-The measurements of one group alternate, rotated, `--repetitions` times;
+The measurements of one group alternate, rotated (reversed every other time), `--repetitions` times;
 the median and the min–max are reported.
 
   * local        - rltrack, four filters, backends {local}, N records, beside

@@ -16,7 +16,7 @@ threads take from training (CPU, the GIL). Issue 6 asks for two loops:
       too, without a target, and with the local directory and trackio
       (issue 20: ≤ 1.10× no logging).
 
-The variants of each loop alternate, rotated, `--repetitions` times (median,
+The variants of each loop alternate, rotated (reversed every other time), `--repetitions` times (median,
 min–max). The timed span is the loop itself: rltrack's `close()`, which waits
 until every tracker has everything, is timed separately and read back. Process
 CPU time (all threads of this process) is reported beside the wall time.
