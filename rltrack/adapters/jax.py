@@ -155,7 +155,7 @@ class SeedLogger:
         values: dict[Any, Any] = dict(zip(other_keys, others))
         for keys, array in zip(stacked_keys, stacked):
             values.update(zip(keys, numeric(np.asarray(array)).tolist()))
-        metrics = {key: values[key] for key in order if key in values}
+        metrics = {key: values[key] for key in order}  # every key crossed, stacked or as it is
         step, seed = values.get(_STEP), values.get(_SEED)
         if getattr(seed, "ndim", 0) or getattr(step, "ndim", 0):  # stacked seeds, outside vmap
             self(metrics, step, seed)

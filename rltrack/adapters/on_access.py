@@ -11,11 +11,15 @@ behaviour is a plain class; `subclass_on_access` returns the module-level
 first access (`from rltrack.adapters.torchrl import RLTrackLogger` imports
 TorchRL then, or raises `rltrack.MissingExtraError` naming the extra), and
 stores it in the module: it is built once, pickles by reference and is what
-`isinstance` and `type()` report.
+`isinstance` and `type()` report. `names_on_access` is the same for names a
+library's package keeps in its modules (`from rltrack.adapters.acme import
+make_logger_factory`): imported on first use, so that reading the package's
+declaration imports none of them.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 from typing import Any, Callable
@@ -41,5 +45,20 @@ def subclass_on_access(module: str, name: str, behaviour: type, base: str, extra
                 built = type(name, (behaviour, getattr(library, base_class)), namespace)
                 setattr(sys.modules[module], name, built)
         return built
+
+    return __getattr__
+
+
+def names_on_access(module: str, names: dict[str, str]) -> Callable[[str], Any]:
+    """The `__getattr__` of package `module` that imports each of `names`
+    (name -> the module defining it) on first access and keeps it in the package."""
+
+    def __getattr__(attribute: str) -> Any:
+        home = names.get(attribute)
+        if home is None:
+            raise AttributeError(f"module {module!r} has no attribute {attribute!r}")
+        value = getattr(importlib.import_module(home), attribute)
+        setattr(sys.modules[module], attribute, value)  # later lookups skip this function
+        return value
 
     return __getattr__

@@ -109,10 +109,9 @@ def _worker(
     `cursor`, "": the tracker's own); the tracker's run ends after the `last`
     journal. Another process delivering it (the agent, finishing a crashed
     run) is waited for while it advances."""
-    name = backend.name if writer is None else f"{backend.name}@{writer}"
 
     def waiting() -> None:
-        print(f"{name}: another process (the agent, finishing this run) is delivering it; waiting while it advances "
+        print(f"{_shown(backend, writer)}: another process (the agent, finishing this run) is delivering it; waiting while it advances "
               f"(at most {LOCK_WAIT:.0f} s without progress), then sending what it left", file=out)  # fmt: skip
 
     try:
@@ -126,13 +125,12 @@ def _deliver(worker: DeliveryWorker, status: str, out: IO[str], timeout: float |
     drawing a progress bar meanwhile, until the journal is delivered or the
     tracker has been failing for `timeout` seconds."""
     backend, run_dir = worker.backend, worker.run_dir
-    name = backend.name if worker.writer is None else f"{backend.name}@{worker.writer}"
     total = worker.journal.stat().st_size
     if worker.cursor.offset >= total:
         print(f"{backend.name}: nothing pending ({worker.cursor.target or 'the store'} holds the whole run)", file=out)
     thread = threading.Thread(target=worker.run_until_caught_up, args=(status, timeout), name=f"rltrack-sync-{backend.name}", daemon=True)
     thread.start()
-    bar = _ProgressBar(name, total, out)
+    bar = _ProgressBar(_shown(backend, worker.writer), total, out)
     while thread.is_alive():
         bar.show(worker.cursor.offset, f"  (retrying; last error: {worker.last_error})" if worker.errors else "")
         thread.join(PROGRESS_EVERY)
@@ -157,6 +155,11 @@ def _deliver(worker: DeliveryWorker, status: str, out: IO[str], timeout: float |
             file=out,
         )
     return worker.caught_up()
+
+
+def _shown(backend: RemoteBackend, writer: str | None) -> str:
+    """The tracker as sync's lines name it: `mlflow`, or `mlflow@<writer>` for one of several writers' journals."""
+    return backend.name if writer is None else f"{backend.name}@{writer}"
 
 
 class _ProgressBar:

@@ -89,9 +89,10 @@ imports neither.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rltrack.adapters.acme.keys import CANONICAL
+from rltrack.adapters.on_access import names_on_access
 from rltrack.frameworks.library import Library
 
 if TYPE_CHECKING:
@@ -101,15 +102,7 @@ if TYPE_CHECKING:
 LIBRARY = Library(adapter=True, canonical=CANONICAL)
 
 
-def __getattr__(name: str) -> Any:
-    """The loggers' names on first use (`from rltrack.adapters.acme import make_logger_factory`)."""
-    if name not in ("RLTrackLogger", "RLTrackLoggerFactory", "TeeLogger", "make_logger_factory", "tee"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from rltrack.adapters.acme import logger
-
-    value = getattr(logger, name)
-    globals()[name] = value
-    return value
-
+#: The loggers' names, imported on first use (`from rltrack.adapters.acme import make_logger_factory`).
+__getattr__ = names_on_access(__name__, dict.fromkeys(("RLTrackLogger", "RLTrackLoggerFactory", "TeeLogger", "make_logger_factory", "tee"), "rltrack.adapters.acme.logger"))
 
 __all__ = ["CANONICAL", "LIBRARY", "RLTrackLogger", "RLTrackLoggerFactory", "TeeLogger", "make_logger_factory", "tee"]

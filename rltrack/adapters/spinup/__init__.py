@@ -83,9 +83,10 @@ the declaration imports neither.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rltrack.adapters.spinup.rows import CANONICAL, LEARNER_LOSSES
+from rltrack.adapters.on_access import names_on_access
 from rltrack.frameworks.library import Library
 
 if TYPE_CHECKING:
@@ -96,20 +97,10 @@ if TYPE_CHECKING:
 LIBRARY = Library(adapter=True, canonical=CANONICAL, folders="rltrack.adapters.spinup.folders:FORMAT")
 
 
-def __getattr__(name: str) -> Any:
-    """The logger's names on first use (`from rltrack.adapters.spinup import EpochLogger`)."""
-    if name in ("EpochLogger", "convert_json"):
-        from rltrack.adapters.spinup import logger
-
-        value = getattr(logger, name)
-    elif name in ("colorize", "epoch_statistics"):
-        from rltrack.adapters.spinup import logx
-
-        value = getattr(logx, name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
+#: The logger's names, imported on first use (`from rltrack.adapters.spinup import EpochLogger`).
+__getattr__ = names_on_access(
+    __name__,
+    {**dict.fromkeys(("EpochLogger", "convert_json"), "rltrack.adapters.spinup.logger"), **dict.fromkeys(("colorize", "epoch_statistics"), "rltrack.adapters.spinup.logx")},
+)
 
 __all__ = ["CANONICAL", "LEARNER_LOSSES", "LIBRARY", "EpochLogger", "colorize", "convert_json", "epoch_statistics"]

@@ -87,9 +87,10 @@ that reading the declaration does not.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rltrack.adapters.tune.keys import CANONICAL, ENV_STEP_KEYS, ITERATION_KEY, RUN_INFO_KEYS, TIMING_KEYS, canonical_name, is_rllib_result
+from rltrack.adapters.on_access import names_on_access
 from rltrack.frameworks.library import Library
 
 if TYPE_CHECKING:
@@ -99,17 +100,9 @@ if TYPE_CHECKING:
 LIBRARY = Library(adapter=True, canonical=CANONICAL, folders="rltrack.adapters.tune.folders:FORMAT")
 
 
-def __getattr__(name: str) -> Any:
-    """The callback's names on first use (`from rltrack.adapters.tune import RLTrackCallback`:
-    that class is built on Ray's base then, rltrack.adapters.tune.callback)."""
-    if name not in ("RLTrackCallback", "TrialLoggers", "log_result", "record_episodes"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from rltrack.adapters.tune import callback
-
-    value = getattr(callback, name)
-    globals()[name] = value
-    return value
-
+#: The callback's names, imported on first use (`from rltrack.adapters.tune import RLTrackCallback`:
+#: that class is built on Ray's base then, rltrack.adapters.tune.callback).
+__getattr__ = names_on_access(__name__, dict.fromkeys(("RLTrackCallback", "TrialLoggers", "log_result", "record_episodes"), "rltrack.adapters.tune.callback"))
 
 __all__ = [
     "CANONICAL",
